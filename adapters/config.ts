@@ -1,0 +1,49 @@
+import { Config, Data, Effect, LogLevel, Option, Redacted } from "effect"
+
+/**
+ * Server configuration, read from the environment and validated once at
+ * start-up. A bad value stops the server with one message naming it.
+ */
+export interface ServerConfig {
+  readonly port: number
+  readonly host: string
+  readonly databaseUrl: Option.Option<Redacted.Redacted<string>>
+  readonly dataDir: string
+  readonly adminToken: Option.Option<Redacted.Redacted<string>>
+  readonly logLevel: LogLevel.LogLevel
+}
+
+export class InvalidConfig extends Data.TaggedError("InvalidConfig")<{ readonly message: string }> {}
+
+const raw = Config.all({
+  port: Config.Port("PORT").pipe(Config.withDefault(8080)),
+  host: Config.NonEmptyString("HOST").pipe(Config.withDefault("127.0.0.1")),
+  databaseUrl: Config.option(Config.Redacted("DATABASE_URL")),
+  dataDir: Config.NonEmptyString("DATA_DIR").pipe(Config.withDefault("./data")),
+  adminToken: Config.option(Config.Redacted("ADMIN_TOKEN")),
+  logLevel: Config.LogLevel("LOG_LEVEL").pipe(Config.withDefault<LogLevel.LogLevel>("Info"))
+})
+
+const MIN_ADMIN_TOKEN_LENGTH = 24
+
+/** Reads and checks the configuration; fails with one message naming the bad variable. */
+export const loadServerConfig: Effect.Effect<ServerConfig, InvalidConfig> = Effect.gen(function*() {
+  const config = yield* Effect.mapError(
+    raw,
+    (error) => new InvalidConfig({ message: `Invalid configuration: ${error.message}` })
+  )
+  if (Option.isSome(config.databaseUrl)) {
+    const url = Redacted.value(config.databaseUrl.value)
+    if (!/^postgres(ql)?:\/\/./.test(url)) {
+      return yield* new InvalidConfig({
+        message: "Invalid configuration: DATABASE_URL must be a postgres:// or postgresql:// URL (unset it to use the embedded database)"
+      })
+    }
+  }
+  if (Option.isSome(config.adminToken) && Redacted.value(config.adminToken.value).length < MIN_ADMIN_TOKEN_LENGTH) {
+    return yield* new InvalidConfig({
+      message: `Invalid configuration: ADMIN_TOKEN must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters`
+    })
+  }
+  return config
+})

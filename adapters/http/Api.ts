@@ -1,0 +1,169 @@
+import { Context, Schema } from "effect"
+import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity, OpenApi } from "effect/http-api"
+import { AgentName, Role } from "../../src/domain/Agent.ts"
+import type { Principal } from "../../src/domain/Agent.ts"
+import { Capability } from "../../src/domain/Capability.ts"
+import { Cents } from "../../src/domain/Money.ts"
+import { BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable, Unauthorized } from "./errors.ts"
+
+/**
+ * The HTTP contract of /v1: schemas only, no behaviour. Handlers live in
+ * handlers.ts; every rule they apply lives in src/.
+ */
+
+// ---- shared pieces ---------------------------------------------------------
+
+const Timestamp = Schema.String.annotate({ description: "ISO 8601 timestamp (UTC)" })
+
+/** Path ids are free text up to 64 characters; an id that does not exist is 404, whatever its shape. */
+const PathId = Schema.String.check(Schema.isMaxLength(64))
+
+export const ListQuery = {
+  limit: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 100 }))),
+  offset: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 1_000_000_000 })))
+}
+
+// ---- authentication ----------------------------------------------------------
+
+export class CurrentPrincipal extends Context.Service<CurrentPrincipal, Principal>()("spendgate/http/CurrentPrincipal") {}
+
+export class Authentication extends HttpApiMiddleware.Service<Authentication, {
+  provides: CurrentPrincipal
+  requires: never
+}>()("spendgate/http/Authentication", {
+  security: { bearer: HttpApiSecurity.bearer },
+  error: [Unauthorized, Forbidden]
+}) {}
+
+// ---- resources -------------------------------------------------------------
+
+export const AgentResponse = Schema.Struct({
+  id: Schema.String,
+  name: Schema.String,
+  role: Role,
+  killed: Schema.Boolean,
+  createdAt: Timestamp,
+  lastActiveAt: Schema.NullOr(Timestamp)
+})
+
+export const CreatedAgentResponse = Schema.Struct({
+  id: Schema.String,
+  name: Schema.String,
+  role: Role,
+  apiKey: Schema.String.annotate({ description: "Shown once; store it now" }),
+  killed: Schema.Boolean,
+  createdAt: Timestamp
+})
+
+export const PolicyResponse = Schema.Struct({
+  maxPerCallUsdCents: Schema.Number.annotate({ description: "USD cents; 0 means no limit" }),
+  maxPerDayUsdCents: Schema.Number.annotate({ description: "USD cents; 0 means no limit; resets at midnight UTC" }),
+  allowedCapabilities: Schema.Array(Capability).annotate({ description: "Empty means all capabilities" }),
+  dailySpentUsdCents: Schema.Number
+})
+
+const CapList = Schema.Array(Capability).check(Schema.isMaxLength(10))
+
+export const PolicyReplace = Schema.Struct({
+  maxPerCallUsdCents: Schema.optional(Schema.NullOr(Cents)),
+  maxPerDayUsdCents: Schema.optional(Schema.NullOr(Cents)),
+  allowedCapabilities: Schema.optional(Schema.NullOr(CapList))
+})
+
+export const HealthResponse = Schema.Struct({
+  status: Schema.Literals(["ok", "degraded"]),
+  version: Schema.String,
+  storage: Schema.Literals(["ok", "down"]),
+  uptimeSeconds: Schema.Number
+})
+
+export class HealthDegraded extends Schema.Error<HealthDegraded>("HealthDegraded")(
+  HealthResponse,
+  { httpApiStatus: 503 }
+) {}
+
+// ---- groups ----------------------------------------------------------------
+
+const accessErrors = [BadRequest, Forbidden, NotFound] as const
+
+export class PublicApi extends HttpApiGroup.make("public")
+  .add(
+    HttpApiEndpoint.get("health", "/health", {
+      success: HealthResponse,
+      error: HealthDegraded
+    }),
+    HttpApiEndpoint.post("signup", "/v1/signup", {
+      payload: Schema.Struct({ name: AgentName }),
+      success: Schema.Struct({
+        apiKey: Schema.String,
+        agentId: Schema.String,
+        accountId: Schema.String
+      }).pipe(HttpApiSchema.status(201)),
+      error: [BadRequest, ServiceUnavailable]
+    })
+  )
+  .annotateMerge(OpenApi.annotations({ title: "Public", description: "Signup and health; no key needed" }))
+{}
+
+export class AgentsApi extends HttpApiGroup.make("agents")
+  .add(
+    HttpApiEndpoint.get("list", "/", {
+      query: ListQuery,
+      success: Schema.Struct({
+        agents: Schema.Array(AgentResponse),
+        total: Schema.Number,
+        limit: Schema.Number,
+        offset: Schema.Number
+      }),
+      error: accessErrors
+    }),
+    HttpApiEndpoint.post("create", "/", {
+      payload: Schema.Struct({ name: AgentName, role: Schema.optional(Role) }),
+      success: CreatedAgentResponse.pipe(HttpApiSchema.status(201)),
+      error: accessErrors
+    }),
+    HttpApiEndpoint.get("get", "/:id", {
+      params: { id: PathId },
+      success: AgentResponse,
+      error: accessErrors
+    }),
+    HttpApiEndpoint.patch("update", "/:id", {
+      params: { id: PathId },
+      payload: Schema.Struct({ name: Schema.optional(AgentName), killed: Schema.optional(Schema.Boolean) }),
+      success: AgentResponse,
+      error: [...accessErrors, Conflict]
+    }),
+    HttpApiEndpoint.get("getPolicy", "/:id/policy", {
+      params: { id: PathId },
+      success: PolicyResponse,
+      error: accessErrors
+    }),
+    HttpApiEndpoint.put("replacePolicy", "/:id/policy", {
+      params: { id: PathId },
+      payload: PolicyReplace,
+      success: PolicyResponse,
+      error: accessErrors
+    }),
+    HttpApiEndpoint.patch("patchPolicy", "/:id/policy", {
+      params: { id: PathId },
+      payload: PolicyReplace,
+      success: PolicyResponse,
+      error: accessErrors
+    })
+  )
+  .middleware(Authentication)
+  .prefix("/v1/agents")
+  .annotateMerge(OpenApi.annotations({ title: "Agents", description: "Agents, kill switch and policies" }))
+{}
+
+export class Api extends HttpApi.make("spendgate")
+  .add(PublicApi)
+  .add(AgentsApi)
+  .annotate(HttpApi.ParseOptions, { onExcessProperty: "error" })
+  .annotate(HttpApi.HeadersParseOptions, {})
+  .annotateMerge(OpenApi.annotations({
+    title: "Spendgate",
+    version: "0.1.0",
+    description: "Agent spending gateway. Errors are `{ error: { code, message, details? } }`."
+  }))
+{}

@@ -1,0 +1,114 @@
+import { Effect, Layer, Redacted } from "effect"
+import { HttpApiBuilder } from "effect/http-api"
+import { Agents } from "../../src/agents/Agents.ts"
+import { Policies, type PolicyView } from "../../src/agents/Policies.ts"
+import type { Agent } from "../../src/domain/Agent.ts"
+import type { AgentId } from "../../src/domain/ids.ts"
+import { microUsdToCents } from "../../src/domain/Money.ts"
+import type { PolicyPatch } from "../../src/ports/Store.ts"
+import { Health } from "../../src/Health.ts"
+import { Api, Authentication, CurrentPrincipal, HealthDegraded, type PolicyReplace } from "./Api.ts"
+import { type CodedError, toHttpError } from "./errors.ts"
+
+/**
+ * Handlers translate between the wire and the core: decode is done by the
+ * contract, every rule by src/. Nothing here decides anything.
+ */
+
+const iso = (date: Date) => date.toISOString()
+
+export const agentJson = (agent: Agent) => ({
+  id: agent.id,
+  name: agent.name,
+  role: agent.role,
+  killed: agent.killed,
+  createdAt: iso(agent.createdAt),
+  lastActiveAt: agent.lastActiveAt === null ? null : iso(agent.lastActiveAt)
+})
+
+export const policyJson = (policy: PolicyView) => ({
+  maxPerCallUsdCents: policy.maxPerCallMicroUsd === null ? 0 : microUsdToCents(policy.maxPerCallMicroUsd),
+  maxPerDayUsdCents: policy.maxPerDayMicroUsd === null ? 0 : microUsdToCents(policy.maxPerDayMicroUsd),
+  allowedCapabilities: policy.allowedCapabilities,
+  dailySpentUsdCents: microUsdToCents(policy.dailySpentMicroUsd)
+})
+
+const toPatch = (payload: typeof PolicyReplace.Type): PolicyPatch => ({
+  ...(payload.maxPerCallUsdCents !== undefined ? { maxPerCallMicroUsd: payload.maxPerCallUsdCents } : {}),
+  ...(payload.maxPerDayUsdCents !== undefined ? { maxPerDayMicroUsd: payload.maxPerDayUsdCents } : {}),
+  ...(payload.allowedCapabilities !== undefined ? { allowedCapabilities: payload.allowedCapabilities ?? [] } : {})
+})
+
+const mapCore = <A, R>(effect: Effect.Effect<A, CodedError, R>) => Effect.mapError(effect, toHttpError)
+
+export const PublicHandlers = HttpApiBuilder.group(
+  Api,
+  "public",
+  Effect.fn(function*(handlers) {
+    const agents = yield* Agents
+    const health = yield* Health
+    return handlers
+      .handle("health", () =>
+        Effect.flatMap(health.check, (report) =>
+          report.status === "ok" ? Effect.succeed(report) : Effect.fail(new HealthDegraded(report))))
+      .handle("signup", ({ payload }) =>
+        Effect.map(agents.signup({ name: payload.name }), (result) => ({
+          apiKey: result.apiKey,
+          agentId: result.agent.id,
+          accountId: result.accountId
+        })))
+  })
+)
+
+export const AgentsHandlers = HttpApiBuilder.group(
+  Api,
+  "agents",
+  Effect.fn(function*(handlers) {
+    const agents = yield* Agents
+    const policies = yield* Policies
+    return handlers
+      .handle("list", ({ query }) =>
+        Effect.gen(function*() {
+          const principal = yield* CurrentPrincipal
+          const page = { limit: query.limit ?? 50, offset: query.offset ?? 0 }
+          const result = yield* mapCore(agents.list(principal, page))
+          return { agents: result.items.map(agentJson), total: result.total, ...page }
+        }))
+      .handle("create", ({ payload }) =>
+        Effect.gen(function*() {
+          const principal = yield* CurrentPrincipal
+          const created = yield* mapCore(agents.create(principal, payload))
+          const { lastActiveAt: _, ...agent } = agentJson(created.agent)
+          return { ...agent, apiKey: created.apiKey }
+        }))
+      .handle("get", ({ params }) =>
+        Effect.flatMap(CurrentPrincipal, (principal) =>
+          mapCore(agents.get(principal, params.id as AgentId)).pipe(Effect.map(agentJson))))
+      .handle("update", ({ params, payload }) =>
+        Effect.flatMap(CurrentPrincipal, (principal) =>
+          mapCore(agents.update(principal, params.id as AgentId, payload)).pipe(Effect.map(agentJson))))
+      .handle("getPolicy", ({ params }) =>
+        Effect.flatMap(CurrentPrincipal, (principal) =>
+          mapCore(policies.get(principal, params.id as AgentId)).pipe(Effect.map(policyJson))))
+      .handle("replacePolicy", ({ params, payload }) =>
+        Effect.flatMap(CurrentPrincipal, (principal) =>
+          mapCore(policies.replace(principal, params.id as AgentId, toPatch(payload))).pipe(Effect.map(policyJson))))
+      .handle("patchPolicy", ({ params, payload }) =>
+        Effect.flatMap(CurrentPrincipal, (principal) =>
+          mapCore(policies.patch(principal, params.id as AgentId, toPatch(payload))).pipe(Effect.map(policyJson))))
+  })
+)
+
+export const AuthenticationLive = Layer.effect(
+  Authentication,
+  Effect.gen(function*() {
+    const agents = yield* Agents
+    return Authentication.of({
+      bearer: (httpEffect, { credential }) =>
+        agents.authenticate(Redacted.value(credential)).pipe(
+          Effect.mapError(toHttpError),
+          Effect.flatMap((principal) => Effect.provideService(httpEffect, CurrentPrincipal, principal))
+        )
+    })
+  })
+)

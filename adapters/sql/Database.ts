@@ -1,0 +1,42 @@
+import { PgClient } from "@effect/sql-pg"
+import { Layer, Option, type Redacted } from "effect"
+import { Migrator, SqlClient } from "effect/sql"
+import type { Store } from "../../src/ports/Store.ts"
+import { migrations } from "./migrations.ts"
+import * as PgliteClient from "./PgliteClient.ts"
+import * as SqlStore from "./SqlStore.ts"
+
+/**
+ * Storage selection: a PostgreSQL server when a URL is given, embedded PGlite
+ * otherwise (kept in `dataDir`, or in memory when that is undefined). The
+ * same migrations and queries run on both.
+ */
+export interface DatabaseOptions {
+  readonly databaseUrl: Option.Option<Redacted.Redacted<string>>
+  readonly dataDir: string | undefined
+  /** Upper bound of pooled connections to PostgreSQL. */
+  readonly maxConnections?: number
+}
+
+const runMigrations = Layer.effectDiscard(
+  Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: "spendgate_migrations" })
+)
+
+export const sqlClientLayer = (options: DatabaseOptions): Layer.Layer<SqlClient.SqlClient, unknown> =>
+  Option.match(options.databaseUrl, {
+    onSome: (url) => PgClient.layer({ url, maxConnections: options.maxConnections ?? 10 }),
+    onNone: () => PgliteClient.layer({ dataDir: options.dataDir })
+  })
+
+/** A migrated SQL store over an already provided SqlClient. */
+export const storeOverClient: Layer.Layer<Store, unknown, SqlClient.SqlClient> = SqlStore.layer.pipe(
+  Layer.provide(runMigrations)
+)
+
+export const storeLayer = (options: DatabaseOptions): Layer.Layer<Store, unknown> =>
+  storeOverClient.pipe(Layer.provide(sqlClientLayer(options)))
+
+/** Lets callers fail fast with a clear message when storage cannot be opened. */
+export const describeStorage = (options: DatabaseOptions): string =>
+  Option.isSome(options.databaseUrl) ? "PostgreSQL (DATABASE_URL)" : `embedded PGlite in ${options.dataDir ?? "memory"}`
+

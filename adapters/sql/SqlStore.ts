@@ -1,0 +1,153 @@
+import { Effect, Layer, Option } from "effect"
+import { SqlClient } from "effect/sql"
+import type { Agent, Policy, Role } from "../../src/domain/Agent.ts"
+import { type Capability, isCapability } from "../../src/domain/Capability.ts"
+import type { AccountId, AgentId } from "../../src/domain/ids.ts"
+import { type NewAgent, type PolicyPatch, Store, type StoreShape, type UpdateAgentResult } from "../../src/ports/Store.ts"
+
+/**
+ * The SQL store: one set of queries for PostgreSQL and PGlite, through
+ * effect's SqlClient. Storage failures become defects (see the Store port).
+ */
+
+interface AgentRow {
+  readonly id: string
+  readonly account_id: string
+  readonly name: string
+  readonly role: string
+  readonly killed: boolean
+  readonly created_at: Date | string
+  readonly last_active_at: Date | string | null
+  readonly max_per_call_micro_usd: string | bigint | null
+  readonly max_per_day_micro_usd: string | bigint | null
+  readonly allowed_capabilities: string
+}
+
+const toDate = (value: Date | string): Date => (value instanceof Date ? value : new Date(value))
+const toBigIntOrNull = (value: string | bigint | null): bigint | null => (value === null ? null : BigInt(value))
+
+const rowToAgent = (row: AgentRow): Agent => ({
+  id: row.id as AgentId,
+  accountId: row.account_id as AccountId,
+  name: row.name,
+  role: row.role as Role,
+  killed: row.killed,
+  createdAt: toDate(row.created_at),
+  lastActiveAt: row.last_active_at === null ? null : toDate(row.last_active_at)
+})
+
+const encodeCapabilities = (capabilities: ReadonlyArray<Capability>): string => capabilities.join(",")
+const decodeCapabilities = (stored: string): ReadonlyArray<Capability> =>
+  stored === "" ? [] : stored.split(",").filter(isCapability)
+
+const rowToPolicy = (row: AgentRow): Policy => ({
+  maxPerCallMicroUsd: toBigIntOrNull(row.max_per_call_micro_usd),
+  maxPerDayMicroUsd: toBigIntOrNull(row.max_per_day_micro_usd),
+  allowedCapabilities: decodeCapabilities(row.allowed_capabilities)
+})
+
+export const makeSqlStore = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+
+  const insertAgent = (input: NewAgent) =>
+    sql`INSERT INTO agents ${
+      sql.insert({
+        id: input.agent.id,
+        account_id: input.agent.accountId,
+        name: input.agent.name,
+        role: input.agent.role,
+        killed: input.agent.killed,
+        key_hash: input.keyHash,
+        created_at: input.agent.createdAt,
+        last_active_at: input.agent.lastActiveAt,
+        max_per_call_micro_usd: input.policy.maxPerCallMicroUsd,
+        max_per_day_micro_usd: input.policy.maxPerDayMicroUsd,
+        allowed_capabilities: encodeCapabilities(input.policy.allowedCapabilities)
+      })
+    }`
+
+  const selectAgent = (accountId: AccountId, agentId: AgentId) =>
+    Effect.map(
+      sql<AgentRow>`SELECT * FROM agents WHERE id = ${agentId} AND account_id = ${accountId}`,
+      (rows) => Option.fromNullishOr(rows[0])
+    )
+
+  const store: StoreShape = {
+    ping: Effect.orDie(Effect.asVoid(sql`SELECT 1`)),
+    createAccount: ({ accountId, createdAt, owner }) =>
+      sql.withTransaction(Effect.gen(function*() {
+        yield* sql`INSERT INTO accounts ${sql.insert({ id: accountId, created_at: createdAt })}`
+        yield* insertAgent(owner)
+      })).pipe(Effect.asVoid, Effect.orDie),
+    createAgent: (input) => insertAgent(input).pipe(Effect.asVoid, Effect.orDie),
+    findAgentByKeyHash: (keyHash) =>
+      sql<AgentRow>`SELECT * FROM agents WHERE key_hash = ${keyHash}`.pipe(
+        Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), rowToAgent)),
+        Effect.orDie
+      ),
+    getAgent: (accountId, agentId) =>
+      selectAgent(accountId, agentId).pipe(
+        Effect.map(Option.map((row) => ({ agent: rowToAgent(row), policy: rowToPolicy(row) }))),
+        Effect.orDie
+      ),
+    listAgents: (accountId, page) =>
+      Effect.gen(function*() {
+        const rows = yield* sql<AgentRow>`
+          SELECT * FROM agents WHERE account_id = ${accountId}
+          ORDER BY created_at DESC, id DESC LIMIT ${page.limit} OFFSET ${page.offset}`
+        const [count] = yield* sql<{ n: string | number }>`SELECT count(*) AS n FROM agents WHERE account_id = ${accountId}`
+        return { items: rows.map(rowToAgent), total: Number(count?.n ?? 0) }
+      }).pipe(Effect.orDie),
+    updateAgent: (accountId, agentId, changes) =>
+      sql.withTransaction(Effect.gen(function*() {
+        // Serialise changes per account: the last-live-owner check below must
+        // see every concurrent kill of the same account.
+        const locked = yield* sql`SELECT id FROM accounts WHERE id = ${accountId} FOR UPDATE`
+        if (locked.length === 0) return { _tag: "NotFound" } satisfies UpdateAgentResult
+        const current = yield* selectAgent(accountId, agentId)
+        if (Option.isNone(current)) return { _tag: "NotFound" } satisfies UpdateAgentResult
+        const row = current.value
+        if (changes.killed === true && row.role === "owner" && !row.killed) {
+          const others = yield* sql`
+            SELECT 1 FROM agents
+            WHERE account_id = ${accountId} AND role = 'owner' AND NOT killed AND id <> ${agentId} LIMIT 1`
+          if (others.length === 0) return { _tag: "LastLiveOwner" } satisfies UpdateAgentResult
+        }
+        const name = changes.name ?? row.name
+        const killed = changes.killed ?? row.killed
+        const updated = yield* sql<AgentRow>`
+          UPDATE agents SET name = ${name}, killed = ${killed}
+          WHERE id = ${agentId} AND account_id = ${accountId} RETURNING *`
+        return { _tag: "Updated", agent: rowToAgent(updated[0]!) } satisfies UpdateAgentResult
+      })).pipe(Effect.orDie),
+    touchAgent: (agentId, at, staleBefore) =>
+      sql`
+        UPDATE agents SET last_active_at = ${at}
+        WHERE id = ${agentId} AND (last_active_at IS NULL OR last_active_at < ${staleBefore})`.pipe(
+        Effect.asVoid,
+        Effect.orDie
+      ),
+    updatePolicy: (accountId, agentId, patch: PolicyPatch) =>
+      Effect.gen(function*() {
+        const sets = []
+        if (patch.maxPerCallMicroUsd !== undefined) {
+          sets.push(sql`max_per_call_micro_usd = ${patch.maxPerCallMicroUsd}`)
+        }
+        if (patch.maxPerDayMicroUsd !== undefined) {
+          sets.push(sql`max_per_day_micro_usd = ${patch.maxPerDayMicroUsd}`)
+        }
+        if (patch.allowedCapabilities !== undefined) {
+          sets.push(sql`allowed_capabilities = ${encodeCapabilities(patch.allowedCapabilities)}`)
+        }
+        const rows = sets.length === 0
+          ? yield* sql<AgentRow>`SELECT * FROM agents WHERE id = ${agentId} AND account_id = ${accountId}`
+          : yield* sql<AgentRow>`
+              UPDATE agents SET ${sql.csv(sets)}
+              WHERE id = ${agentId} AND account_id = ${accountId} RETURNING *`
+        return Option.map(Option.fromNullishOr(rows[0]), rowToPolicy)
+      }).pipe(Effect.orDie)
+  }
+  return store
+})
+
+export const layer: Layer.Layer<Store, never, SqlClient.SqlClient> = Layer.effect(Store, makeSqlStore)

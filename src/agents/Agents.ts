@@ -1,0 +1,159 @@
+import { Clock, Context, Effect, Layer, Option } from "effect"
+import type { Agent, Policy, Principal, Role } from "../domain/Agent.ts"
+import { unlimitedPolicy } from "../domain/Agent.ts"
+import { AgentKilled, Conflict, type Forbidden, NotFound, Unauthorized } from "../domain/errors.ts"
+import {
+  type AccountId,
+  type AgentId,
+  hashApiKey,
+  isApiKeyFormat,
+  newAccountId,
+  newAgentId,
+  newApiKey
+} from "../domain/ids.ts"
+import type { Page, PageRequest } from "../ports/Store.ts"
+import { Store } from "../ports/Store.ts"
+import { requireOwner, requireSelfOrOwner } from "./Access.ts"
+
+export interface SignupResult {
+  readonly apiKey: string
+  readonly accountId: AccountId
+  readonly agent: Agent
+}
+
+export interface CreatedAgent {
+  readonly apiKey: string
+  readonly agent: Agent
+}
+
+export interface AgentUpdate {
+  readonly name?: string | undefined
+  readonly killed?: boolean | undefined
+}
+
+/** lastActiveAt is written at most once per this many milliseconds per agent. */
+export const LAST_ACTIVE_RESOLUTION_MS = 60_000
+
+export class Agents extends Context.Service<Agents, {
+  /** Creates an account, its owner agent and that agent's key (returned once). */
+  readonly signup: (input: { readonly name: string }) => Effect.Effect<SignupResult>
+  /**
+   * Resolves a presented API key to its agent. Unknown or malformed keys are
+   * Unauthorized; a killed agent is AgentKilled. Storage is read on every
+   * call, so a kill takes effect on the next request on every instance.
+   */
+  readonly authenticate: (apiKey: string) => Effect.Effect<Principal, Unauthorized | AgentKilled>
+  readonly create: (
+    principal: Principal,
+    input: { readonly name: string; readonly role?: Role | undefined }
+  ) => Effect.Effect<CreatedAgent, Forbidden>
+  readonly list: (principal: Principal, page: PageRequest) => Effect.Effect<Page<Agent>, Forbidden>
+  readonly get: (principal: Principal, agentId: AgentId) => Effect.Effect<Agent, Forbidden | NotFound>
+  readonly update: (
+    principal: Principal,
+    agentId: AgentId,
+    changes: AgentUpdate
+  ) => Effect.Effect<Agent, Forbidden | NotFound | Conflict>
+}>()("spendgate/Agents") {
+  static readonly layer = Layer.effect(
+    Agents,
+    Effect.gen(function*() {
+      const store = yield* Store
+      const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms))
+
+      const newAgent = (accountId: AccountId, name: string, role: Role, createdAt: Date, policy: Policy) =>
+        Effect.gen(function*() {
+          const apiKey = newApiKey()
+          const agent: Agent = {
+            id: newAgentId(),
+            accountId,
+            name,
+            role,
+            killed: false,
+            createdAt,
+            lastActiveAt: null
+          }
+          const keyHash = yield* hashApiKey(apiKey)
+          return { apiKey, agent, keyHash, policy }
+        })
+
+      const signup = Effect.fn("Agents.signup")(function*(input: { readonly name: string }) {
+        const createdAt = yield* now
+        const accountId = newAccountId()
+        const owner = yield* newAgent(accountId, input.name, "owner", createdAt, unlimitedPolicy)
+        yield* store.createAccount({ accountId, createdAt, owner })
+        return { apiKey: owner.apiKey, accountId, agent: owner.agent }
+      })
+
+      const authenticate = Effect.fn("Agents.authenticate")(function*(apiKey: string) {
+        if (!isApiKeyFormat(apiKey)) {
+          return yield* new Unauthorized({ message: "Missing or invalid API key" })
+        }
+        const found = yield* store.findAgentByKeyHash(yield* hashApiKey(apiKey))
+        if (Option.isNone(found)) {
+          return yield* new Unauthorized({ message: "Missing or invalid API key" })
+        }
+        const agent = found.value
+        if (agent.killed) return yield* new AgentKilled()
+        const at = yield* now
+        if (agent.lastActiveAt === null || at.getTime() - agent.lastActiveAt.getTime() >= LAST_ACTIVE_RESOLUTION_MS) {
+          yield* store.touchAgent(agent.id, at, new Date(at.getTime() - LAST_ACTIVE_RESOLUTION_MS))
+        }
+        return { agent } satisfies Principal
+      })
+
+      const create = Effect.fn("Agents.create")(function*(
+        principal: Principal,
+        input: { readonly name: string; readonly role?: Role | undefined }
+      ) {
+        yield* requireOwner(principal, "create agents")
+        const created = yield* newAgent(
+          principal.agent.accountId,
+          input.name,
+          input.role ?? "agent",
+          yield* now,
+          unlimitedPolicy
+        )
+        yield* store.createAgent(created)
+        return { apiKey: created.apiKey, agent: created.agent }
+      })
+
+      const list = Effect.fn("Agents.list")(function*(principal: Principal, page: PageRequest) {
+        yield* requireOwner(principal, "list agents")
+        return yield* store.listAgents(principal.agent.accountId, page)
+      })
+
+      const get = Effect.fn("Agents.get")(function*(principal: Principal, agentId: AgentId) {
+        // Another account's agent is NOT_FOUND before any role check, so that
+        // existence is never leaked across accounts.
+        const found = yield* store.getAgent(principal.agent.accountId, agentId)
+        if (Option.isNone(found)) return yield* new NotFound({ resource: "Agent" })
+        yield* requireSelfOrOwner(principal, agentId, "read")
+        return found.value.agent
+      })
+
+      const update = Effect.fn("Agents.update")(function*(
+        principal: Principal,
+        agentId: AgentId,
+        changes: AgentUpdate
+      ) {
+        const found = yield* store.getAgent(principal.agent.accountId, agentId)
+        if (Option.isNone(found)) return yield* new NotFound({ resource: "Agent" })
+        yield* requireOwner(principal, "change agents")
+        const result = yield* store.updateAgent(principal.agent.accountId, agentId, changes)
+        switch (result._tag) {
+          case "Updated":
+            return result.agent
+          case "NotFound":
+            return yield* new NotFound({ resource: "Agent" })
+          case "LastLiveOwner":
+            return yield* new Conflict({
+              message: "The last live owner of an account cannot be killed; create or revive another owner first"
+            })
+        }
+      })
+
+      return Agents.of({ signup, authenticate, create, list, get, update })
+    })
+  )
+}

@@ -1,0 +1,95 @@
+import { Context, Effect, Layer, Option } from "effect"
+import type { Policy, Principal } from "../domain/Agent.ts"
+import { type Capability, capabilityNames } from "../domain/Capability.ts"
+import { type Forbidden, NotFound } from "../domain/errors.ts"
+import type { AgentId } from "../domain/ids.ts"
+import { type PolicyPatch, Store } from "../ports/Store.ts"
+import { requireOwner, requireSelfOrOwner } from "./Access.ts"
+
+export interface PolicyView extends Policy {
+  /** Spend of the current UTC day, in micro-dollars, held reservations included. */
+  readonly dailySpentMicroUsd: bigint
+}
+
+/**
+ * Canonical form of a policy change: a cap of 0 and a cap of null both mean
+ * "no limit" and are stored as null; an empty list means "all capabilities";
+ * capability lists are de-duplicated and kept in catalogue order.
+ */
+export const normalizePatch = (patch: PolicyPatch): PolicyPatch => {
+  const cap = (value: bigint | null | undefined) => (value === undefined ? undefined : value === 0n ? null : value)
+  const out: {
+    maxPerCallMicroUsd?: bigint | null
+    maxPerDayMicroUsd?: bigint | null
+    allowedCapabilities?: ReadonlyArray<Capability>
+  } = {}
+  const perCall = cap(patch.maxPerCallMicroUsd)
+  if (perCall !== undefined) out.maxPerCallMicroUsd = perCall
+  const perDay = cap(patch.maxPerDayMicroUsd)
+  if (perDay !== undefined) out.maxPerDayMicroUsd = perDay
+  if (patch.allowedCapabilities !== undefined) {
+    const wanted = new Set(patch.allowedCapabilities)
+    out.allowedCapabilities = capabilityNames.filter((name) => wanted.has(name))
+  }
+  return out
+}
+
+/** PUT semantics: every field not given is reset to "no limit" / "all". */
+export const replacementPatch = (patch: PolicyPatch): PolicyPatch => ({
+  maxPerCallMicroUsd: patch.maxPerCallMicroUsd ?? null,
+  maxPerDayMicroUsd: patch.maxPerDayMicroUsd ?? null,
+  allowedCapabilities: patch.allowedCapabilities ?? []
+})
+
+export class Policies extends Context.Service<Policies, {
+  readonly get: (principal: Principal, agentId: AgentId) => Effect.Effect<PolicyView, Forbidden | NotFound>
+  /** Replaces the policy: omitted fields are reset. Owner only. */
+  readonly replace: (
+    principal: Principal,
+    agentId: AgentId,
+    policy: PolicyPatch
+  ) => Effect.Effect<PolicyView, Forbidden | NotFound>
+  /** Changes only the given fields. Owner only. */
+  readonly patch: (
+    principal: Principal,
+    agentId: AgentId,
+    patch: PolicyPatch
+  ) => Effect.Effect<PolicyView, Forbidden | NotFound>
+}>()("spendgate/Policies") {
+  static readonly layer = Layer.effect(
+    Policies,
+    Effect.gen(function*() {
+      const store = yield* Store
+
+      const view = (policy: Policy): Effect.Effect<PolicyView> =>
+        // No spend path exists before the wallet ledger; the ledger replaces this.
+        Effect.succeed({ ...policy, dailySpentMicroUsd: 0n })
+
+      const get = Effect.fn("Policies.get")(function*(principal: Principal, agentId: AgentId) {
+        const found = yield* store.getAgent(principal.agent.accountId, agentId)
+        if (Option.isNone(found)) return yield* new NotFound({ resource: "Agent" })
+        yield* requireSelfOrOwner(principal, agentId, "read the policy of")
+        return yield* view(found.value.policy)
+      })
+
+      const change = (principal: Principal, agentId: AgentId, patch: PolicyPatch) =>
+        Effect.gen(function*() {
+          const found = yield* store.getAgent(principal.agent.accountId, agentId)
+          if (Option.isNone(found)) return yield* new NotFound({ resource: "Agent" })
+          yield* requireOwner(principal, "change policies")
+          const updated = yield* store.updatePolicy(principal.agent.accountId, agentId, normalizePatch(patch))
+          if (Option.isNone(updated)) return yield* new NotFound({ resource: "Agent" })
+          return yield* view(updated.value)
+        })
+
+      const replace = Effect.fn("Policies.replace")((principal: Principal, agentId: AgentId, policy: PolicyPatch) =>
+        change(principal, agentId, replacementPatch(policy))
+      )
+      const patch = Effect.fn("Policies.patch")((principal: Principal, agentId: AgentId, patch: PolicyPatch) =>
+        change(principal, agentId, patch)
+      )
+
+      return Policies.of({ get, replace, patch })
+    })
+  )
+}

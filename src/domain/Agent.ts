@@ -1,0 +1,45 @@
+import { Schema } from "effect"
+import type { Capability } from "./Capability.ts"
+import type { AccountId, AgentId } from "./ids.ts"
+
+export const Role = Schema.Literals(["owner", "agent"])
+export type Role = typeof Role.Type
+
+/** A display name: 1 to 100 characters after trimming, no control characters. */
+export const AgentName = Schema.Trim.check(
+  Schema.isMinLength(1, { message: "name must not be empty" }),
+  Schema.isMaxLength(100, { message: "name must be at most 100 characters" }),
+  Schema.isPattern(/^[^\u0000-\u001f\u007f]*$/, { message: "name must not contain control characters" })
+)
+
+export interface Agent {
+  readonly id: AgentId
+  readonly accountId: AccountId
+  readonly name: string
+  readonly role: Role
+  readonly killed: boolean
+  readonly createdAt: Date
+  readonly lastActiveAt: Date | null
+}
+
+/**
+ * An agent's policy in internal units. `null` means "no limit" for the caps
+ * and an empty list means "all capabilities"; the API's `0` and `null` both
+ * decode to `null`, and `null`/`[]` to `[]`.
+ */
+export interface Policy {
+  readonly maxPerCallMicroUsd: bigint | null
+  readonly maxPerDayMicroUsd: bigint | null
+  readonly allowedCapabilities: ReadonlyArray<Capability>
+}
+
+export const unlimitedPolicy: Policy = {
+  maxPerCallMicroUsd: null,
+  maxPerDayMicroUsd: null,
+  allowedCapabilities: []
+}
+
+/** The caller of an operation, as established by authentication. */
+export interface Principal {
+  readonly agent: Agent
+}

@@ -1,0 +1,20 @@
+import { Schema } from "effect"
+
+/** The ten capability names of the specification, in its order. */
+export const capabilityNames = [
+  "reason",
+  "search",
+  "read",
+  "scrape",
+  "execute",
+  "imagine",
+  "speak",
+  "transcribe",
+  "email",
+  "sms"
+] as const
+
+export const Capability = Schema.Literals(capabilityNames)
+export type Capability = typeof Capability.Type
+
+export const isCapability = Schema.is(Capability)

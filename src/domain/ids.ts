@@ -1,0 +1,65 @@
+import { Effect, Schema } from "effect"
+
+/**
+ * Identifiers and secrets. Everything random comes from the Web Crypto CSPRNG
+ * (`globalThis.crypto`), available in Node, Deno, Bun and browsers, so the core
+ * needs no `node:` import.
+ */
+
+const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+/**
+ * `length` characters drawn uniformly from [A-Za-z0-9]. Bytes >= 248 are
+ * rejected so that every character has probability exactly 1/62
+ * (248 = 4 * 62), i.e. no modulo bias.
+ */
+export const randomBase62 = (length: number): string => {
+  let out = ""
+  const buffer = new Uint8Array(length * 2)
+  while (out.length < length) {
+    globalThis.crypto.getRandomValues(buffer)
+    for (let i = 0; i < buffer.length && out.length < length; i++) {
+      const byte = buffer[i]!
+      if (byte < 248) out += BASE62[byte % 62]
+    }
+  }
+  return out
+}
+
+const ID_RANDOM_CHARS = 24
+
+export const AccountId = Schema.String.check(Schema.isPattern(/^acc_[A-Za-z0-9]{24}$/)).pipe(
+  Schema.brand("AccountId")
+)
+export type AccountId = typeof AccountId.Type
+
+export const AgentId = Schema.String.check(Schema.isPattern(/^agt_[A-Za-z0-9]{24}$/)).pipe(
+  Schema.brand("AgentId")
+)
+export type AgentId = typeof AgentId.Type
+
+export const newAccountId = (): AccountId => `acc_${randomBase62(ID_RANDOM_CHARS)}` as AccountId
+export const newAgentId = (): AgentId => `agt_${randomBase62(ID_RANDOM_CHARS)}` as AgentId
+
+export const isAgentId = Schema.is(AgentId)
+
+/**
+ * API keys: `sk_agt_` + 32 characters of [A-Za-z0-9] from the CSPRNG
+ * (32 * log2(62) ≈ 190.5 bits). Only the SHA-256 of a key is ever stored.
+ */
+export const API_KEY_PREFIX = "sk_agt_"
+const API_KEY_PATTERN = /^sk_agt_[A-Za-z0-9]{32}$/
+
+export const isApiKeyFormat = (candidate: string): boolean => API_KEY_PATTERN.test(candidate)
+
+export const newApiKey = (): string => `${API_KEY_PREFIX}${randomBase62(32)}`
+
+/** Lower-case hex SHA-256 of the key: the only form in which a key is stored. */
+export const hashApiKey = (apiKey: string): Effect.Effect<string> =>
+  Effect.promise(() => globalThis.crypto.subtle.digest("SHA-256", new TextEncoder().encode(apiKey))).pipe(
+    Effect.map((digest) => {
+      let hex = ""
+      for (const byte of new Uint8Array(digest)) hex += byte.toString(16).padStart(2, "0")
+      return hex
+    })
+  )
