@@ -1,0 +1,191 @@
+import { assert, layer } from "@effect/vitest"
+import { Effect, type Layer, Option } from "effect"
+import type { Agent, Role } from "../../src/domain/Agent.ts"
+import { unlimitedPolicy } from "../../src/domain/Agent.ts"
+import { type AccountId, hashApiKey, newAccountId, newAgentId, newApiKey } from "../../src/domain/ids.ts"
+import { Store } from "../../src/ports/Store.ts"
+
+/**
+ * The one contract every Store implementation passes: memory, PGlite and
+ * PostgreSQL run exactly these tests.
+ */
+
+const at = (iso: string) => new Date(iso)
+
+const makeAgent = (accountId: AccountId, name: string, role: Role, createdAt: Date) =>
+  Effect.gen(function*() {
+    const apiKey = newApiKey()
+    const agent: Agent = { id: newAgentId(), accountId, name, role, killed: false, createdAt, lastActiveAt: null }
+    return { apiKey, keyHash: yield* hashApiKey(apiKey), agent, policy: unlimitedPolicy }
+  })
+
+const newAccount = (createdAt = at("2026-01-01T00:00:00Z")) =>
+  Effect.gen(function*() {
+    const store = yield* Store
+    const accountId = newAccountId()
+    const owner = yield* makeAgent(accountId, "owner", "owner", createdAt)
+    yield* store.createAccount({ accountId, createdAt, owner })
+    return { accountId, owner }
+  })
+
+export const storeContract = (name: string, storeLayer: Layer.Layer<Store, unknown>) =>
+  layer(storeLayer, { timeout: 60_000 })(`Store contract: ${name}`, (it) => {
+    it.effect("creates an account with its owner and finds the owner by key hash only", () =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        const { accountId, owner } = yield* newAccount()
+        const found = yield* store.findAgentByKeyHash(owner.keyHash)
+        assert.isTrue(Option.isSome(found))
+        const agent = Option.getOrThrow(found)
+        assert.strictEqual(agent.id, owner.agent.id)
+        assert.strictEqual(agent.accountId, accountId)
+        assert.strictEqual(agent.role, "owner")
+        assert.strictEqual(agent.killed, false)
+        assert.strictEqual(agent.createdAt.toISOString(), "2026-01-01T00:00:00.000Z")
+        assert.isNull(agent.lastActiveAt)
+        assert.isTrue(Option.isNone(yield* store.findAgentByKeyHash(yield* hashApiKey(owner.apiKey + "x"))))
+      }))
+
+    it.effect("never returns another account's agent", () =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        const a = yield* newAccount()
+        const b = yield* newAccount()
+        assert.isTrue(Option.isSome(yield* store.getAgent(a.accountId, a.owner.agent.id)))
+        assert.isTrue(Option.isNone(yield* store.getAgent(b.accountId, a.owner.agent.id)))
+        const update = yield* store.updateAgent(b.accountId, a.owner.agent.id, { name: "stolen" })
+        assert.strictEqual(update._tag, "NotFound")
+        assert.isTrue(Option.isNone(yield* store.updatePolicy(b.accountId, a.owner.agent.id, { maxPerCallMicroUsd: 5n })))
+        const listed = yield* store.listAgents(b.accountId, { limit: 100, offset: 0 })
+        assert.deepStrictEqual(listed.items.map((x) => x.id), [b.owner.agent.id])
+      }))
+
+    it.effect("lists newest first with limit, offset and the full total", () =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        const { accountId, owner } = yield* newAccount(at("2026-01-01T00:00:00Z"))
+        const created = [owner.agent.id]
+        for (let i = 1; i <= 4; i++) {
+          const extra = yield* makeAgent(accountId, `a${i}`, "agent", at(`2026-01-0${i + 1}T00:00:00Z`))
+          yield* store.createAgent(extra)
+          created.push(extra.agent.id)
+        }
+        const page1 = yield* store.listAgents(accountId, { limit: 2, offset: 0 })
+        const page2 = yield* store.listAgents(accountId, { limit: 2, offset: 2 })
+        const page3 = yield* store.listAgents(accountId, { limit: 2, offset: 4 })
+        assert.strictEqual(page1.total, 5)
+        assert.strictEqual(page3.total, 5)
+        assert.deepStrictEqual(
+          [...page1.items, ...page2.items, ...page3.items].map((x) => x.id),
+          [...created].reverse()
+        )
+        assert.strictEqual((yield* store.listAgents(accountId, { limit: 2, offset: 10 })).items.length, 0)
+      }))
+
+    it.effect("breaks createdAt ties by id, descending", () =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        const when = at("2026-03-03T00:00:00Z")
+        const { accountId, owner } = yield* newAccount(when)
+        const twin = yield* makeAgent(accountId, "twin", "agent", when)
+        yield* store.createAgent(twin)
+        const listed = yield* store.listAgents(accountId, { limit: 10, offset: 0 })
+        const expected = [owner.agent.id, twin.agent.id].sort().reverse()
+        assert.deepStrictEqual(listed.items.map((x) => x.id), expected)
+      }))
+
+    it.effect("renames and kills, and refuses to kill the last live owner", () =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        const { accountId, owner } = yield* newAccount()
+        const refused = yield* store.updateAgent(accountId, owner.agent.id, { killed: true })
+        assert.strictEqual(refused._tag, "LastLiveOwner")
+        const still = Option.getOrThrow(yield* store.getAgent(accountId, owner.agent.id))
+        assert.strictEqual(still.agent.killed, false)
+
+        const renamed = yield* store.updateAgent(accountId, owner.agent.id, { name: "renamed" })
+        assert.strictEqual(renamed._tag === "Updated" && renamed.agent.name, "renamed")
+
+        const worker = yield* makeAgent(accountId, "worker", "agent", at("2026-01-02T00:00:00Z"))
+        yield* store.createAgent(worker)
+        const killed = yield* store.updateAgent(accountId, worker.agent.id, { killed: true })
+        assert.strictEqual(killed._tag === "Updated" && killed.agent.killed, true)
+        const found = Option.getOrThrow(yield* store.findAgentByKeyHash(worker.keyHash))
+        assert.strictEqual(found.killed, true)
+        const revived = yield* store.updateAgent(accountId, worker.agent.id, { killed: false })
+        assert.strictEqual(revived._tag === "Updated" && revived.agent.killed, false)
+      }))
+
+    it.effect("two owners killing each other concurrently: exactly one kill wins", () =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        for (let round = 0; round < 5; round++) {
+          const { accountId, owner } = yield* newAccount()
+          const second = yield* makeAgent(accountId, "second", "owner", at("2026-01-02T00:00:00Z"))
+          yield* store.createAgent(second)
+          const results = yield* Effect.all([
+            store.updateAgent(accountId, owner.agent.id, { killed: true }),
+            store.updateAgent(accountId, second.agent.id, { killed: true })
+          ], { concurrency: "unbounded" })
+          assert.deepStrictEqual(results.map((r) => r._tag).sort(), ["LastLiveOwner", "Updated"])
+          const listed = yield* store.listAgents(accountId, { limit: 10, offset: 0 })
+          assert.strictEqual(listed.items.filter((a) => !a.killed).length, 1)
+        }
+      }))
+
+    it.effect("touches lastActiveAt only when it is stale", () =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        const { accountId, owner } = yield* newAccount()
+        const t1 = at("2026-05-01T10:00:00Z")
+        yield* store.touchAgent(owner.agent.id, t1, at("2026-05-01T09:59:00Z"))
+        const t2 = at("2026-05-01T10:00:30Z")
+        yield* store.touchAgent(owner.agent.id, t2, at("2026-05-01T09:59:30Z"))
+        const after = Option.getOrThrow(yield* store.getAgent(accountId, owner.agent.id))
+        assert.strictEqual(after.agent.lastActiveAt?.toISOString(), t1.toISOString())
+        const t3 = at("2026-05-01T10:01:00Z")
+        yield* store.touchAgent(owner.agent.id, t3, at("2026-05-01T10:00:00.001Z"))
+        const later = Option.getOrThrow(yield* store.getAgent(accountId, owner.agent.id))
+        assert.strictEqual(later.agent.lastActiveAt?.toISOString(), t3.toISOString())
+      }))
+
+    it.effect("updates only the given policy fields and keeps big amounts exact", () =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        const { accountId, owner } = yield* newAccount()
+        const big = 999_999_999_999_999n
+        const p1 = Option.getOrThrow(
+          yield* store.updatePolicy(accountId, owner.agent.id, { maxPerCallMicroUsd: 375n, maxPerDayMicroUsd: big })
+        )
+        assert.deepStrictEqual(p1, { maxPerCallMicroUsd: 375n, maxPerDayMicroUsd: big, allowedCapabilities: [] })
+        const p2 = Option.getOrThrow(
+          yield* store.updatePolicy(accountId, owner.agent.id, { allowedCapabilities: ["reason", "search"] })
+        )
+        assert.deepStrictEqual(p2, {
+          maxPerCallMicroUsd: 375n,
+          maxPerDayMicroUsd: big,
+          allowedCapabilities: ["reason", "search"]
+        })
+        const p3 = Option.getOrThrow(yield* store.updatePolicy(accountId, owner.agent.id, { maxPerCallMicroUsd: null }))
+        assert.strictEqual(p3.maxPerCallMicroUsd, null)
+        assert.strictEqual(p3.maxPerDayMicroUsd, big)
+        const unchanged = Option.getOrThrow(yield* store.updatePolicy(accountId, owner.agent.id, {}))
+        assert.deepStrictEqual(unchanged, p3)
+        const read = Option.getOrThrow(yield* store.getAgent(accountId, owner.agent.id))
+        assert.deepStrictEqual(read.policy, p3)
+      }))
+
+    it.effect("refuses a second agent with the same key hash", () =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        const { accountId, owner } = yield* newAccount()
+        const clash = yield* makeAgent(accountId, "clash", "agent", at("2026-01-02T00:00:00Z"))
+        const exit = yield* Effect.exit(store.createAgent({ ...clash, keyHash: owner.keyHash }))
+        assert.isTrue(exit._tag === "Failure")
+        assert.isTrue(Option.isNone(yield* store.getAgent(accountId, clash.agent.id)))
+      }))
+
+    it.effect("answers ping", () => Effect.gen(function*() {
+      yield* (yield* Store).ping
+    }))
+  })
