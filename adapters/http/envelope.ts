@@ -20,7 +20,7 @@ const pathString = (path: ReadonlyArray<PropertyKey | { readonly key: PropertyKe
 const validationResponse = (error: HttpApiError.HttpApiSchemaError) => {
   const issues = formatIssues(error.cause.issue).issues.map((issue) => ({
     path: pathString(issue.path),
-    message: issue.message
+    message: issue.message === "Expected no excess property" ? "Unknown field" : issue.message
   }))
   const where = error.kind === "Payload" ? "request body" : error.kind === "Query" ? "query string" : error.kind === "Params" ? "path" : "headers"
   const first = issues[0]

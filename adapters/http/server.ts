@@ -1,6 +1,6 @@
 import { NodeHttpServer } from "@effect/platform-node"
 import { Layer } from "effect"
-import { HttpRouter } from "effect/http"
+import { HttpRouter, type HttpServer } from "effect/http"
 import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
 import { createServer } from "node:http"
 import type { Agents } from "../../src/agents/Agents.ts"
@@ -16,6 +16,8 @@ export interface HttpOptions {
   readonly bodyLimitBytes?: number
   /** Log one line per request (method, path, status, time); off by default for throughput. */
   readonly logRequests?: boolean
+  /** Log the listening address once the port is open (default true). */
+  readonly announce?: boolean
 }
 
 /** All routes of the API: /v1, /health, /v1/openapi.json and /docs. */
@@ -34,9 +36,10 @@ export const routes = (options: { readonly bodyLimitBytes?: number } = {}) =>
  */
 export const serverLayer = (
   options: HttpOptions
-): Layer.Layer<never, unknown, Agents | Policies | Health> =>
+): Layer.Layer<HttpServer.HttpServer, unknown, Agents | Policies | Health> =>
   HttpRouter.serve(routes(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }), {
-    disableLogger: options.logRequests !== true
+    disableLogger: options.logRequests !== true,
+    disableListenLog: options.announce === false
   }).pipe(
-    Layer.provide(NodeHttpServer.layer(createServer, { port: options.port, host: options.host }))
+    Layer.provideMerge(NodeHttpServer.layer(createServer, { port: options.port, host: options.host }))
   )

@@ -1,0 +1,95 @@
+import { Context, Effect, Exit, Layer, Scope } from "effect"
+import { HttpServer } from "effect/http"
+import * as MemoryStore from "../../adapters/memory/MemoryStore.ts"
+import { serverLayer } from "../../adapters/http/server.ts"
+import * as PgliteClient from "../../adapters/sql/PgliteClient.ts"
+import { storeOverClient } from "../../adapters/sql/Database.ts"
+import * as Gateway from "../../src/Gateway.ts"
+import type { Store } from "../../src/ports/Store.ts"
+import { freshPostgresLayer } from "./postgres.ts"
+
+/** The three storage back-ends every HTTP suite runs against. */
+export const storeBackends: ReadonlyArray<readonly [string, () => Layer.Layer<Store, unknown>]> = [
+  ["memory", () => MemoryStore.layer],
+  ["PGlite", () => storeOverClient.pipe(Layer.provide(PgliteClient.layer({ dataDir: undefined })))],
+  ["PostgreSQL", () => storeOverClient.pipe(Layer.provide(freshPostgresLayer()))]
+]
+
+export interface RunningServer {
+  readonly baseUrl: string
+  readonly close: () => Promise<void>
+}
+
+/** A real HTTP server on an ephemeral loopback port over the given store. */
+export const startServer = async (
+  store: Layer.Layer<Store, unknown>,
+  options: { readonly bodyLimitBytes?: number } = {}
+): Promise<RunningServer> => {
+  const scope = Effect.runSync(Scope.make())
+  const app = serverLayer({ port: 0, host: "127.0.0.1", announce: false, ...options }).pipe(
+    Layer.provide(Gateway.layer),
+    Layer.provide(store)
+  )
+  const context = await Effect.runPromise(Layer.buildWithScope(app, scope))
+  const address = Context.get(context, HttpServer.HttpServer).address
+  if (address._tag === "UnixPathAddress") throw new Error("expected a TCP address")
+  return {
+    baseUrl: `http://127.0.0.1:${address.port}`,
+    close: () => Effect.runPromise(Scope.close(scope, Exit.void))
+  }
+}
+
+export interface ApiResponse {
+  readonly status: number
+  readonly headers: Headers
+  readonly body: any
+  readonly text: string
+}
+
+/** A small JSON client for the tests. */
+export const client = (baseUrl: string) => {
+  const call = async (
+    method: string,
+    path: string,
+    options: { readonly key?: string; readonly body?: unknown; readonly raw?: string; readonly headers?: Record<string, string> } = {}
+  ): Promise<ApiResponse> => {
+    const headers: Record<string, string> = { ...options.headers }
+    if (options.key !== undefined) headers["authorization"] = `Bearer ${options.key}`
+    let body: string | undefined
+    if (options.raw !== undefined) body = options.raw
+    else if (options.body !== undefined) {
+      body = JSON.stringify(options.body)
+      headers["content-type"] ??= "application/json"
+    }
+    const response = await fetch(`${baseUrl}${path}`, { method, headers, ...(body === undefined ? {} : { body }) })
+    const text = await response.text()
+    let parsed: unknown = undefined
+    try {
+      parsed = text === "" ? undefined : JSON.parse(text)
+    } catch {
+      parsed = undefined
+    }
+    return { status: response.status, headers: response.headers, body: parsed, text }
+  }
+  return {
+    call,
+    get: (path: string, key?: string) => call("GET", path, key === undefined ? {} : { key }),
+    post: (path: string, body: unknown, key?: string) => call("POST", path, key === undefined ? { body } : { key, body }),
+    put: (path: string, body: unknown, key?: string) => call("PUT", path, key === undefined ? { body } : { key, body }),
+    patch: (path: string, body: unknown, key?: string) =>
+      call("PATCH", path, key === undefined ? { body } : { key, body })
+  }
+}
+
+/** Asserts the error envelope of the API and returns its code. */
+export const errorCode = (response: ApiResponse): string => {
+  const error = response.body?.error
+  if (
+    typeof error !== "object" || error === null || typeof error.code !== "string" || typeof error.message !== "string"
+  ) {
+    throw new Error(`not an error envelope (${response.status}): ${response.text.slice(0, 300)}`)
+  }
+  const keys = Object.keys(response.body)
+  if (keys.length !== 1) throw new Error(`envelope has extra keys: ${keys.join(",")}`)
+  return error.code
+}
