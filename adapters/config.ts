@@ -16,7 +16,8 @@ export interface ServerConfig {
 export class InvalidConfig extends Data.TaggedError("InvalidConfig")<{ readonly message: string }> {}
 
 const raw = Config.all({
-  port: Config.Port("PORT").pipe(Config.withDefault(8080)),
+  // 0 asks the system for a free port (handy for tests); the log says which.
+  port: Config.Int("PORT").pipe(Config.withDefault(8080)),
   host: Config.NonEmptyString("HOST").pipe(Config.withDefault("127.0.0.1")),
   databaseUrl: Config.option(Config.Redacted("DATABASE_URL")),
   dataDir: Config.NonEmptyString("DATA_DIR").pipe(Config.withDefault("./data")),
@@ -24,14 +25,23 @@ const raw = Config.all({
   logLevel: Config.LogLevel("LOG_LEVEL").pipe(Config.withDefault<LogLevel.LogLevel>("Info"))
 })
 
+/** `SchemaError(Expected ... at ["PORT"])` -> `PORT: Expected ...` */
+const oneLine = (message: string): string => {
+  const match = /^\w*Error\(([\s\S]*?)\s+at \["?([^"\]]+)"?\]\)?\s*$/.exec(message.trim())
+  return match ? `${match[2]}: ${match[1]}` : message.replace(/\s+/g, " ").trim()
+}
+
 const MIN_ADMIN_TOKEN_LENGTH = 24
 
 /** Reads and checks the configuration; fails with one message naming the bad variable. */
 export const loadServerConfig: Effect.Effect<ServerConfig, InvalidConfig> = Effect.gen(function*() {
   const config = yield* Effect.mapError(
     raw,
-    (error) => new InvalidConfig({ message: `Invalid configuration: ${error.message}` })
+    (error) => new InvalidConfig({ message: `Invalid configuration: ${oneLine(error.message)}` })
   )
+  if (config.port < 0 || config.port > 65535) {
+    return yield* new InvalidConfig({ message: "Invalid configuration: PORT must be between 0 and 65535" })
+  }
   if (Option.isSome(config.databaseUrl)) {
     const url = Redacted.value(config.databaseUrl.value)
     if (!/^postgres(ql)?:\/\/./.test(url)) {

@@ -1,0 +1,149 @@
+import { type ChildProcess, spawn } from "node:child_process"
+import { createHash } from "node:crypto"
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { afterAll, describe, expect, it } from "vitest"
+import { client } from "../support/server.ts"
+
+/**
+ * The real `npm start` entry point as a process: configuration errors,
+ * embedded storage that survives a restart, and API keys that never reach
+ * the logs or the data directory in plaintext.
+ */
+
+const root = join(import.meta.dirname, "..", "..")
+const nodeBin = process.execPath
+
+interface Started {
+  readonly child: ChildProcess
+  readonly baseUrl: string
+  output: () => string
+  stop: () => Promise<void>
+}
+
+const start = (env: Record<string, string>): Promise<Started> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(nodeBin, [join(root, "adapters/http/main.ts")], {
+      cwd: root,
+      env: { PATH: process.env["PATH"] ?? "", PORT: "0", ...env },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let out = ""
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL")
+      reject(new Error(`server did not start:\n${out}`))
+    }, 30_000)
+    const onData = (chunk: Buffer) => {
+      out += chunk.toString()
+      const match = /Listening on (http:\/\/[^\s]+)/.exec(out)
+      if (match) {
+        clearTimeout(timer)
+        resolve({
+          child,
+          baseUrl: match[1]!.replace("[::]", "127.0.0.1").replace("0.0.0.0", "127.0.0.1"),
+          output: () => out,
+          stop: () =>
+            new Promise((done) => {
+              if (child.exitCode !== null) return done()
+              child.once("exit", () => done())
+              child.kill("SIGTERM")
+            })
+        })
+      }
+    }
+    child.stdout!.on("data", onData)
+    child.stderr!.on("data", onData)
+    child.once("exit", (code) => {
+      clearTimeout(timer)
+      reject(new Error(`server exited with ${code}:\n${out}`))
+    })
+  })
+
+const runToExit = (env: Record<string, string>) =>
+  new Promise<{ code: number | null; output: string }>((resolve) => {
+    const child = spawn(nodeBin, [join(root, "adapters/http/main.ts")], {
+      cwd: root,
+      env: { PATH: process.env["PATH"] ?? "", ...env },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let output = ""
+    child.stdout.on("data", (c) => (output += c))
+    child.stderr.on("data", (c) => (output += c))
+    const timer = setTimeout(() => child.kill("SIGKILL"), 30_000)
+    child.on("exit", (code) => {
+      clearTimeout(timer)
+      resolve({ code, output })
+    })
+  })
+
+const filesUnder = (dir: string): Array<string> =>
+  readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name)
+    return statSync(path).isDirectory() ? filesUnder(path) : [path]
+  })
+
+describe("the server process", () => {
+  const dataDir = mkdtempSync(join(tmpdir(), "spendgate-data-"))
+  afterAll(() => rmSync(dataDir, { recursive: true, force: true }))
+
+  it("refuses bad configuration with one clear message", async () => {
+    const badPort = await runToExit({ PORT: "not-a-port", DATA_DIR: dataDir })
+    expect(badPort.code).toBe(1)
+    expect(badPort.output).toMatch(/PORT/)
+    const badUrl = await runToExit({ DATABASE_URL: "mysql://x", PORT: "0" })
+    expect(badUrl.code).toBe(1)
+    expect(badUrl.output).toContain("DATABASE_URL must be a postgres:// or postgresql:// URL")
+    const badLevel = await runToExit({ LOG_LEVEL: "loud", PORT: "0", DATA_DIR: dataDir })
+    expect(badLevel.code).toBe(1)
+    expect(badLevel.output).toMatch(/LOG_LEVEL/)
+  }, 60_000)
+
+  it("keeps its data across a restart and never writes a key in plaintext", async () => {
+    const first = await start({ DATA_DIR: dataDir, LOG_LEVEL: "Debug" })
+    const api = client(first.baseUrl)
+    const signup = await api.post("/v1/signup", { name: "ops" })
+    expect(signup.status).toBe(201)
+    const ownerKey: string = signup.body.apiKey
+    const worker = await api.post("/v1/agents", { name: "worker" }, ownerKey)
+    const workerKey: string = worker.body.apiKey
+    await api.put(`/v1/agents/${worker.body.id}/policy`, { maxPerDayUsdCents: 250 }, ownerKey)
+    await api.patch(`/v1/agents/${worker.body.id}`, { killed: true }, ownerKey)
+    expect((await api.get(`/v1/agents/${worker.body.id}`, workerKey)).status).toBe(403)
+    await first.stop()
+
+    const second = await start({ DATA_DIR: dataDir, LOG_LEVEL: "Debug" })
+    const api2 = client(second.baseUrl)
+    const list = await api2.get("/v1/agents", ownerKey)
+    expect(list.status).toBe(200)
+    expect(list.body.total).toBe(2)
+    const policy = await api2.get(`/v1/agents/${worker.body.id}/policy`, ownerKey)
+    expect(policy.body.maxPerDayUsdCents).toBe(250)
+    const killed = await api2.get(`/v1/agents/${worker.body.id}`, workerKey)
+    expect(killed.status).toBe(403)
+    expect(killed.body.error.code).toBe("AGENT_KILLED")
+    await second.stop()
+
+    // Request logging was on (Debug): still no key in any log line.
+    for (const key of [ownerKey, workerKey]) {
+      expect(first.output()).not.toContain(key)
+      expect(second.output()).not.toContain(key)
+      expect(first.output()).not.toContain(key.slice(7))
+    }
+    expect(first.output()).toMatch(/\/v1\/agents/)
+
+    // The data directory holds each key's SHA-256, never the key.
+    const files = filesUnder(dataDir)
+    expect(files.length).toBeGreaterThan(0)
+    const hashes = [ownerKey, workerKey].map((key) => createHash("sha256").update(key).digest("hex"))
+    let hashesFound = 0
+    for (const file of files) {
+      const bytes = readFileSync(file)
+      for (const key of [ownerKey, workerKey]) {
+        expect(bytes.includes(Buffer.from(key.slice(7))), file).toBe(false)
+      }
+      for (const hash of hashes) if (bytes.includes(Buffer.from(hash))) hashesFound++
+    }
+    expect(hashesFound).toBeGreaterThanOrEqual(2)
+  }, 90_000)
+})
