@@ -1,0 +1,58 @@
+/**
+ * Embedding Spendgate in-process: no HTTP server, the core services called
+ * directly from your own agent runtime. Storage here is the in-memory store;
+ * swap `MemoryStore.layer` for `storeLayer({ databaseUrl, dataDir })` from
+ * adapters/sql/Database.ts to keep data in PGlite or PostgreSQL.
+ *
+ * Run: npm run example
+ */
+import { Effect, Layer } from "effect"
+import * as MemoryStore from "../adapters/memory/MemoryStore.ts"
+import { Agents, Gateway, Policies } from "../src/index.ts"
+
+const program = Effect.gen(function*() {
+  const agents = yield* Agents
+  const policies = yield* Policies
+
+  // An account with its owner agent; the key is shown once.
+  const account = yield* agents.signup({ name: "operator" })
+  const owner = yield* agents.authenticate(account.apiKey)
+  console.log(`account ${account.accountId}, owner ${owner.agent.id}`)
+
+  // A worker agent with a per-call cap of 5 cents, 2 dollars a day, search only.
+  const worker = yield* agents.create(owner, { name: "research-bot" })
+  const policy = yield* policies.replace(owner, worker.agent.id, {
+    maxPerCallMicroUsd: 50_000n,
+    maxPerDayMicroUsd: 2_000_000n,
+    allowedCapabilities: ["search"]
+  })
+  console.log(`worker ${worker.agent.id} policy:`, {
+    maxPerCallMicroUsd: String(policy.maxPerCallMicroUsd),
+    maxPerDayMicroUsd: String(policy.maxPerDayMicroUsd),
+    allowedCapabilities: policy.allowedCapabilities
+  })
+
+  // The worker authenticates with its own key...
+  const asWorker = yield* agents.authenticate(worker.apiKey)
+  console.log(`worker authenticated as ${asWorker.agent.name} (${asWorker.agent.role})`)
+
+  // ...cannot change its own policy...
+  const refused = yield* Effect.flip(policies.patch(asWorker, worker.agent.id, { maxPerDayMicroUsd: null }))
+  console.log(`worker changing its own policy: ${refused.code}`)
+
+  // ...and is stopped at once by the kill switch.
+  yield* agents.update(owner, worker.agent.id, { killed: true })
+  const killed = yield* Effect.flip(agents.authenticate(worker.apiKey))
+  console.log(`after the kill switch: ${killed.code}`)
+  if (killed.code !== "AGENT_KILLED" || refused.code !== "FORBIDDEN") {
+    return yield* Effect.die("unexpected outcome")
+  }
+})
+
+Effect.runPromise(program.pipe(Effect.provide(Gateway.layer.pipe(Layer.provide(MemoryStore.layer))))).then(
+  () => console.log("ok"),
+  (error) => {
+    console.error(error)
+    process.exitCode = 1
+  }
+)
