@@ -7,25 +7,25 @@
  * and result values come back as the same JavaScript types. Code written
  * against `SqlClient` therefore runs unchanged on either driver.
  *
- * Value mapping (matches `@effect/sql-pg` 4.x, which decodes the binary wire
- * format, while PGlite hands back text that is parsed here):
+ * Value mapping. `@effect/sql-pg` 4.x decodes PostgreSQL's binary wire
+ * format; PGlite returns text, which is parsed here into the same values:
  *
- * | PostgreSQL                   | JavaScript                                   |
- * |------------------------------|----------------------------------------------|
- * | int2, int4, oid              | number                                       |
- * | int8 (bigint, count, sum(int4)) | bigint, always, whatever its magnitude    |
- * | float4, float8               | number (float4 rounded to single precision)  |
- * | numeric                      | string, exactly as PostgreSQL prints it      |
- * | bool                         | boolean                                      |
- * | text, varchar, char, name, uuid, inet, enums | string                       |
- * | timestamptz, timestamp       | Date, truncated to milliseconds toward 2000-01-01; `timestamp` wall-clock fields become UTC fields; ±infinity is an invalid Date |
- * | date                         | string `YYYY-MM-DD` (astronomical year numbering before 1 AD) |
- * | time                         | bigint microseconds since midnight           |
- * | timetz                       | string `HH:MM:SS[.ffffff]±HH:MM`             |
- * | interval                     | `{ months, days, microseconds: bigint }`     |
- * | json, jsonb                  | parsed JSON                                  |
- * | bytea                        | Uint8Array                                   |
- * | arrays of the above          | arrays of the element mapping                |
+ * - int2, int4, oid: number
+ * - int8 (also `count(*)`, `sum(int4)`): bigint, whatever the magnitude
+ * - float4, float8: number (float4 rounded to single precision, as in binary)
+ * - numeric (also `sum(int8)`, `avg(...)`): string, exactly as printed
+ * - bool: boolean
+ * - text, varchar, char, name, uuid, inet, enums and other types: string
+ * - timestamptz, timestamp: Date, truncated to milliseconds toward
+ *   2000-01-01; a `timestamp`'s wall-clock fields become the Date's UTC
+ *   fields; ±infinity becomes an invalid Date
+ * - date: string `YYYY-MM-DD` (astronomical year numbering before 1 AD)
+ * - time: bigint microseconds since midnight
+ * - timetz: string `HH:MM:SS[.ffffff]±HH:MM`
+ * - interval: `{ months, days, microseconds: bigint }`
+ * - json, jsonb: parsed JSON
+ * - bytea: Uint8Array
+ * - one-dimensional arrays: arrays of the element mapping
  *
  * The text parsers assume PostgreSQL's default `DateStyle` (ISO) and
  * `IntervalStyle` (postgres); a session that changes them gets raw strings or
@@ -182,7 +182,7 @@ export const layer = (
 
 /**
  * {@link layer} with its options read from configuration, e.g.
- * `layerConfig({ dataDir: Config.option(Config.string("DATA_DIR")).pipe(Config.map(Option.getOrUndefined)) })`.
+ * `layerConfig({ dataDir: Config.String("DATA_DIR").pipe(Config.withDefault(undefined)) })`.
  *
  * @since 0.1.0
  */
@@ -201,7 +201,11 @@ const makeConnection = (
   db: PGlite,
   guard: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 ): SqlConnection.Connection => {
-  const run = (sql: string, params: ReadonlyArray<unknown>, rowMode: "object" | "array"): Effect.Effect<Results, SqlError.SqlError> =>
+  const run = (
+    sql: string,
+    params: ReadonlyArray<unknown>,
+    rowMode: "object" | "array"
+  ): Effect.Effect<Results<SqlConnection.Row>, SqlError.SqlError> =>
     Effect.suspend(() => {
       const bound = bindParameters(params)
       if (bound instanceof SqlError.SqlError) return Effect.fail(bound)
@@ -209,18 +213,16 @@ const makeConnection = (
       // runs to completion and a permit is given back only when the session
       // is free again.
       return guard(Effect.uninterruptible(Effect.tryPromise({
-        try: () => db.query<Record<string, unknown>>(sql, bound.values, { paramTypes: bound.types, rowMode }),
+        try: () => db.query<SqlConnection.Row>(sql, bound.values, { paramTypes: bound.types, rowMode }),
         catch: (cause) => queryError(cause, db)
       })))
     })
 
+  // Row objects are built by PGlite with the column names as-is.
   const rows = (sql: string, params: ReadonlyArray<unknown>, transformRows: Transform) =>
-    Effect.map(run(sql, params, "object"), (result) => {
-      // Row objects are built by PGlite from the column names as-is.
-      const rows = result.rows as ReadonlyArray<SqlConnection.Row>
-      return transformRows ? transformRows(rows) : rows
-    })
+    Effect.map(run(sql, params, "object"), (result) => transformRows ? transformRows(result.rows) : result.rows)
 
+  // PGlite's result type does not follow `rowMode`; in array mode each row is an array of values.
   const values = (sql: string, params: ReadonlyArray<unknown>) =>
     Effect.map(run(sql, params, "array"), (result) => result.rows as unknown as ReadonlyArray<ReadonlyArray<unknown>>)
 
@@ -236,7 +238,7 @@ const makeConnection = (
     // The result is materialised first; PGlite is in-process, so a cursor
     // would save memory but no round trips.
     executeStream: (sql, params, transformRows) =>
-      Stream.unwrap(Effect.map(rows(sql, params, transformRows), (rows) => Stream.fromArray(rows)))
+      Stream.unwrap(Effect.map(rows(sql, params, transformRows), (result) => Stream.fromArray(result)))
   }
 }
 
