@@ -1,4 +1,5 @@
-import { Config, Data, Effect, LogLevel, Option, Redacted } from "effect"
+import { Config, Data, Effect, type LogLevel, Option, Redacted, Result } from "effect"
+import { type BtcUsdRate, parseBtcUsdRate } from "../src/domain/Money.ts"
 
 /**
  * Server configuration, read from the environment and validated once at
@@ -11,6 +12,8 @@ export interface ServerConfig {
   readonly dataDir: string
   readonly adminToken: Option.Option<Redacted.Redacted<string>>
   readonly logLevel: LogLevel.LogLevel
+  /** A fixed BTC/USD rate; without one the sats pocket cannot pay for calls. */
+  readonly btcUsdRate: Option.Option<BtcUsdRate>
 }
 
 export class InvalidConfig extends Data.TaggedError("InvalidConfig")<{ readonly message: string }> {}
@@ -22,7 +25,8 @@ const raw = Config.all({
   databaseUrl: Config.option(Config.Redacted("DATABASE_URL")),
   dataDir: Config.NonEmptyString("DATA_DIR").pipe(Config.withDefault("./data")),
   adminToken: Config.option(Config.Redacted("ADMIN_TOKEN")),
-  logLevel: Config.LogLevel("LOG_LEVEL").pipe(Config.withDefault<LogLevel.LogLevel>("Info"))
+  logLevel: Config.LogLevel("LOG_LEVEL").pipe(Config.withDefault<LogLevel.LogLevel>("Info")),
+  btcUsdRate: Config.option(Config.String("BTC_USD_RATE"))
 })
 
 /** `SchemaError(Expected ... at ["PORT"])` -> `PORT: Expected ...` */
@@ -55,5 +59,15 @@ export const loadServerConfig: Effect.Effect<ServerConfig, InvalidConfig> = Effe
       message: `Invalid configuration: ADMIN_TOKEN must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters`
     })
   }
-  return config
+  let btcUsdRate: Option.Option<BtcUsdRate> = Option.none()
+  if (Option.isSome(config.btcUsdRate)) {
+    const parsed = parseBtcUsdRate(config.btcUsdRate.value)
+    if (Result.isFailure(parsed)) {
+      return yield* new InvalidConfig({
+        message: `Invalid configuration: BTC_USD_RATE must be a positive decimal number of USD per BTC (${parsed.failure.message})`
+      })
+    }
+    btcUsdRate = Option.some(parsed.success)
+  }
+  return { ...config, btcUsdRate }
 })

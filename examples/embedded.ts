@@ -8,7 +8,7 @@
  */
 import { Effect, Layer } from "effect"
 import * as MemoryStore from "../adapters/memory/MemoryStore.ts"
-import { Agents, Gateway, Policies } from "../src/index.ts"
+import { Agents, Gateway, Policies, RateSource } from "../src/index.ts"
 
 const program = Effect.gen(function*() {
   const agents = yield* Agents
@@ -49,7 +49,7 @@ const program = Effect.gen(function*() {
   }
 })
 
-Effect.runPromise(program.pipe(Effect.provide(Gateway.layer.pipe(Layer.provide(MemoryStore.layer))))).then(
+Effect.runPromise(program.pipe(Effect.provide(Gateway.layer.pipe(Layer.provide([MemoryStore.layer, RateSource.none]))))).then(
   () => console.log("ok"),
   (error) => {
     console.error(error)

@@ -1,10 +1,11 @@
-import { Context, Schema } from "effect"
-import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity, OpenApi } from "effect/http-api"
+import { Schema } from "effect"
+import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, OpenApi } from "effect/http-api"
 import { AgentName, Role } from "../../src/domain/Agent.ts"
-import type { Principal } from "../../src/domain/Agent.ts"
 import { Capability } from "../../src/domain/Capability.ts"
 import { Cents } from "../../src/domain/Money.ts"
-import { BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable, Unauthorized } from "./errors.ts"
+import { Authentication, CurrentPrincipal } from "./Authentication.ts"
+import { WalletApi } from "./WalletApi.ts"
+import { BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable } from "./errors.ts"
 
 /**
  * The HTTP contract of /v1: schemas only, no behaviour. Handlers live in
@@ -25,14 +26,15 @@ export const ListQuery = {
 
 // ---- authentication ----------------------------------------------------------
 
-export class CurrentPrincipal extends Context.Service<CurrentPrincipal, Principal>()("spendgate/http/CurrentPrincipal") {}
+export { Authentication, CurrentPrincipal }
 
-export class Authentication extends HttpApiMiddleware.Service<Authentication, {
-  provides: CurrentPrincipal
-  requires: never
-}>()("spendgate/http/Authentication", {
-  security: { bearer: HttpApiSecurity.bearer },
-  error: [Unauthorized, Forbidden]
+/**
+ * `Idempotency-Key` support, implemented in idempotency.ts. Applied to single
+ * endpoints: an endpoint's own middleware runs inside its group's, so on an
+ * authenticated group it sees the caller's account.
+ */
+export class IdempotencyKeys extends HttpApiMiddleware.Service<IdempotencyKeys>()("spendgate/http/IdempotencyKeys", {
+  error: [BadRequest, Conflict]
 }) {}
 
 // ---- resources -------------------------------------------------------------
@@ -100,7 +102,7 @@ export class PublicApi extends HttpApiGroup.make("public")
         accountId: Schema.String
       }).pipe(HttpApiSchema.status(201)),
       error: [BadRequest, ServiceUnavailable]
-    })
+    }).middleware(IdempotencyKeys)
   )
   .annotateMerge(OpenApi.annotations({ title: "Public", description: "Signup and health; no key needed" }))
 {}
@@ -121,7 +123,7 @@ export class AgentsApi extends HttpApiGroup.make("agents")
       payload: Schema.Struct({ name: AgentName, role: Schema.optional(Role) }),
       success: CreatedAgentResponse.pipe(HttpApiSchema.status(201)),
       error: accessErrors
-    }),
+    }).middleware(IdempotencyKeys),
     HttpApiEndpoint.get("get", "/:id", {
       params: { id: PathId },
       success: AgentResponse,
@@ -159,6 +161,7 @@ export class AgentsApi extends HttpApiGroup.make("agents")
 export class Api extends HttpApi.make("spendgate")
   .add(PublicApi)
   .add(AgentsApi)
+  .add(WalletApi)
   .annotate(HttpApi.ParseOptions, { onExcessProperty: "error" })
   .annotate(HttpApi.HeadersParseOptions, {})
   .annotateMerge(OpenApi.annotations({

@@ -1,6 +1,8 @@
 import { NodeRuntime } from "@effect/platform-node"
-import { Effect, Layer, References } from "effect"
+import { Effect, Layer, Option, References } from "effect"
 import * as Gateway from "../../src/Gateway.ts"
+import { RateSource } from "../../src/ports/RateSource.ts"
+import { Spend } from "../../src/wallet/Spend.ts"
 import { InvalidConfig, loadServerConfig } from "../config.ts"
 import { describeStorage, storeLayer } from "../sql/Database.ts"
 import { serverLayer } from "./server.ts"
@@ -18,7 +20,9 @@ const main = Effect.gen(function*() {
     host: config.host,
     logRequests: config.logLevel === "Debug" || config.logLevel === "Trace" || config.logLevel === "All"
   }).pipe(
-    Layer.provide(Gateway.layer),
+    Layer.provide(Spend.sweeper()),
+    Layer.provideMerge(Gateway.layer),
+    Layer.provide(Option.match(config.btcUsdRate, { onNone: () => RateSource.none, onSome: RateSource.fixed })),
     Layer.provide(storeLayer(database))
   )
   return yield* Layer.launch(app).pipe(Effect.provideService(References.MinimumLogLevel, config.logLevel))

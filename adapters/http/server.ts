@@ -3,12 +3,12 @@ import { Layer } from "effect"
 import { HttpRouter, type HttpServer } from "effect/http"
 import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
 import { createServer } from "node:http"
-import type { Agents } from "../../src/agents/Agents.ts"
-import type { Policies } from "../../src/agents/Policies.ts"
-import type { Health } from "../../src/Health.ts"
+import type { Services } from "../../src/Gateway.ts"
 import { Api } from "./Api.ts"
 import { envelopeMiddleware } from "./envelope.ts"
 import { AgentsHandlers, AuthenticationLive, PublicHandlers } from "./handlers.ts"
+import { WalletHandlers } from "./walletHandlers.ts"
+import { IdempotencyKeysLive } from "./idempotency.ts"
 
 export interface HttpOptions {
   readonly port: number
@@ -24,11 +24,11 @@ export interface HttpOptions {
 export const routes = (options: { readonly bodyLimitBytes?: number } = {}) =>
   Layer.mergeAll(
     HttpApiBuilder.layer(Api, { openapiPath: "/v1/openapi.json" }).pipe(
-      Layer.provide([PublicHandlers, AgentsHandlers])
+      Layer.provide([PublicHandlers, AgentsHandlers, WalletHandlers])
     ),
     HttpApiScalar.layer(Api, { path: "/docs" }),
     envelopeMiddleware(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes })
-  ).pipe(Layer.provideMerge(AuthenticationLive))
+  ).pipe(Layer.provideMerge(AuthenticationLive), Layer.provideMerge(IdempotencyKeysLive))
 
 /**
  * The HTTP server over the core services. The core (and its storage) must be
@@ -36,7 +36,7 @@ export const routes = (options: { readonly bodyLimitBytes?: number } = {}) =>
  */
 export const serverLayer = (
   options: HttpOptions
-): Layer.Layer<HttpServer.HttpServer, unknown, Agents | Policies | Health> =>
+): Layer.Layer<HttpServer.HttpServer, unknown, Services> =>
   HttpRouter.serve(routes(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }), {
     disableLogger: options.logRequests !== true,
     disableListenLog: options.announce === false

@@ -1,7 +1,19 @@
-import { Effect, Layer, Option } from "effect"
+import { Effect, Layer, Option, Result, Semaphore } from "effect"
+import { GENESIS_HASH, sealAuditRecord, type UnhashedAuditRecord } from "../../src/audit/chain.ts"
 import type { Agent, Policy } from "../../src/domain/Agent.ts"
 import type { AccountId, AgentId } from "../../src/domain/ids.ts"
-import { type AgentWithPolicy, type NewAgent, type Page, Store, type StoreShape } from "../../src/ports/Store.ts"
+import type { AuditRecord, Reservation, Transaction, Wallet } from "../../src/domain/Ledger.ts"
+import { newAuditId } from "../../src/domain/Ledger.ts"
+import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
+import {
+  type AgentWithPolicy,
+  type LedgerStore,
+  type NewAgent,
+  type Page,
+  Store,
+  type StoreShape
+} from "../../src/ports/Store.ts"
+import * as MemoryIdempotencyStore from "./MemoryIdempotencyStore.ts"
 
 /**
  * In-memory store for embedding and fast tests. Every method runs
@@ -21,6 +33,7 @@ const byNewest = (a: Agent, b: Agent) =>
 
 export const makeMemoryStore = (): StoreShape => {
   const accounts = new Map<AccountId, { readonly createdAt: Date }>()
+  const wallets = new Map<AccountId, Wallet>()
   const agents = new Map<AgentId, AgentEntry>()
   const agentByKeyHash = new Map<string, AgentId>()
 
@@ -38,7 +51,16 @@ export const makeMemoryStore = (): StoreShape => {
     return entry !== undefined && entry.agent.accountId === accountId ? entry : undefined
   }
 
+  const ledger = makeMemoryLedger({
+    wallets,
+    agentEntry: (accountId, agentId) => {
+      const entry = entryIn(accountId, agentId)
+      return entry === undefined ? undefined : { agent: entry.agent, policy: entry.policy }
+    }
+  })
+
   return {
+    ...ledger,
     ping: Effect.void,
     createAccount: ({ accountId, createdAt, owner }) =>
       Effect.sync(() => {
@@ -50,6 +72,7 @@ export const makeMemoryStore = (): StoreShape => {
           accounts.delete(accountId)
           throw error
         }
+        wallets.set(accountId, { accountId, usdMicro: 0n, satsMsat: 0n })
       }),
     createAgent: (input) => Effect.sync(() => insertAgent(input)),
     findAgentByKeyHash: (keyHash) =>
@@ -111,4 +134,274 @@ export const makeMemoryStore = (): StoreShape => {
   }
 }
 
-export const layer: Layer.Layer<Store> = Layer.sync(Store, makeMemoryStore)
+const byNewestRecord = (a: { createdAt: Date; id: string }, b: { createdAt: Date; id: string }) =>
+  b.createdAt.getTime() - a.createdAt.getTime() || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0)
+
+const page = <A>(items: ReadonlyArray<A>, request: { limit: number; offset: number }): Page<A> => ({
+  items: items.slice(request.offset, request.offset + request.limit),
+  total: items.length
+})
+
+/** The ledger half of the memory store: wallets, holds, transactions and the audit chain. */
+const makeMemoryLedger = (shared: {
+  readonly wallets: Map<AccountId, Wallet>
+  readonly agentEntry: (accountId: AccountId, agentId: AgentId) => AgentWithPolicy | undefined
+}): LedgerStore => {
+  const { wallets } = shared
+  const lock = Semaphore.makeUnsafe(1)
+  const reservations = new Map<string, Reservation>()
+  const transactions: Array<Transaction> = []
+  const audit = new Map<AccountId, Array<AuditRecord>>()
+  const daily = new Map<string, bigint>()
+  const creditKeys = new Map<string, Transaction>()
+
+  const dayKey = (agentId: AgentId, day: string) => `${agentId}|${day}`
+  const addDaily = (agentId: AgentId, day: string, delta: bigint) => {
+    const key = dayKey(agentId, day)
+    daily.set(key, (daily.get(key) ?? 0n) + delta)
+  }
+  const walletOf = (accountId: AccountId): Wallet => {
+    const wallet = wallets.get(accountId)
+    if (wallet === undefined) throw new Error(`no wallet for ${accountId}`)
+    return wallet
+  }
+  const setWallet = (wallet: Wallet) => {
+    if (wallet.usdMicro < 0n || wallet.satsMsat < 0n) throw new Error("a wallet pocket would go negative")
+    wallets.set(wallet.accountId, wallet)
+  }
+  const appendAudit = (record: Omit<UnhashedAuditRecord, "seq" | "prevHash">) =>
+    Effect.gen(function*() {
+      const chain = audit.get(record.accountId) ?? []
+      const last = chain[chain.length - 1]
+      const sealed = yield* sealAuditRecord({
+        ...record,
+        seq: last === undefined ? 1n : last.seq + 1n,
+        prevHash: last === undefined ? GENESIS_HASH : last.hash
+      })
+      chain.push(sealed)
+      audit.set(record.accountId, chain)
+      return sealed
+    })
+
+  const releaseHeld = (reservation: Reservation, auditId: string, reason: string, now: Date) =>
+    Effect.gen(function*() {
+      const wallet = walletOf(reservation.accountId)
+      const record = yield* appendAudit({
+        id: auditId,
+        accountId: reservation.accountId,
+        kind: "release",
+        agentId: reservation.agentId,
+        reservationId: reservation.id,
+        transactionId: null,
+        amountMicroUsd: reservation.quotedMicroUsd,
+        usdDeltaMicro: reservation.heldUsdMicro,
+        satsDeltaMsat: reservation.heldSatsMsat,
+        details: JSON.stringify({ reason }),
+        createdAt: now
+      })
+      setWallet({
+        ...wallet,
+        usdMicro: wallet.usdMicro + reservation.heldUsdMicro,
+        satsMsat: wallet.satsMsat + reservation.heldSatsMsat
+      })
+      reservations.set(reservation.id, { ...reservation, status: "released" })
+      addDaily(reservation.agentId, reservation.day, -reservation.quotedMicroUsd)
+      return record
+    })
+
+  return {
+    getWallet: (accountId) => Effect.sync(() => walletOf(accountId)),
+    reserve: (input) =>
+      lock.withPermits(1)(Effect.gen(function*() {
+        const entry = shared.agentEntry(input.accountId, input.agentId)
+        if (entry === undefined) return yield* Effect.die(new Error("reserve: unknown agent"))
+        const wallet = walletOf(input.accountId)
+        const decision = input.decide({
+          agent: entry.agent,
+          policy: entry.policy,
+          dailySpentMicroUsd: daily.get(dayKey(input.agentId, input.day)) ?? 0n,
+          wallet
+        })
+        if (Result.isFailure(decision)) return Result.fail(decision.failure)
+        const plan = decision.success
+        const reservation: Reservation = {
+          id: input.reservationId,
+          accountId: input.accountId,
+          agentId: input.agentId,
+          capability: input.capability,
+          provider: input.provider,
+          quotedMicroUsd: input.quotedMicroUsd,
+          heldUsdMicro: plan.fromUsdMicro,
+          heldSatsMsat: plan.fromSatsMsat,
+          rateMicroUsdPerBtc: input.rate?.rate.microUsdPerBtc ?? null,
+          day: input.day,
+          status: "held",
+          settledMicroUsd: null,
+          createdAt: input.now,
+          expiresAt: input.expiresAt
+        }
+        const next = { ...wallet, usdMicro: wallet.usdMicro - plan.fromUsdMicro, satsMsat: wallet.satsMsat - plan.fromSatsMsat }
+        if (next.usdMicro < 0n || next.satsMsat < 0n) return yield* Effect.die(new Error("hold larger than the wallet"))
+        yield* appendAudit({
+          id: input.auditId,
+          accountId: input.accountId,
+          kind: "reserve",
+          agentId: input.agentId,
+          reservationId: reservation.id,
+          transactionId: null,
+          amountMicroUsd: input.quotedMicroUsd,
+          usdDeltaMicro: -plan.fromUsdMicro,
+          satsDeltaMsat: -plan.fromSatsMsat,
+          details: JSON.stringify({ capability: input.capability, provider: input.provider }),
+          createdAt: input.now
+        })
+        setWallet(next)
+        reservations.set(reservation.id, reservation)
+        addDaily(input.agentId, input.day, input.quotedMicroUsd)
+        return Result.succeed(reservation)
+      })),
+    settle: (input) =>
+      lock.withPermits(1)(Effect.gen(function*() {
+        const reservation = reservations.get(input.reservationId)
+        if (reservation === undefined || reservation.accountId !== input.accountId) {
+          return { _tag: "NotHeld", reservation: null } as const
+        }
+        if (reservation.status !== "held") return { _tag: "NotHeld", reservation } as const
+        const plan = input.plan(reservation)
+        const wallet = walletOf(reservation.accountId)
+        const transaction: Transaction = {
+          id: input.transactionId,
+          accountId: reservation.accountId,
+          agentId: reservation.agentId,
+          type: "charge",
+          amountMicroUsd: plan.chargedMicroUsd,
+          usdMicro: plan.chargeUsdMicro,
+          satsMsat: plan.chargeSatsMsat,
+          rateMicroUsdPerBtc: reservation.rateMicroUsdPerBtc,
+          description: input.description,
+          capability: reservation.capability,
+          provider: reservation.provider,
+          auditId: input.auditId,
+          createdAt: input.now
+        }
+        yield* appendAudit({
+          id: input.auditId,
+          accountId: reservation.accountId,
+          kind: "settle",
+          agentId: reservation.agentId,
+          reservationId: reservation.id,
+          transactionId: transaction.id,
+          amountMicroUsd: plan.chargedMicroUsd,
+          usdDeltaMicro: plan.refundUsdMicro,
+          satsDeltaMsat: plan.refundSatsMsat,
+          details: JSON.stringify({ capability: reservation.capability, provider: reservation.provider }),
+          createdAt: input.now
+        })
+        const next = {
+          ...wallet,
+          usdMicro: wallet.usdMicro + plan.refundUsdMicro,
+          satsMsat: wallet.satsMsat + plan.refundSatsMsat
+        }
+        setWallet(next)
+        const settled: Reservation = { ...reservation, status: "settled", settledMicroUsd: plan.chargedMicroUsd }
+        reservations.set(reservation.id, settled)
+        addDaily(reservation.agentId, reservation.day, plan.chargedMicroUsd - reservation.quotedMicroUsd)
+        transactions.push(transaction)
+        return { _tag: "Settled", transaction, wallet: next, reservation: settled } as const
+      })),
+    release: (input) =>
+      lock.withPermits(1)(Effect.gen(function*() {
+        const reservation = reservations.get(input.reservationId)
+        if (reservation === undefined || reservation.accountId !== input.accountId || reservation.status !== "held") {
+          return "NotHeld" as const
+        }
+        yield* releaseHeld(reservation, input.auditId, input.reason, input.now)
+        return "Released" as const
+      })),
+    sweepExpired: (now, limit) =>
+      lock.withPermits(1)(Effect.gen(function*() {
+        const expired = [...reservations.values()]
+          .filter((r) => r.status === "held" && r.expiresAt.getTime() < now.getTime())
+          .slice(0, limit)
+        for (const reservation of expired) yield* releaseHeld(reservation, newAuditId(), "expired", now)
+        return expired.length
+      })),
+    credit: (input) =>
+      lock.withPermits(1)(Effect.gen(function*() {
+        const key = `${input.accountId}|${input.creditKey}`
+        const existing = creditKeys.get(key)
+        if (existing !== undefined) return { _tag: "Duplicate", transaction: existing } as const
+        const wallet = walletOf(input.accountId)
+        const usd = input.pocket === "usd" ? input.amount : 0n
+        const sats = input.pocket === "sats" ? input.amount : 0n
+        if (input.amount <= 0n) return yield* Effect.die(new Error("credit amount must be positive"))
+        const transaction: Transaction = {
+          id: input.transactionId,
+          accountId: input.accountId,
+          agentId: input.agentId,
+          type: "credit",
+          amountMicroUsd: input.valueMicroUsd,
+          usdMicro: usd,
+          satsMsat: sats,
+          rateMicroUsdPerBtc: input.rateMicroUsdPerBtc,
+          description: input.description,
+          capability: null,
+          provider: null,
+          auditId: input.auditId,
+          createdAt: input.now
+        }
+        yield* appendAudit({
+          id: input.auditId,
+          accountId: input.accountId,
+          kind: "credit",
+          agentId: input.agentId,
+          reservationId: null,
+          transactionId: transaction.id,
+          amountMicroUsd: input.valueMicroUsd,
+          usdDeltaMicro: usd,
+          satsDeltaMsat: sats,
+          details: JSON.stringify({ key: input.creditKey }),
+          createdAt: input.now
+        })
+        const next = { ...wallet, usdMicro: wallet.usdMicro + usd, satsMsat: wallet.satsMsat + sats }
+        setWallet(next)
+        transactions.push(transaction)
+        creditKeys.set(key, transaction)
+        return { _tag: "Credited", transaction, wallet: next } as const
+      })),
+    listTransactions: (accountId, filter, request) =>
+      Effect.sync(() =>
+        page(
+          transactions.filter((t) =>
+            t.accountId === accountId &&
+            (filter.type === undefined || t.type === filter.type) &&
+            (filter.agentId === undefined || t.agentId === filter.agentId) &&
+            (filter.from === undefined || t.createdAt.getTime() >= filter.from.getTime()) &&
+            (filter.until === undefined || t.createdAt.getTime() < filter.until.getTime())
+          ).sort(byNewestRecord),
+          request
+        )
+      ),
+    listReservations: (accountId, request) =>
+      Effect.sync(() =>
+        page([...reservations.values()].filter((r) => r.accountId === accountId).sort(byNewestRecord), request)
+      ),
+    agentSpend: (accountId, agentId, day) =>
+      Effect.sync(() => ({
+        dailySpentMicroUsd: daily.get(dayKey(agentId, day)) ?? 0n,
+        lifetimeSpentMicroUsd: transactions
+          .filter((t) => t.accountId === accountId && t.agentId === agentId && t.type === "charge")
+          .reduce((sum, t) => sum + t.amountMicroUsd, 0n)
+      })),
+    getAudit: (accountId, auditId) =>
+      Effect.sync(() => Option.fromNullishOr((audit.get(accountId) ?? []).find((r) => r.id === auditId))),
+    listAudit: (accountId, afterSeq, limit) =>
+      Effect.sync(() => (audit.get(accountId) ?? []).filter((r) => r.seq > afterSeq).slice(0, limit))
+  }
+}
+
+/** The in-memory store together with the in-memory idempotency-key store. */
+export const layer: Layer.Layer<Store | IdempotencyStore> = Layer.merge(
+  Layer.sync(Store, makeMemoryStore),
+  MemoryIdempotencyStore.layer
+)

@@ -1,9 +1,11 @@
 import { PgClient } from "@effect/sql-pg"
 import { Layer, Option, type Redacted } from "effect"
 import { Migrator, SqlClient } from "effect/sql"
+import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
 import type { Store } from "../../src/ports/Store.ts"
 import { migrations } from "./migrations.ts"
 import * as PgliteClient from "./PgliteClient.ts"
+import * as SqlIdempotencyStore from "./SqlIdempotencyStore.ts"
 import * as SqlStore from "./SqlStore.ts"
 
 /**
@@ -28,12 +30,15 @@ export const sqlClientLayer = (options: DatabaseOptions): Layer.Layer<SqlClient.
     onNone: () => PgliteClient.layer({ dataDir: options.dataDir })
   })
 
-/** A migrated SQL store over an already provided SqlClient. */
-export const storeOverClient: Layer.Layer<Store, unknown, SqlClient.SqlClient> = SqlStore.layer.pipe(
+/** A migrated SQL store (and idempotency-key store) over an already provided SqlClient. */
+export const storeOverClient: Layer.Layer<Store | IdempotencyStore, unknown, SqlClient.SqlClient> = Layer.merge(
+  SqlStore.layer,
+  SqlIdempotencyStore.layer
+).pipe(
   Layer.provide(runMigrations)
 )
 
-export const storeLayer = (options: DatabaseOptions): Layer.Layer<Store, unknown> =>
+export const storeLayer = (options: DatabaseOptions): Layer.Layer<Store | IdempotencyStore, unknown> =>
   storeOverClient.pipe(Layer.provide(sqlClientLayer(options)))
 
 /** Lets callers fail fast with a clear message when storage cannot be opened. */

@@ -3,6 +3,7 @@ import { SqlClient } from "effect/sql"
 import type { Agent, Policy, Role } from "../../src/domain/Agent.ts"
 import { type Capability, isCapability } from "../../src/domain/Capability.ts"
 import type { AccountId, AgentId } from "../../src/domain/ids.ts"
+import { makeSqlLedger } from "./SqlLedger.ts"
 import { type NewAgent, type PolicyPatch, Store, type StoreShape, type UpdateAgentResult } from "../../src/ports/Store.ts"
 
 /**
@@ -73,10 +74,12 @@ export const makeSqlStore = Effect.gen(function*() {
     )
 
   const store: StoreShape = {
+    ...makeSqlLedger(sql, (row: AgentRow) => ({ agent: rowToAgent(row), policy: rowToPolicy(row) })),
     ping: Effect.orDie(Effect.asVoid(sql`SELECT 1`)),
     createAccount: ({ accountId, createdAt, owner }) =>
       sql.withTransaction(Effect.gen(function*() {
         yield* sql`INSERT INTO accounts ${sql.insert({ id: accountId, created_at: createdAt })}`
+        yield* sql`INSERT INTO wallets (account_id) VALUES (${accountId})`
         yield* insertAgent(owner)
       })).pipe(Effect.asVoid, Effect.orDie),
     createAgent: (input) => insertAgent(input).pipe(Effect.asVoid, Effect.orDie),
@@ -94,7 +97,7 @@ export const makeSqlStore = Effect.gen(function*() {
       Effect.gen(function*() {
         const rows = yield* sql<AgentRow>`
           SELECT * FROM agents WHERE account_id = ${accountId}
-          ORDER BY created_at DESC, id DESC LIMIT ${page.limit} OFFSET ${page.offset}`
+          ORDER BY created_at DESC, id COLLATE "C" DESC LIMIT ${page.limit} OFFSET ${page.offset}`
         const [count] = yield* sql<{ n: string | number }>`SELECT count(*) AS n FROM agents WHERE account_id = ${accountId}`
         return { items: rows.map(rowToAgent), total: Number(count?.n ?? 0) }
       }).pipe(Effect.orDie),

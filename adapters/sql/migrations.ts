@@ -30,5 +30,112 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
         allowed_capabilities     TEXT NOT NULL DEFAULT ''
       )`
     yield* sql`CREATE INDEX agents_account_created ON agents (account_id, created_at DESC, id DESC)`
+  }),
+  "0002_wallet_ledger": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // One wallet per account, two pockets that can never go negative. The
+    // audit chain head lives on the wallet row, which every ledger write locks.
+    yield* sql`
+      CREATE TABLE wallets (
+        account_id   TEXT PRIMARY KEY REFERENCES accounts (id),
+        usd_micro    BIGINT NOT NULL DEFAULT 0 CHECK (usd_micro >= 0),
+        sats_msat    BIGINT NOT NULL DEFAULT 0 CHECK (sats_msat >= 0),
+        audit_seq    BIGINT NOT NULL DEFAULT 0,
+        audit_head   TEXT NOT NULL DEFAULT '0000000000000000000000000000000000000000000000000000000000000000'
+      )`
+    yield* sql`INSERT INTO wallets (account_id) SELECT id FROM accounts`
+    yield* sql`
+      CREATE TABLE reservations (
+        id                      TEXT PRIMARY KEY,
+        account_id              TEXT NOT NULL REFERENCES accounts (id),
+        agent_id                TEXT NOT NULL REFERENCES agents (id),
+        capability              TEXT NOT NULL,
+        provider                TEXT NOT NULL,
+        quoted_micro_usd        BIGINT NOT NULL CHECK (quoted_micro_usd >= 0),
+        held_usd_micro          BIGINT NOT NULL CHECK (held_usd_micro >= 0),
+        held_sats_msat          BIGINT NOT NULL CHECK (held_sats_msat >= 0),
+        rate_micro_usd_per_btc  BIGINT CHECK (rate_micro_usd_per_btc > 0),
+        day                     TEXT NOT NULL,
+        status                  TEXT NOT NULL CHECK (status IN ('held', 'settled', 'released')),
+        settled_micro_usd       BIGINT CHECK (settled_micro_usd >= 0 AND settled_micro_usd <= quoted_micro_usd),
+        created_at              TIMESTAMPTZ NOT NULL,
+        expires_at              TIMESTAMPTZ NOT NULL
+      )`
+    yield* sql`CREATE INDEX reservations_held_expiry ON reservations (expires_at) WHERE status = 'held'`
+    yield* sql`CREATE INDEX reservations_account ON reservations (account_id, created_at DESC, id DESC)`
+    // Held plus settled spend per agent and UTC day: the daily cap's counter.
+    yield* sql`
+      CREATE TABLE agent_daily_spend (
+        agent_id          TEXT NOT NULL REFERENCES agents (id),
+        day               TEXT NOT NULL,
+        spent_micro_usd   BIGINT NOT NULL CHECK (spent_micro_usd >= 0),
+        PRIMARY KEY (agent_id, day)
+      )`
+    yield* sql`
+      CREATE TABLE transactions (
+        id                      TEXT PRIMARY KEY,
+        account_id              TEXT NOT NULL REFERENCES accounts (id),
+        agent_id                TEXT REFERENCES agents (id),
+        type                    TEXT NOT NULL CHECK (type IN ('charge', 'credit', 'refund')),
+        amount_micro_usd        BIGINT NOT NULL CHECK (amount_micro_usd >= 0),
+        usd_micro               BIGINT NOT NULL CHECK (usd_micro >= 0),
+        sats_msat               BIGINT NOT NULL CHECK (sats_msat >= 0),
+        rate_micro_usd_per_btc  BIGINT CHECK (rate_micro_usd_per_btc > 0),
+        description             TEXT NOT NULL,
+        capability              TEXT,
+        provider                TEXT,
+        audit_id                TEXT NOT NULL UNIQUE,
+        credit_key              TEXT,
+        created_at              TIMESTAMPTZ NOT NULL,
+        UNIQUE (account_id, credit_key)
+      )`
+    yield* sql`CREATE INDEX transactions_account ON transactions (account_id, created_at DESC, id DESC)`
+    yield* sql`CREATE INDEX transactions_agent ON transactions (agent_id, type)`
+    yield* sql`
+      CREATE TABLE audit_log (
+        id                TEXT PRIMARY KEY,
+        account_id        TEXT NOT NULL REFERENCES accounts (id),
+        seq               BIGINT NOT NULL CHECK (seq >= 1),
+        kind              TEXT NOT NULL CHECK (kind IN ('reserve', 'settle', 'release', 'credit')),
+        agent_id          TEXT,
+        reservation_id    TEXT,
+        transaction_id    TEXT,
+        amount_micro_usd  BIGINT NOT NULL,
+        usd_delta_micro   BIGINT NOT NULL,
+        sats_delta_msat   BIGINT NOT NULL,
+        details           TEXT NOT NULL,
+        created_at        TIMESTAMPTZ NOT NULL,
+        prev_hash         TEXT NOT NULL,
+        hash              TEXT NOT NULL,
+        UNIQUE (account_id, seq)
+      )`
+    // Append-only: the database itself refuses to change or delete a record.
+    yield* sql.unsafe(`
+      CREATE FUNCTION audit_log_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        RAISE EXCEPTION 'audit_log is append-only';
+      END
+      $$`)
+    yield* sql`
+      CREATE TRIGGER audit_log_no_change BEFORE UPDATE OR DELETE ON audit_log
+      FOR EACH ROW EXECUTE FUNCTION audit_log_append_only()`
+  }),
+  "0003_idempotency_keys": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // One row per (scope, key): in progress while response_status is NULL,
+    // completed (holding the response to replay) once it is set.
+    yield* sql`
+      CREATE TABLE idempotency_keys (
+        scope            TEXT NOT NULL,
+        key              TEXT NOT NULL CHECK (length(key) BETWEEN 1 AND 255),
+        request_hash     TEXT NOT NULL CHECK (request_hash ~ '^[0-9a-f]{64}$'),
+        response_status  BIGINT CHECK (response_status BETWEEN 100 AND 599),
+        response_body    TEXT,
+        created_at       TIMESTAMPTZ NOT NULL,
+        expires_at       TIMESTAMPTZ NOT NULL,
+        PRIMARY KEY (scope, key),
+        CHECK ((response_status IS NULL) = (response_body IS NULL))
+      )`
+    yield* sql`CREATE INDEX idempotency_keys_expires ON idempotency_keys (expires_at)`
   })
 }

@@ -1,8 +1,9 @@
-import { Context, Effect, Layer, Option } from "effect"
+import { Clock, Context, Effect, Layer, Option } from "effect"
 import type { Policy, Principal } from "../domain/Agent.ts"
 import { type Capability, capabilityNames } from "../domain/Capability.ts"
 import { type Forbidden, NotFound } from "../domain/errors.ts"
 import type { AgentId } from "../domain/ids.ts"
+import { utcDay } from "../domain/Ledger.ts"
 import { type PolicyPatch, Store } from "../ports/Store.ts"
 import { requireOwner, requireSelfOrOwner } from "./Access.ts"
 
@@ -61,15 +62,18 @@ export class Policies extends Context.Service<Policies, {
     Effect.gen(function*() {
       const store = yield* Store
 
-      const view = (policy: Policy): Effect.Effect<PolicyView> =>
-        // No spend path exists before the wallet ledger; the ledger replaces this.
-        Effect.succeed({ ...policy, dailySpentMicroUsd: 0n })
+      const view = (principal: Principal, agentId: AgentId, policy: Policy): Effect.Effect<PolicyView> =>
+        Effect.gen(function*() {
+          const today = utcDay(new Date(yield* Clock.currentTimeMillis))
+          const spend = yield* store.agentSpend(principal.agent.accountId, agentId, today)
+          return { ...policy, dailySpentMicroUsd: spend.dailySpentMicroUsd }
+        })
 
       const get = Effect.fn("Policies.get")(function*(principal: Principal, agentId: AgentId) {
         const found = yield* store.getAgent(principal.agent.accountId, agentId)
         if (Option.isNone(found)) return yield* new NotFound({ resource: "Agent" })
         yield* requireSelfOrOwner(principal, agentId, "read the policy of")
-        return yield* view(found.value.policy)
+        return yield* view(principal, agentId, found.value.policy)
       })
 
       const change = (principal: Principal, agentId: AgentId, patch: PolicyPatch) =>
@@ -79,7 +83,7 @@ export class Policies extends Context.Service<Policies, {
           yield* requireOwner(principal, "change policies")
           const updated = yield* store.updatePolicy(principal.agent.accountId, agentId, normalizePatch(patch))
           if (Option.isNone(updated)) return yield* new NotFound({ resource: "Agent" })
-          return yield* view(updated.value)
+          return yield* view(principal, agentId, updated.value)
         })
 
       const replace = Effect.fn("Policies.replace")((principal: Principal, agentId: AgentId, policy: PolicyPatch) =>

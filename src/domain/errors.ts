@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { microUsdToCents } from "./Money.ts"
 
 /**
  * Every expected failure of the core is one of these tagged errors. Each
@@ -58,3 +59,78 @@ export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", {
 
 /** The errors an authenticated core operation on agents and policies can end in. */
 export type AccessError = Unauthorized | AgentKilled | Forbidden | NotFound
+
+/** The daily cap would be exceeded by the quoted cost (amounts in micro-dollars). */
+export class BudgetExceeded extends Schema.TaggedError<BudgetExceeded>()("BudgetExceeded", {
+  dailySpentMicroUsd: Schema.BigInt,
+  dailyCapMicroUsd: Schema.BigInt,
+  quotedMicroUsd: Schema.BigInt
+}) {
+  readonly code = "BUDGET_EXCEEDED"
+  override get message() {
+    return "The daily spend cap would be exceeded by this call"
+  }
+  get details() {
+    return {
+      dailySpent: microUsdToCents(this.dailySpentMicroUsd),
+      dailyCap: microUsdToCents(this.dailyCapMicroUsd),
+      quotedCost: microUsdToCents(this.quotedMicroUsd)
+    }
+  }
+}
+
+export class PerCallLimitExceeded extends Schema.TaggedError<PerCallLimitExceeded>()("PerCallLimitExceeded", {
+  perCallCapMicroUsd: Schema.BigInt,
+  quotedMicroUsd: Schema.BigInt
+}) {
+  readonly code = "PER_CALL_LIMIT_EXCEEDED"
+  override get message() {
+    return "The quoted cost is above this agent's per-call cap"
+  }
+  get details() {
+    return { perCallCap: microUsdToCents(this.perCallCapMicroUsd), quotedCost: microUsdToCents(this.quotedMicroUsd) }
+  }
+}
+
+export class InsufficientBalance extends Schema.TaggedError<InsufficientBalance>()("InsufficientBalance", {
+  balanceMicroUsd: Schema.BigInt,
+  quotedMicroUsd: Schema.BigInt
+}) {
+  readonly code = "INSUFFICIENT_BALANCE"
+  override get message() {
+    return "The wallet cannot cover the quoted cost"
+  }
+  get details() {
+    return { balance: microUsdToCents(this.balanceMicroUsd), quotedCost: microUsdToCents(this.quotedMicroUsd) }
+  }
+}
+
+export class CapabilityNotAllowed extends Schema.TaggedError<CapabilityNotAllowed>()("CapabilityNotAllowed", {
+  capability: Schema.String,
+  allowedCapabilities: Schema.Array(Schema.String)
+}) {
+  readonly code = "CAPABILITY_NOT_ALLOWED"
+  override get message() {
+    return `This agent may not use the capability "${this.capability}"`
+  }
+  get details() {
+    return { capability: this.capability, allowedCapabilities: this.allowedCapabilities }
+  }
+}
+
+/** The sats pocket would be needed but no fresh BTC/USD rate is known. */
+export class RateUnavailable extends Schema.TaggedError<RateUnavailable>()("RateUnavailable", {}) {
+  readonly code = "RATE_UNAVAILABLE"
+  override get message() {
+    return "No current BTC/USD rate: the sats pocket cannot pay for this call right now"
+  }
+}
+
+/** Why the spend pipeline refused to hold money for a call. */
+export type SpendRefusal =
+  | AgentKilled
+  | BudgetExceeded
+  | PerCallLimitExceeded
+  | InsufficientBalance
+  | CapabilityNotAllowed
+  | RateUnavailable

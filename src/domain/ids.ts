@@ -26,7 +26,36 @@ export const randomBase62 = (length: number): string => {
   return out
 }
 
-const ID_RANDOM_CHARS = 24
+const ID_CHARS = 24
+
+let lastMs = 0
+let counter = 0
+
+/**
+ * 24 characters of [0-9A-Za-z] that sort (in byte order) by creation: 8
+ * characters of wall-clock milliseconds, 3 of a per-millisecond counter, 13
+ * random (≈77 bits). Lists break `createdAt` ties by id, so ids made in the
+ * same millisecond still list in the order they were made. The time here is
+ * the host's, not the Clock service's: it only orders, it never bills.
+ */
+export const sortableRandomId = (): string => {
+  const now = Date.now()
+  if (now > lastMs) {
+    lastMs = now
+    counter = 0
+  } else {
+    counter++
+  }
+  const base62 = (value: number, width: number) => {
+    let out = ""
+    for (let i = 0; i < width; i++) {
+      out = BASE62[value % 62] + out
+      value = Math.floor(value / 62)
+    }
+    return out
+  }
+  return base62(lastMs, 8) + base62(counter % 238_328, 3) + randomBase62(ID_CHARS - 11)
+}
 
 export const AccountId = Schema.String.check(Schema.isPattern(/^acc_[A-Za-z0-9]{24}$/)).pipe(
   Schema.brand("AccountId")
@@ -38,8 +67,8 @@ export const AgentId = Schema.String.check(Schema.isPattern(/^agt_[A-Za-z0-9]{24
 )
 export type AgentId = typeof AgentId.Type
 
-export const newAccountId = (): AccountId => `acc_${randomBase62(ID_RANDOM_CHARS)}` as AccountId
-export const newAgentId = (): AgentId => `agt_${randomBase62(ID_RANDOM_CHARS)}` as AgentId
+export const newAccountId = (): AccountId => `acc_${sortableRandomId()}` as AccountId
+export const newAgentId = (): AgentId => `agt_${sortableRandomId()}` as AgentId
 
 export const isAgentId = Schema.is(AgentId)
 

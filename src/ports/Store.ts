@@ -1,7 +1,18 @@
-import { Context, type Effect, type Option } from "effect"
+import { Context, type Effect, type Option, type Result } from "effect"
 import type { Agent, Policy } from "../domain/Agent.ts"
 import type { Capability } from "../domain/Capability.ts"
+import type { SpendRefusal } from "../domain/errors.ts"
 import type { AccountId, AgentId } from "../domain/ids.ts"
+import type {
+  AuditRecord,
+  Pocket,
+  RateSnapshot,
+  Reservation,
+  Transaction,
+  TransactionType,
+  Wallet
+} from "../domain/Ledger.ts"
+import type { HoldPlan, ReserveSnapshot, SettlePlan } from "../wallet/decide.ts"
 
 /**
  * The storage port. Implementations: SQL (PostgreSQL and embedded PGlite,
@@ -51,7 +62,7 @@ export type UpdateAgentResult =
   | { readonly _tag: "NotFound" }
   | { readonly _tag: "LastLiveOwner" }
 
-export interface StoreShape {
+export interface StoreShape extends LedgerStore {
   /** Cheap liveness check for /health. Fails (defect) when storage is unreachable. */
   readonly ping: Effect.Effect<void>
   /** Creates an account together with its first (owner) agent, atomically. */
@@ -84,6 +95,116 @@ export interface StoreShape {
     agentId: AgentId,
     patch: PolicyPatch
   ) => Effect.Effect<Option.Option<Policy>>
+}
+
+// ---- ledger --------------------------------------------------------------
+
+export interface ReserveInput {
+  readonly reservationId: string
+  readonly auditId: string
+  readonly accountId: AccountId
+  readonly agentId: AgentId
+  readonly capability: Capability
+  readonly provider: string
+  readonly quotedMicroUsd: bigint
+  readonly rate: RateSnapshot | null
+  readonly day: string
+  readonly now: Date
+  readonly expiresAt: Date
+  /** The rules (src/wallet/decide.ts), applied to a snapshot read under the wallet lock. */
+  readonly decide: (snapshot: ReserveSnapshot) => Result.Result<HoldPlan, SpendRefusal>
+}
+
+export interface SettleInput {
+  readonly reservationId: string
+  readonly accountId: AccountId
+  readonly actualMicroUsd: bigint
+  readonly transactionId: string
+  readonly auditId: string
+  readonly description: string
+  readonly now: Date
+  readonly plan: (reservation: Reservation) => SettlePlan
+}
+
+export type SettleOutcome =
+  | { readonly _tag: "Settled"; readonly transaction: Transaction; readonly wallet: Wallet; readonly reservation: Reservation }
+  | { readonly _tag: "NotHeld"; readonly reservation: Reservation | null }
+
+export interface ReleaseInput {
+  readonly reservationId: string
+  readonly accountId: AccountId
+  readonly auditId: string
+  readonly reason: string
+  readonly now: Date
+}
+
+export interface CreditInput {
+  readonly accountId: AccountId
+  readonly agentId: AgentId | null
+  /** Caller-given idempotency key: a second credit with the same key is a no-op. */
+  readonly creditKey: string
+  readonly pocket: Pocket
+  /** Amount in the pocket's unit: micro-dollars for `usd`, millisatoshis for `sats`. */
+  readonly amount: bigint
+  /** USD value recorded on the transaction (0 when no rate is known for a sats credit). */
+  readonly valueMicroUsd: bigint
+  readonly rateMicroUsdPerBtc: bigint | null
+  readonly description: string
+  readonly transactionId: string
+  readonly auditId: string
+  readonly now: Date
+}
+
+export type CreditOutcome =
+  | { readonly _tag: "Credited"; readonly transaction: Transaction; readonly wallet: Wallet }
+  | { readonly _tag: "Duplicate"; readonly transaction: Transaction }
+
+export interface TransactionFilter {
+  readonly type?: TransactionType | undefined
+  readonly agentId?: AgentId | undefined
+  /** Inclusive lower bound. */
+  readonly from?: Date | undefined
+  /** Exclusive upper bound. */
+  readonly until?: Date | undefined
+}
+
+export interface AgentSpend {
+  readonly dailySpentMicroUsd: bigint
+  readonly lifetimeSpentMicroUsd: bigint
+}
+
+export interface LedgerStore {
+  readonly getWallet: (accountId: AccountId) => Effect.Effect<Wallet>
+  /**
+   * Under the wallet lock: reads the agent, its policy, its spend for `day`
+   * and the wallet; asks `decide`; on success debits the pockets by the plan,
+   * records the hold, adds the quote to the day's spend and appends a
+   * `reserve` audit record. A refusal changes nothing.
+   */
+  readonly reserve: (input: ReserveInput) => Effect.Effect<Result.Result<Reservation, SpendRefusal>>
+  /**
+   * Charges a held reservation: the plan's refund goes back to the pockets,
+   * a `charge` transaction and a `settle` audit record are written, and the
+   * day's spend is lowered from the quote to the charge. A reservation that is
+   * no longer held is left alone (`NotHeld`).
+   */
+  readonly settle: (input: SettleInput) => Effect.Effect<SettleOutcome>
+  /** Returns everything a held reservation took; no transaction (nothing was charged). */
+  readonly release: (input: ReleaseInput) => Effect.Effect<"Released" | "NotHeld">
+  /** Releases up to `limit` held reservations whose `expiresAt` is before `now`; returns how many. */
+  readonly sweepExpired: (now: Date, limit: number) => Effect.Effect<number>
+  readonly credit: (input: CreditInput) => Effect.Effect<CreditOutcome>
+  /** Newest first (createdAt, then id, descending). */
+  readonly listTransactions: (
+    accountId: AccountId,
+    filter: TransactionFilter,
+    page: PageRequest
+  ) => Effect.Effect<Page<Transaction>>
+  readonly listReservations: (accountId: AccountId, page: PageRequest) => Effect.Effect<Page<Reservation>>
+  readonly agentSpend: (accountId: AccountId, agentId: AgentId, day: string) => Effect.Effect<AgentSpend>
+  readonly getAudit: (accountId: AccountId, auditId: string) => Effect.Effect<Option.Option<AuditRecord>>
+  /** Records with seq in (afterSeq, afterSeq + limit], in order. */
+  readonly listAudit: (accountId: AccountId, afterSeq: bigint, limit: number) => Effect.Effect<ReadonlyArray<AuditRecord>>
 }
 
 export class Store extends Context.Service<Store, StoreShape>()("spendgate/Store") {}

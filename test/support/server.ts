@@ -5,11 +5,14 @@ import { serverLayer } from "../../adapters/http/server.ts"
 import * as PgliteClient from "../../adapters/sql/PgliteClient.ts"
 import { storeOverClient } from "../../adapters/sql/Database.ts"
 import * as Gateway from "../../src/Gateway.ts"
+import type { BtcUsdRate } from "../../src/domain/Money.ts"
+import { RateSource } from "../../src/ports/RateSource.ts"
+import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
 import type { Store } from "../../src/ports/Store.ts"
 import { freshPostgresLayer } from "./postgres.ts"
 
 /** The three storage back-ends every HTTP suite runs against. */
-export const storeBackends: ReadonlyArray<readonly [string, () => Layer.Layer<Store, unknown>]> = [
+export const storeBackends: ReadonlyArray<readonly [string, () => Layer.Layer<Store | IdempotencyStore, unknown>]> = [
   ["memory", () => MemoryStore.layer],
   ["PGlite", () => storeOverClient.pipe(Layer.provide(PgliteClient.layer({ dataDir: undefined })))],
   ["PostgreSQL", () => storeOverClient.pipe(Layer.provide(freshPostgresLayer()))]
@@ -18,24 +21,32 @@ export const storeBackends: ReadonlyArray<readonly [string, () => Layer.Layer<St
 export interface RunningServer {
   readonly baseUrl: string
   readonly close: () => Promise<void>
+  /** Runs a core effect against the same services (and storage) as the server. */
+  readonly run: <A, E>(effect: Effect.Effect<A, E, Gateway.Services | Store | RateSource>) => Promise<A>
 }
 
 /** A real HTTP server on an ephemeral loopback port over the given store. */
 export const startServer = async (
-  store: Layer.Layer<Store, unknown>,
-  options: { readonly bodyLimitBytes?: number } = {}
+  store: Layer.Layer<Store | IdempotencyStore, unknown>,
+  options: { readonly bodyLimitBytes?: number; readonly rate?: BtcUsdRate } = {}
 ): Promise<RunningServer> => {
   const scope = Effect.runSync(Scope.make())
-  const app = serverLayer({ port: 0, host: "127.0.0.1", announce: false, ...options }).pipe(
-    Layer.provide(Gateway.layer),
-    Layer.provide(store)
+  const app = serverLayer({
+    port: 0,
+    host: "127.0.0.1",
+    announce: false,
+    ...(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes })
+  }).pipe(
+    Layer.provideMerge(Gateway.layer),
+    Layer.provideMerge(Layer.mergeAll(store, options.rate === undefined ? RateSource.none : RateSource.fixed(options.rate)))
   )
   const context = await Effect.runPromise(Layer.buildWithScope(app, scope))
   const address = Context.get(context, HttpServer.HttpServer).address
   if (address._tag === "UnixPathAddress") throw new Error("expected a TCP address")
   return {
     baseUrl: `http://127.0.0.1:${address.port}`,
-    close: () => Effect.runPromise(Scope.close(scope, Exit.void))
+    close: () => Effect.runPromise(Scope.close(scope, Exit.void)),
+    run: (effect) => Effect.runPromise(Effect.provideContext(effect, context))
   }
 }
 

@@ -1,0 +1,106 @@
+import { Schema } from "effect"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
+import { Authentication } from "./Authentication.ts"
+import { BadRequest, Forbidden, NotFound } from "./errors.ts"
+
+/** The wallet, its ledger and audit receipts: the HTTP contract. */
+
+const Timestamp = Schema.String.annotate({ description: "ISO 8601 timestamp (UTC)" })
+const PathId = Schema.String.check(Schema.isMaxLength(64))
+
+/** A calendar date YYYY-MM-DD that exists (no 2026-02-30). */
+export const IsoDate = Schema.String.check(
+  Schema.makeFilter((text: string) => {
+    if (!/^\d{4}-\d{2}-\d{2}$/.test(text)) return "Expected a date as YYYY-MM-DD"
+    const parsed = new Date(`${text}T00:00:00.000Z`)
+    return !Number.isNaN(parsed.getTime()) && parsed.toISOString().slice(0, 10) === text
+      ? undefined
+      : "Expected a calendar date that exists"
+  })
+)
+
+export const WalletResponse = Schema.Struct({
+  accountId: Schema.String,
+  balanceUsdCents: Schema.Number,
+  balanceSats: Schema.Number,
+  spendableUsdCents: Schema.Number.annotate({
+    description: "usd pocket plus the sats pocket at the current BTC/USD rate (usd only when no rate is known)"
+  })
+})
+
+export const AgentWalletResponse = Schema.Struct({
+  ...WalletResponse.fields,
+  agentId: Schema.String,
+  dailySpentUsdCents: Schema.Number,
+  lifetimeSpentUsdCents: Schema.Number
+})
+
+const Pockets = Schema.Struct({ usdCents: Schema.Number, sats: Schema.Number })
+
+export const TransactionResponse = Schema.Struct({
+  id: Schema.String,
+  type: Schema.Literals(["charge", "credit", "refund"]),
+  amountUsdCents: Schema.Number,
+  amountSats: Schema.Number,
+  description: Schema.String,
+  agentId: Schema.NullOr(Schema.String),
+  capability: Schema.NullOr(Schema.String),
+  provider: Schema.NullOr(Schema.String),
+  auditId: Schema.String,
+  createdAt: Timestamp,
+  pockets: Pockets.annotate({ description: "What each pocket lost (charge) or gained (credit, refund)" }),
+  btcUsdRate: Schema.NullOr(Schema.Number).annotate({ description: "The rate snapshot used, USD per BTC" })
+})
+
+export const AuditResponse = Schema.Struct({
+  id: Schema.String,
+  seq: Schema.Number,
+  kind: Schema.Literals(["reserve", "settle", "release", "credit"]),
+  agentId: Schema.NullOr(Schema.String),
+  reservationId: Schema.NullOr(Schema.String),
+  transactionId: Schema.NullOr(Schema.String),
+  amountUsdCents: Schema.Number,
+  pocketChange: Pockets,
+  details: Schema.Unknown,
+  createdAt: Timestamp,
+  prevHash: Schema.String,
+  hash: Schema.String,
+  verified: Schema.Boolean
+})
+
+const errors = [BadRequest, Forbidden, NotFound] as const
+
+export class WalletApi extends HttpApiGroup.make("wallet")
+  .add(
+    HttpApiEndpoint.get("wallet", "/v1/wallet", { success: WalletResponse, error: errors }),
+    HttpApiEndpoint.get("agentWallet", "/v1/agents/:id/wallet", {
+      params: { id: PathId },
+      success: AgentWalletResponse,
+      error: errors
+    }),
+    HttpApiEndpoint.get("transactions", "/v1/wallet/transactions", {
+      query: {
+        type: Schema.optional(Schema.Literals(["charge", "credit", "refund"])),
+        agentId: Schema.optional(Schema.String.check(Schema.isMaxLength(64))),
+        startDate: Schema.optional(IsoDate),
+        endDate: Schema.optional(IsoDate),
+        limit: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 100 }))),
+        offset: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 1_000_000_000 })))
+      },
+      success: Schema.Struct({
+        transactions: Schema.Array(TransactionResponse),
+        total: Schema.Number,
+        limit: Schema.Number,
+        offset: Schema.Number
+      }),
+      error: errors
+    }),
+    HttpApiEndpoint.get("audit", "/v1/audit/:auditId", {
+      params: { auditId: PathId },
+      success: AuditResponse,
+      error: errors
+    })
+  )
+  .middleware(Authentication)
+  .annotateMerge(OpenApi.annotations({ title: "Wallet", description: "Balance, ledger and audit receipts" }))
+{}

@@ -1,0 +1,521 @@
+import { Effect, Option, Result } from "effect"
+import type { SqlClient, Statement } from "effect/sql"
+import { sealAuditRecord, type UnhashedAuditRecord } from "../../src/audit/chain.ts"
+import type { Agent, Policy } from "../../src/domain/Agent.ts"
+import type { Capability } from "../../src/domain/Capability.ts"
+import type { AccountId, AgentId } from "../../src/domain/ids.ts"
+import {
+  type AuditKind,
+  type AuditRecord,
+  newAuditId,
+  type Reservation,
+  type ReservationStatus,
+  type Transaction,
+  type TransactionType,
+  type Wallet
+} from "../../src/domain/Ledger.ts"
+import type { LedgerStore, Page } from "../../src/ports/Store.ts"
+
+/**
+ * The ledger half of the SQL store. Every write locks the account's wallet
+ * row first (then, where needed, the reservation row), so writes of one
+ * account are serialised in one order and never deadlock, while different
+ * accounts proceed in parallel. No lock is held outside these short
+ * transactions: the upstream call happens between `reserve` and `settle`.
+ */
+
+type Int8 = bigint | string | number
+const big = (value: Int8): bigint => BigInt(value)
+const bigOrNull = (value: Int8 | null): bigint | null => (value === null ? null : BigInt(value))
+const date = (value: Date | string): Date => (value instanceof Date ? value : new Date(value))
+
+interface WalletRow {
+  readonly account_id: string
+  readonly usd_micro: Int8
+  readonly sats_msat: Int8
+  readonly audit_seq: Int8
+  readonly audit_head: string
+}
+
+interface ReservationRow {
+  readonly id: string
+  readonly account_id: string
+  readonly agent_id: string
+  readonly capability: string
+  readonly provider: string
+  readonly quoted_micro_usd: Int8
+  readonly held_usd_micro: Int8
+  readonly held_sats_msat: Int8
+  readonly rate_micro_usd_per_btc: Int8 | null
+  readonly day: string
+  readonly status: string
+  readonly settled_micro_usd: Int8 | null
+  readonly created_at: Date | string
+  readonly expires_at: Date | string
+}
+
+interface TransactionRow {
+  readonly id: string
+  readonly account_id: string
+  readonly agent_id: string | null
+  readonly type: string
+  readonly amount_micro_usd: Int8
+  readonly usd_micro: Int8
+  readonly sats_msat: Int8
+  readonly rate_micro_usd_per_btc: Int8 | null
+  readonly description: string
+  readonly capability: string | null
+  readonly provider: string | null
+  readonly audit_id: string
+  readonly created_at: Date | string
+}
+
+interface AuditRow {
+  readonly id: string
+  readonly account_id: string
+  readonly seq: Int8
+  readonly kind: string
+  readonly agent_id: string | null
+  readonly reservation_id: string | null
+  readonly transaction_id: string | null
+  readonly amount_micro_usd: Int8
+  readonly usd_delta_micro: Int8
+  readonly sats_delta_msat: Int8
+  readonly details: string
+  readonly created_at: Date | string
+  readonly prev_hash: string
+  readonly hash: string
+}
+
+const toWallet = (row: WalletRow): Wallet => ({
+  accountId: row.account_id as AccountId,
+  usdMicro: big(row.usd_micro),
+  satsMsat: big(row.sats_msat)
+})
+
+const toReservation = (row: ReservationRow): Reservation => ({
+  id: row.id,
+  accountId: row.account_id as AccountId,
+  agentId: row.agent_id as AgentId,
+  capability: row.capability as Capability,
+  provider: row.provider,
+  quotedMicroUsd: big(row.quoted_micro_usd),
+  heldUsdMicro: big(row.held_usd_micro),
+  heldSatsMsat: big(row.held_sats_msat),
+  rateMicroUsdPerBtc: bigOrNull(row.rate_micro_usd_per_btc),
+  day: row.day,
+  status: row.status as ReservationStatus,
+  settledMicroUsd: bigOrNull(row.settled_micro_usd),
+  createdAt: date(row.created_at),
+  expiresAt: date(row.expires_at)
+})
+
+const toTransaction = (row: TransactionRow): Transaction => ({
+  id: row.id,
+  accountId: row.account_id as AccountId,
+  agentId: row.agent_id as AgentId | null,
+  type: row.type as TransactionType,
+  amountMicroUsd: big(row.amount_micro_usd),
+  usdMicro: big(row.usd_micro),
+  satsMsat: big(row.sats_msat),
+  rateMicroUsdPerBtc: bigOrNull(row.rate_micro_usd_per_btc),
+  description: row.description,
+  capability: row.capability as Capability | null,
+  provider: row.provider,
+  auditId: row.audit_id,
+  createdAt: date(row.created_at)
+})
+
+export const toAuditRecord = (row: AuditRow): AuditRecord => ({
+  id: row.id,
+  accountId: row.account_id as AccountId,
+  seq: big(row.seq),
+  kind: row.kind as AuditKind,
+  agentId: row.agent_id as AgentId | null,
+  reservationId: row.reservation_id,
+  transactionId: row.transaction_id,
+  amountMicroUsd: big(row.amount_micro_usd),
+  usdDeltaMicro: big(row.usd_delta_micro),
+  satsDeltaMsat: big(row.sats_delta_msat),
+  details: row.details,
+  createdAt: date(row.created_at),
+  prevHash: row.prev_hash,
+  hash: row.hash
+})
+
+export const makeSqlLedger = (
+  sql: SqlClient.SqlClient,
+  readAgent: (row: any) => { agent: Agent; policy: Policy }
+): LedgerStore => {
+  const lockWallet = (accountId: AccountId) =>
+    Effect.flatMap(
+      sql<WalletRow>`SELECT * FROM wallets WHERE account_id = ${accountId} FOR UPDATE`,
+      (rows) => rows[0] === undefined ? Effect.die(new Error(`no wallet for ${accountId}`)) : Effect.succeed(rows[0])
+    )
+
+  /** Seals the next record of the wallet's chain (stored by `applyWrites`). */
+  const seal = (wallet: WalletRow, record: Omit<UnhashedAuditRecord, "seq" | "prevHash">) =>
+    sealAuditRecord({ ...record, seq: big(wallet.audit_seq) + 1n, prevHash: wallet.audit_head })
+
+  const auditInsert = (sealed: AuditRecord) =>
+    sql`INSERT INTO audit_log ${
+      sql.insert({
+        id: sealed.id,
+        account_id: sealed.accountId,
+        seq: sealed.seq,
+        kind: sealed.kind,
+        agent_id: sealed.agentId,
+        reservation_id: sealed.reservationId,
+        transaction_id: sealed.transactionId,
+        amount_micro_usd: sealed.amountMicroUsd,
+        usd_delta_micro: sealed.usdDeltaMicro,
+        sats_delta_msat: sealed.satsDeltaMsat,
+        details: sealed.details,
+        created_at: sealed.createdAt,
+        prev_hash: sealed.prevHash,
+        hash: sealed.hash
+      })
+    }`
+
+  /**
+   * All writes of one ledger step in one statement (one round trip): the
+   * audit record and `extra` writes run as data-modifying CTEs, and the
+   * wallet's pockets and chain head move in the main UPDATE. The pockets'
+   * CHECK constraints still refuse anything that would go negative.
+   */
+  const applyWrites = (
+    accountId: AccountId,
+    usdDelta: bigint,
+    satsDelta: bigint,
+    audit: AuditRecord,
+    extra: ReadonlyArray<Statement.Fragment>
+  ) => {
+    const ctes = [auditInsert(audit), ...extra].map((write, i) => sql`${sql.literal(`write_${i}`)} AS (${write})`)
+    return sql<WalletRow>`
+      WITH ${sql.csv(ctes)}
+      UPDATE wallets SET usd_micro = usd_micro + ${usdDelta}, sats_msat = sats_msat + ${satsDelta},
+        audit_seq = ${audit.seq}, audit_head = ${audit.hash}
+      WHERE account_id = ${accountId} RETURNING *`.pipe(Effect.map((rows) => toWallet(rows[0]!)))
+  }
+
+  // A hold adds to the day's row (creating it); a settle or release only ever
+  // lowers an existing row, so it is a plain UPDATE (an INSERT of a negative
+  // amount would trip the CHECK even when it would end in the UPDATE branch).
+  const raiseDaily = (agentId: AgentId, day: string, amount: bigint) =>
+    sql`
+      INSERT INTO agent_daily_spend (agent_id, day, spent_micro_usd) VALUES (${agentId}, ${day}, ${amount})
+      ON CONFLICT (agent_id, day) DO UPDATE SET spent_micro_usd = agent_daily_spend.spent_micro_usd + ${amount}`
+  const lowerDaily = (agentId: AgentId, day: string, amount: bigint) =>
+    sql`
+      UPDATE agent_daily_spend SET spent_micro_usd = spent_micro_usd - ${amount}
+      WHERE agent_id = ${agentId} AND day = ${day}`
+
+  const insertTransaction = (t: Transaction, creditKey: string | null) =>
+    sql`INSERT INTO transactions ${
+      sql.insert({
+        id: t.id,
+        account_id: t.accountId,
+        agent_id: t.agentId,
+        type: t.type,
+        amount_micro_usd: t.amountMicroUsd,
+        usd_micro: t.usdMicro,
+        sats_msat: t.satsMsat,
+        rate_micro_usd_per_btc: t.rateMicroUsdPerBtc,
+        description: t.description,
+        capability: t.capability,
+        provider: t.provider,
+        audit_id: t.auditId,
+        credit_key: creditKey,
+        created_at: t.createdAt
+      })
+    }`
+
+  /**
+   * Locks the wallet and the reservation in one statement (the same shape
+   * for settle, release and the sweep, so their lock order never differs).
+   */
+  const lockHeld = (accountId: AccountId, reservationId: string) =>
+    Effect.map(
+      sql<ReservationRow & { readonly audit_seq: Int8; readonly audit_head: string }>`
+        SELECT r.*, w.audit_seq, w.audit_head FROM wallets w
+        JOIN reservations r ON r.account_id = w.account_id
+        WHERE w.account_id = ${accountId} AND r.id = ${reservationId}
+        FOR UPDATE`,
+      (rows) =>
+        rows[0] === undefined
+          ? null
+          : { reservation: toReservation(rows[0]), wallet: rows[0] as unknown as WalletRow }
+    )
+
+  const release: LedgerStore["release"] = (input) =>
+    sql.withTransaction(Effect.gen(function*() {
+      const locked = yield* lockHeld(input.accountId, input.reservationId)
+      if (locked === null || locked.reservation.status !== "held") return "NotHeld" as const
+      const { reservation, wallet } = locked
+      const audit = yield* seal(wallet, {
+        id: input.auditId,
+        accountId: reservation.accountId,
+        kind: "release",
+        agentId: reservation.agentId,
+        reservationId: reservation.id,
+        transactionId: null,
+        amountMicroUsd: reservation.quotedMicroUsd,
+        usdDeltaMicro: reservation.heldUsdMicro,
+        satsDeltaMsat: reservation.heldSatsMsat,
+        details: JSON.stringify({ reason: input.reason }),
+        createdAt: input.now
+      })
+      yield* applyWrites(reservation.accountId, reservation.heldUsdMicro, reservation.heldSatsMsat, audit, [
+        sql`UPDATE reservations SET status = 'released' WHERE id = ${reservation.id}`,
+        lowerDaily(reservation.agentId, reservation.day, reservation.quotedMicroUsd)
+      ])
+      return "Released" as const
+    })).pipe(Effect.orDie)
+
+  return {
+    getWallet: (accountId) =>
+      sql<WalletRow>`SELECT * FROM wallets WHERE account_id = ${accountId}`.pipe(
+        Effect.flatMap((rows) =>
+          rows[0] === undefined ? Effect.die(new Error(`no wallet for ${accountId}`)) : Effect.succeed(toWallet(rows[0]))
+        ),
+        Effect.orDie
+      ),
+
+    reserve: (input) =>
+      sql.withTransaction(Effect.gen(function*() {
+        // Lock first, then read: under READ COMMITTED a statement that waited
+        // for the lock would otherwise see the daily spend as it was before
+        // the transaction it waited for committed.
+        const locked = yield* lockWallet(input.accountId)
+        const rows = yield* sql<Record<string, unknown>>`
+          SELECT a.*, COALESCE(d.spent_micro_usd, 0) AS daily_spent
+          FROM agents a
+          LEFT JOIN agent_daily_spend d ON d.agent_id = a.id AND d.day = ${input.day}
+          WHERE a.id = ${input.agentId} AND a.account_id = ${input.accountId}`
+        const row = rows[0]
+        if (row === undefined) return yield* Effect.die(new Error("reserve: unknown agent"))
+        const wallet = toWallet(locked)
+        const { agent, policy } = readAgent(row)
+        const decision = input.decide({
+          agent,
+          policy,
+          dailySpentMicroUsd: big(row["daily_spent"] as Int8),
+          wallet
+        })
+        if (Result.isFailure(decision)) return Result.fail(decision.failure)
+        const plan = decision.success
+        const audit = yield* seal(locked, {
+          id: input.auditId,
+          accountId: input.accountId,
+          kind: "reserve",
+          agentId: input.agentId,
+          reservationId: input.reservationId,
+          transactionId: null,
+          amountMicroUsd: input.quotedMicroUsd,
+          usdDeltaMicro: -plan.fromUsdMicro,
+          satsDeltaMsat: -plan.fromSatsMsat,
+          details: JSON.stringify({ capability: input.capability, provider: input.provider }),
+          createdAt: input.now
+        })
+        const reservation: Reservation = {
+          id: input.reservationId,
+          accountId: input.accountId,
+          agentId: input.agentId,
+          capability: input.capability,
+          provider: input.provider,
+          quotedMicroUsd: input.quotedMicroUsd,
+          heldUsdMicro: plan.fromUsdMicro,
+          heldSatsMsat: plan.fromSatsMsat,
+          rateMicroUsdPerBtc: input.rate?.rate.microUsdPerBtc ?? null,
+          day: input.day,
+          status: "held",
+          settledMicroUsd: null,
+          createdAt: input.now,
+          expiresAt: input.expiresAt
+        }
+        yield* applyWrites(input.accountId, -plan.fromUsdMicro, -plan.fromSatsMsat, audit, [
+          sql`INSERT INTO reservations ${
+            sql.insert({
+              id: reservation.id,
+              account_id: reservation.accountId,
+              agent_id: reservation.agentId,
+              capability: reservation.capability,
+              provider: reservation.provider,
+              quoted_micro_usd: reservation.quotedMicroUsd,
+              held_usd_micro: reservation.heldUsdMicro,
+              held_sats_msat: reservation.heldSatsMsat,
+              rate_micro_usd_per_btc: reservation.rateMicroUsdPerBtc,
+              day: reservation.day,
+              status: reservation.status,
+              settled_micro_usd: null,
+              created_at: reservation.createdAt,
+              expires_at: reservation.expiresAt
+            })
+          }`,
+          raiseDaily(input.agentId, input.day, input.quotedMicroUsd)
+        ])
+        return Result.succeed(reservation)
+      })).pipe(Effect.orDie),
+
+    settle: (input) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const locked = yield* lockHeld(input.accountId, input.reservationId)
+        if (locked === null) return { _tag: "NotHeld", reservation: null } as const
+        const { reservation, wallet } = locked
+        if (reservation.status !== "held") return { _tag: "NotHeld", reservation } as const
+        const plan = input.plan(reservation)
+        const audit = yield* seal(wallet, {
+          id: input.auditId,
+          accountId: reservation.accountId,
+          kind: "settle",
+          agentId: reservation.agentId,
+          reservationId: reservation.id,
+          transactionId: input.transactionId,
+          amountMicroUsd: plan.chargedMicroUsd,
+          usdDeltaMicro: plan.refundUsdMicro,
+          satsDeltaMsat: plan.refundSatsMsat,
+          details: JSON.stringify({ capability: reservation.capability, provider: reservation.provider }),
+          createdAt: input.now
+        })
+        const transaction: Transaction = {
+          id: input.transactionId,
+          accountId: reservation.accountId,
+          agentId: reservation.agentId,
+          type: "charge",
+          amountMicroUsd: plan.chargedMicroUsd,
+          usdMicro: plan.chargeUsdMicro,
+          satsMsat: plan.chargeSatsMsat,
+          rateMicroUsdPerBtc: reservation.rateMicroUsdPerBtc,
+          description: input.description,
+          capability: reservation.capability,
+          provider: reservation.provider,
+          auditId: input.auditId,
+          createdAt: input.now
+        }
+        const next = yield* applyWrites(reservation.accountId, plan.refundUsdMicro, plan.refundSatsMsat, audit, [
+          sql`UPDATE reservations SET status = 'settled', settled_micro_usd = ${plan.chargedMicroUsd}
+              WHERE id = ${reservation.id}`,
+          lowerDaily(reservation.agentId, reservation.day, reservation.quotedMicroUsd - plan.chargedMicroUsd),
+          insertTransaction(transaction, null)
+        ])
+        return {
+          _tag: "Settled",
+          transaction,
+          wallet: next,
+          reservation: { ...reservation, status: "settled", settledMicroUsd: plan.chargedMicroUsd }
+        } as const
+      })).pipe(Effect.orDie),
+
+    release,
+
+    sweepExpired: (now, limit) =>
+      Effect.gen(function*() {
+        const expired = yield* sql<{ id: string; account_id: string }>`
+          SELECT id, account_id FROM reservations
+          WHERE status = 'held' AND expires_at < ${now}
+          ORDER BY expires_at LIMIT ${limit}`
+        let released = 0
+        for (const row of expired) {
+          const outcome = yield* release({
+            reservationId: row.id,
+            accountId: row.account_id as AccountId,
+            auditId: newAuditId(),
+            reason: "expired",
+            now
+          })
+          if (outcome === "Released") released++
+        }
+        return released
+      }).pipe(Effect.orDie),
+
+    credit: (input) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const wallet = yield* lockWallet(input.accountId)
+        const existing = yield* sql<TransactionRow>`
+          SELECT * FROM transactions WHERE account_id = ${input.accountId} AND credit_key = ${input.creditKey}`
+        if (existing[0] !== undefined) return { _tag: "Duplicate", transaction: toTransaction(existing[0]) } as const
+        if (input.amount <= 0n) return yield* Effect.die(new Error("credit amount must be positive"))
+        const usd = input.pocket === "usd" ? input.amount : 0n
+        const sats = input.pocket === "sats" ? input.amount : 0n
+        const audit = yield* seal(wallet, {
+          id: input.auditId,
+          accountId: input.accountId,
+          kind: "credit",
+          agentId: input.agentId,
+          reservationId: null,
+          transactionId: input.transactionId,
+          amountMicroUsd: input.valueMicroUsd,
+          usdDeltaMicro: usd,
+          satsDeltaMsat: sats,
+          details: JSON.stringify({ key: input.creditKey }),
+          createdAt: input.now
+        })
+        const transaction: Transaction = {
+          id: input.transactionId,
+          accountId: input.accountId,
+          agentId: input.agentId,
+          type: "credit",
+          amountMicroUsd: input.valueMicroUsd,
+          usdMicro: usd,
+          satsMsat: sats,
+          rateMicroUsdPerBtc: input.rateMicroUsdPerBtc,
+          description: input.description,
+          capability: null,
+          provider: null,
+          auditId: input.auditId,
+          createdAt: input.now
+        }
+        const next = yield* applyWrites(input.accountId, usd, sats, audit, [insertTransaction(transaction, input.creditKey)])
+        return { _tag: "Credited", transaction, wallet: next } as const
+      })).pipe(Effect.orDie),
+
+    listTransactions: (accountId, filter, request) =>
+      Effect.gen(function*() {
+        const conditions = [sql`account_id = ${accountId}`]
+        if (filter.type !== undefined) conditions.push(sql`type = ${filter.type}`)
+        if (filter.agentId !== undefined) conditions.push(sql`agent_id = ${filter.agentId}`)
+        if (filter.from !== undefined) conditions.push(sql`created_at >= ${filter.from}`)
+        if (filter.until !== undefined) conditions.push(sql`created_at < ${filter.until}`)
+        const where = sql.and(conditions)
+        const rows = yield* sql<TransactionRow>`
+          SELECT * FROM transactions WHERE ${where}
+          ORDER BY created_at DESC, id COLLATE "C" DESC LIMIT ${request.limit} OFFSET ${request.offset}`
+        const [count] = yield* sql<{ n: Int8 }>`SELECT count(*) AS n FROM transactions WHERE ${where}`
+        return { items: rows.map(toTransaction), total: Number(count?.n ?? 0) } satisfies Page<Transaction>
+      }).pipe(Effect.orDie),
+
+    listReservations: (accountId, request) =>
+      Effect.gen(function*() {
+        const rows = yield* sql<ReservationRow>`
+          SELECT * FROM reservations WHERE account_id = ${accountId}
+          ORDER BY created_at DESC, id COLLATE "C" DESC LIMIT ${request.limit} OFFSET ${request.offset}`
+        const [count] = yield* sql<{ n: Int8 }>`SELECT count(*) AS n FROM reservations WHERE account_id = ${accountId}`
+        return { items: rows.map(toReservation), total: Number(count?.n ?? 0) } satisfies Page<Reservation>
+      }).pipe(Effect.orDie),
+
+    agentSpend: (accountId, agentId, day) =>
+      Effect.gen(function*() {
+        const [dailyRow] = yield* sql<{ spent_micro_usd: Int8 }>`
+          SELECT d.spent_micro_usd FROM agent_daily_spend d JOIN agents a ON a.id = d.agent_id
+          WHERE d.agent_id = ${agentId} AND d.day = ${day} AND a.account_id = ${accountId}`
+        const [lifetime] = yield* sql<{ total: Int8 | null }>`
+          SELECT COALESCE(SUM(amount_micro_usd), 0) AS total FROM transactions
+          WHERE agent_id = ${agentId} AND account_id = ${accountId} AND type = 'charge'`
+        return {
+          dailySpentMicroUsd: dailyRow === undefined ? 0n : big(dailyRow.spent_micro_usd),
+          lifetimeSpentMicroUsd: lifetime?.total == null ? 0n : big(lifetime.total)
+        }
+      }).pipe(Effect.orDie),
+
+    getAudit: (accountId, auditId) =>
+      sql<AuditRow>`SELECT * FROM audit_log WHERE id = ${auditId} AND account_id = ${accountId}`.pipe(
+        Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), toAuditRecord)),
+        Effect.orDie
+      ),
+
+    listAudit: (accountId, afterSeq, limit) =>
+      sql<AuditRow>`
+        SELECT * FROM audit_log WHERE account_id = ${accountId} AND seq > ${afterSeq}
+        ORDER BY seq LIMIT ${limit}`.pipe(Effect.map((rows) => rows.map(toAuditRecord)), Effect.orDie)
+  }
+}

@@ -1,0 +1,95 @@
+import type { Capability } from "./Capability.ts"
+import type { AccountId, AgentId } from "./ids.ts"
+import type { BtcUsdRate } from "./Money.ts"
+import { sortableRandomId } from "./ids.ts"
+
+/**
+ * The wallet and its ledger, in internal units (docs/money.md). One wallet per
+ * account with two pockets: `usd` in micro-dollars and `sats` in millisatoshis.
+ */
+
+export interface Wallet {
+  readonly accountId: AccountId
+  readonly usdMicro: bigint
+  readonly satsMsat: bigint
+}
+
+export type Pocket = "usd" | "sats"
+
+export type TransactionType = "charge" | "credit" | "refund"
+
+export interface Transaction {
+  readonly id: string
+  readonly accountId: AccountId
+  readonly agentId: AgentId | null
+  readonly type: TransactionType
+  /** The full amount in USD (a charge's price; a credit's USD value when known, else 0). */
+  readonly amountMicroUsd: bigint
+  /** What each pocket gained (credit, refund) or lost (charge), as a positive number. */
+  readonly usdMicro: bigint
+  readonly satsMsat: bigint
+  /** The BTC/USD rate snapshot the amount was converted at, when sats were involved or known. */
+  readonly rateMicroUsdPerBtc: bigint | null
+  readonly description: string
+  readonly capability: Capability | null
+  readonly provider: string | null
+  readonly auditId: string
+  readonly createdAt: Date
+}
+
+export type ReservationStatus = "held" | "settled" | "released"
+
+export interface Reservation {
+  readonly id: string
+  readonly accountId: AccountId
+  readonly agentId: AgentId
+  readonly capability: Capability
+  readonly provider: string
+  readonly quotedMicroUsd: bigint
+  /** What the hold took from each pocket. */
+  readonly heldUsdMicro: bigint
+  readonly heldSatsMsat: bigint
+  readonly rateMicroUsdPerBtc: bigint | null
+  /** UTC calendar day (YYYY-MM-DD) the reservation counts against. */
+  readonly day: string
+  readonly status: ReservationStatus
+  readonly settledMicroUsd: bigint | null
+  readonly createdAt: Date
+  /** After this instant the recovery sweep may release the hold. */
+  readonly expiresAt: Date
+}
+
+export type AuditKind = "reserve" | "settle" | "release" | "credit"
+
+export interface AuditRecord {
+  readonly id: string
+  readonly accountId: AccountId
+  readonly seq: bigint
+  readonly kind: AuditKind
+  readonly agentId: AgentId | null
+  readonly reservationId: string | null
+  readonly transactionId: string | null
+  /** The amount the record is about, in micro-dollars (quote, charge, release or credit value). */
+  readonly amountMicroUsd: bigint
+  /** Signed change of each pocket. */
+  readonly usdDeltaMicro: bigint
+  readonly satsDeltaMsat: bigint
+  /** Free-form context (capability, provider, reason), as canonical JSON text. */
+  readonly details: string
+  readonly createdAt: Date
+  readonly prevHash: string
+  readonly hash: string
+}
+
+export const newTransactionId = () => `txn_${sortableRandomId()}`
+export const newReservationId = () => `rsv_${sortableRandomId()}`
+export const newAuditId = () => `aud_${sortableRandomId()}`
+
+/** The UTC calendar day of an instant, as YYYY-MM-DD. */
+export const utcDay = (at: Date): string => at.toISOString().slice(0, 10)
+
+/** The rate snapshot carried through a call. */
+export interface RateSnapshot {
+  readonly rate: BtcUsdRate
+  readonly asOf: Date
+}

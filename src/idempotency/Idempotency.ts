@@ -1,0 +1,263 @@
+import { Clock, Context, Effect, Exit, Layer, Option, Schema } from "effect"
+import { ValidationError } from "../domain/errors.ts"
+import type { AccountId } from "../domain/ids.ts"
+import { IdempotencyStore } from "../ports/IdempotencyStore.ts"
+
+/**
+ * Idempotency keys, with the semantics of Stripe's `Idempotency-Key`:
+ *
+ * - the same key with the same request (method, target and body bytes) gets
+ *   the stored response of the first one, and the request has no second
+ *   effect, also when both arrive at once (the second waits, bounded, for the
+ *   first to finish);
+ * - the same key with a different request is `IDEMPOTENCY_CONFLICT`;
+ * - keys are kept `ttlMs` (24 h) from their first use, by effect's Clock;
+ * - an answer that says the request was not taken in (validation, body too
+ *   large, wrong media type, rate limit), a failure or a defect frees the key,
+ *   so that a corrected retry with the same key runs.
+ *
+ * Transport-neutral: the caller hands over the request as bytes and says how
+ * to read a status and a body out of its result (adapters/http/idempotency.ts).
+ */
+
+// ---- key format and scopes -------------------------------------------------
+
+/** 1 to 255 printable ASCII characters (space included). */
+const KEY_PATTERN = /^[\x20-\x7e]{1,255}$/
+
+export const MAX_KEY_LENGTH = 255
+
+/** Keys of authenticated requests are scoped per account. */
+export const accountScope = (accountId: AccountId): string => `account:${accountId}`
+
+/** The scope of unauthenticated requests (signup). */
+export const PUBLIC_SCOPE = "public"
+
+export const validateKey = (key: string): Effect.Effect<string, ValidationError> =>
+  KEY_PATTERN.test(key) ? Effect.succeed(key) : Effect.fail(
+    new ValidationError({
+      message: "Invalid Idempotency-Key: it must be 1 to 255 printable ASCII characters",
+      issues: [{ path: "Idempotency-Key", message: "Expected 1 to 255 printable ASCII characters" }]
+    })
+  )
+
+// ---- errors ------------------------------------------------------------------
+
+export class IdempotencyConflict extends Schema.TaggedError<IdempotencyConflict>()("IdempotencyConflict", {}) {
+  readonly code = "IDEMPOTENCY_CONFLICT"
+  override get message() {
+    return "This Idempotency-Key was already used with a different request"
+  }
+}
+
+/** The first request with the key did not finish within the wait bound. */
+export class IdempotencyKeyInProgress
+  extends Schema.TaggedError<IdempotencyKeyInProgress>()("IdempotencyKeyInProgress", {})
+{
+  readonly code = "CONFLICT"
+  override get message() {
+    return "A request with this key is still in progress"
+  }
+}
+
+// ---- what is stored ------------------------------------------------------------
+
+export interface StoredResponse {
+  readonly status: number
+  /** The response body as sent (JSON text). */
+  readonly body: string
+}
+
+/**
+ * Statuses that say the request was not taken in at all. They are not
+ * stored: the key stays free for a corrected retry.
+ */
+const NOT_TAKEN_IN = new Set([400, 401, 408, 413, 415, 429])
+
+/** 2xx and the other 4xx (402, 403, 404, 409, …) are final answers: stored and replayed. */
+export const isReplayableStatus = (status: number): boolean =>
+  status >= 200 && status < 500 && !NOT_TAKEN_IN.has(status)
+
+const utf8 = new TextEncoder()
+
+// ---- request fingerprint -----------------------------------------------------------
+
+export interface IdempotentRequest {
+  readonly scope: string
+  readonly key: string
+  readonly method: string
+  /** Path and query string. */
+  readonly target: string
+  readonly body: Uint8Array
+}
+
+/**
+ * Lower-case hex SHA-256 of `METHOD target\n` followed by the body bytes.
+ * Neither the method nor a request target can contain a line feed, so two
+ * different requests never share an input.
+ */
+export const hashRequest = (request: Pick<IdempotentRequest, "method" | "target" | "body">): Effect.Effect<string> =>
+  Effect.promise(() => {
+    const head = utf8.encode(`${request.method.toUpperCase()} ${request.target}\n`)
+    const input = new Uint8Array(head.length + request.body.length)
+    input.set(head, 0)
+    input.set(request.body, head.length)
+    return globalThis.crypto.subtle.digest("SHA-256", input)
+  }).pipe(Effect.map((digest) => {
+    let hex = ""
+    for (const byte of new Uint8Array(digest)) hex += byte.toString(16).padStart(2, "0")
+    return hex
+  }))
+
+// ---- the service -----------------------------------------------------------------
+
+export interface IdempotencyOptions {
+  /** How long a key is kept after its first use. Default 24 h. */
+  readonly ttlMs?: number
+  /**
+   * How long an unfinished claim holds its key when its owner never completes
+   * or releases it (a crash). Longer than any request may run. Default 10 min.
+   */
+  readonly leaseMs?: number
+  /** How long a request waits for a concurrent one with the same key. Default 30 s. */
+  readonly maxWaitMs?: number
+  /** First poll interval while waiting; it doubles up to `maxPollIntervalMs`. Defaults 20 ms and 500 ms. */
+  readonly pollIntervalMs?: number
+  readonly maxPollIntervalMs?: number
+  /** Larger responses are not stored (the key is released). Default 64 KiB. */
+  readonly maxStoredBodyBytes?: number
+}
+
+export const DEFAULTS = {
+  ttlMs: 24 * 60 * 60 * 1000,
+  leaseMs: 10 * 60 * 1000,
+  maxWaitMs: 30_000,
+  pollIntervalMs: 20,
+  maxPollIntervalMs: 500,
+  maxStoredBodyBytes: 64 * 1024
+} as const satisfies Required<IdempotencyOptions>
+
+/** Upper bound of rows one `purgeExpired` call deletes. */
+export const MAX_PURGE_BATCH = 10_000
+
+export type IdempotentResult<A> =
+  /** The request ran here; `value` is its own result. */
+  | { readonly _tag: "Executed"; readonly value: A }
+  /** An earlier identical request's stored response. */
+  | { readonly _tag: "Replayed"; readonly response: StoredResponse }
+
+export class Idempotency extends Context.Service<Idempotency, {
+  /**
+   * Runs `execute` at most once per (scope, key) and request. `capture`
+   * reads the status and body of a result; `None` (e.g. a streamed body)
+   * means it cannot be stored, and the key is released.
+   */
+  readonly run: <A, E, R>(
+    request: IdempotentRequest,
+    execute: Effect.Effect<A, E, R>,
+    capture: (result: A) => Option.Option<StoredResponse>
+  ) => Effect.Effect<IdempotentResult<A>, E | ValidationError | IdempotencyConflict | IdempotencyKeyInProgress, R>
+  /** Deletes up to `limit` (at most MAX_PURGE_BATCH) expired keys; returns how many. */
+  readonly purgeExpired: (limit?: number) => Effect.Effect<number>
+}>()("spendgate/Idempotency") {
+  static readonly layer = (options: IdempotencyOptions = {}) =>
+    Layer.effect(
+      Idempotency,
+      Effect.gen(function*() {
+        const store = yield* IdempotencyStore
+        const settings = { ...DEFAULTS, ...options }
+        const leaseMs = Math.min(settings.leaseMs, settings.ttlMs)
+
+        const run = <A, E, R>(
+          request: IdempotentRequest,
+          execute: Effect.Effect<A, E, R>,
+          capture: (result: A) => Option.Option<StoredResponse>
+        ): Effect.Effect<IdempotentResult<A>, E | ValidationError | IdempotencyConflict | IdempotencyKeyInProgress, R> =>
+          Effect.gen(function*() {
+            const key = yield* validateKey(request.key)
+            const { scope } = request
+            const requestHash = yield* hashRequest(request)
+            const deadline = (yield* Clock.currentTimeMillis) + settings.maxWaitMs
+            let interval = settings.pollIntervalMs
+
+            // Stores the answer, or frees the key when it is not a final one.
+            const finish = (claimedMs: number, exit: Exit.Exit<A, E>) => {
+              if (Exit.isSuccess(exit)) {
+                const captured = capture(exit.value)
+                if (Option.isSome(captured)) {
+                  const { status, body } = captured.value
+                  if (isReplayableStatus(status) && utf8.encode(body).length <= settings.maxStoredBodyBytes) {
+                    return store.complete({ scope, key, status, body, expiresAt: new Date(claimedMs + settings.ttlMs) })
+                  }
+                }
+              }
+              return store.release({ scope, key })
+            }
+
+            while (true) {
+              // Claim and run under one mask: once the key is ours, it is
+              // completed or released whatever happens to this fiber.
+              const attempt = yield* Effect.uninterruptibleMask((restore) =>
+                Effect.gen(function*() {
+                  const nowMs = yield* Clock.currentTimeMillis
+                  const claim = yield* store.claim({
+                    scope,
+                    key,
+                    requestHash,
+                    now: new Date(nowMs),
+                    expiresAt: new Date(nowMs + leaseMs)
+                  })
+                  if (claim._tag !== "Claimed") return claim
+                  const exit = yield* Effect.exit(restore(execute))
+                  yield* finish(nowMs, exit)
+                  return { _tag: "Ran" as const, exit }
+                })
+              )
+              switch (attempt._tag) {
+                case "Ran":
+                  return { _tag: "Executed", value: yield* attempt.exit } satisfies IdempotentResult<A>
+                case "Replay":
+                  return {
+                    _tag: "Replayed",
+                    response: { status: attempt.status, body: attempt.body }
+                  } satisfies IdempotentResult<A>
+                case "Mismatch":
+                  return yield* new IdempotencyConflict()
+                case "InProgress": {
+                  const left = deadline - (yield* Clock.currentTimeMillis)
+                  if (left <= 0) return yield* new IdempotencyKeyInProgress()
+                  yield* Effect.sleep(Math.min(interval, left))
+                  interval = Math.min(interval * 2, settings.maxPollIntervalMs)
+                }
+              }
+            }
+          }).pipe(Effect.withSpan("Idempotency.run"))
+
+        const purgeExpired = Effect.fn("Idempotency.purgeExpired")(function*(limit: number = 1_000) {
+          const bounded = Math.max(1, Math.min(Math.floor(limit), MAX_PURGE_BATCH))
+          return yield* store.purgeExpired(new Date(yield* Clock.currentTimeMillis), bounded)
+        })
+
+        return Idempotency.of({ run, purgeExpired })
+      })
+    )
+}
+
+/**
+ * A sweep that never ends: every `intervalMs`, purges expired keys in
+ * batches of `batchSize`, at most `maxBatches` batches per round. A storage
+ * failure is logged and the next round tries again. Fork it in a scope.
+ */
+export const sweepExpiredKeys = (
+  options: { readonly intervalMs?: number; readonly batchSize?: number; readonly maxBatches?: number } = {}
+): Effect.Effect<never, never, Idempotency> =>
+  Effect.gen(function*() {
+    const idempotency = yield* Idempotency
+    const batchSize = options.batchSize ?? 1_000
+    const round = Effect.gen(function*() {
+      for (let batch = 0; batch < (options.maxBatches ?? 10); batch++) {
+        if ((yield* idempotency.purgeExpired(batchSize)) < batchSize) return
+      }
+    }).pipe(Effect.catchCause((cause) => Effect.logWarning("Purging expired idempotency keys failed", cause)))
+    return yield* Effect.forever(Effect.andThen(Effect.sleep(options.intervalMs ?? 10 * 60 * 1000), round))
+  })

@@ -1,0 +1,183 @@
+import { Cause, Clock, Context, Duration, Effect, Exit, Layer, Option, Result, Schedule } from "effect"
+import type { Principal } from "../domain/Agent.ts"
+import type { Capability } from "../domain/Capability.ts"
+import type { SpendRefusal } from "../domain/errors.ts"
+import { newAuditId, newReservationId, newTransactionId, utcDay } from "../domain/Ledger.ts"
+import { type Msat, type MicroUsd, msatToMicroUsdValue, usdToMsatForCharge } from "../domain/Money.ts"
+import { RateSource } from "../ports/RateSource.ts"
+import { Store } from "../ports/Store.ts"
+import { planHold, planSettle } from "./decide.ts"
+
+/**
+ * The one way money is spent: authorize → quote → reserve (atomic hold) →
+ * run the upstream → settle (charge the actual cost, return the rest) or
+ * release (return everything on failure, interruption or timeout).
+ * Capabilities and the proxy both come through here.
+ */
+
+export interface SpendRequest<A, E, R> {
+  readonly capability: Capability
+  readonly provider: string
+  /** Upper bound of the cost, in micro-dollars (decisions §2). */
+  readonly quotedMicroUsd: bigint
+  readonly description: string
+  /** The upstream call, run with no lock held. It reports the actual cost, clamped to the quote. */
+  readonly run: Effect.Effect<{ readonly value: A; readonly actualMicroUsd: bigint }, E, R>
+}
+
+export interface SpendReceipt {
+  readonly quotedMicroUsd: bigint
+  readonly chargedMicroUsd: bigint
+  /** The charged price in msat at the quote's rate snapshot (null when no rate was known). */
+  readonly chargedMsat: bigint | null
+  /** What each pocket actually lost. */
+  readonly debitedUsdMicro: bigint
+  readonly debitedSatsMsat: bigint
+  /** Spendable value of the wallet after the charge: usd + sats at the snapshot rate, rounded down. */
+  readonly balanceAfterMicroUsd: bigint
+  readonly auditId: string
+  readonly transactionId: string
+  readonly reservationId: string
+  readonly provider: string
+  readonly latencyMs: number
+}
+
+export interface SpendOptions {
+  /** How long a hold may stay unsettled before the recovery sweep returns it. */
+  readonly holdTtlMs: number
+  /** How often the recovery sweep runs (it also runs once at start). */
+  readonly sweepEveryMs: number
+  /** Most reservations one sweep pass releases. */
+  readonly sweepBatch: number
+}
+
+export const defaultSpendOptions: SpendOptions = {
+  holdTtlMs: 15 * 60_000,
+  sweepEveryMs: 60_000,
+  sweepBatch: 500
+}
+
+export class Spend extends Context.Service<Spend, {
+  readonly spend: <A, E, R>(
+    principal: Principal,
+    request: SpendRequest<A, E, R>
+  ) => Effect.Effect<{ readonly value: A; readonly receipt: SpendReceipt }, SpendRefusal | E, R>
+  /** Releases holds older than their expiry; idempotent; returns how many it released. */
+  readonly sweep: Effect.Effect<number>
+}>()("spendgate/Spend") {
+  static readonly layerWith = (options: Partial<SpendOptions> = {}) =>
+    Layer.effect(
+      Spend,
+      Effect.gen(function*() {
+        const store = yield* Store
+        const rates = yield* RateSource
+        const { holdTtlMs, sweepBatch } = { ...defaultSpendOptions, ...options }
+        const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms))
+
+        const spend = <A, E, R>(principal: Principal, request: SpendRequest<A, E, R>) =>
+          Effect.uninterruptibleMask((restore) =>
+            Effect.gen(function*() {
+              const agent = principal.agent
+              const rate = Option.getOrNull(yield* rates.current)
+              const reservedAt = yield* now
+              const reserved = yield* store.reserve({
+                reservationId: newReservationId(),
+                auditId: newAuditId(),
+                accountId: agent.accountId,
+                agentId: agent.id,
+                capability: request.capability,
+                provider: request.provider,
+                quotedMicroUsd: request.quotedMicroUsd,
+                rate,
+                day: utcDay(reservedAt),
+                now: reservedAt,
+                expiresAt: new Date(reservedAt.getTime() + holdTtlMs),
+                decide: (snapshot) => planHold(snapshot, request.capability, request.quotedMicroUsd, rate?.rate ?? null)
+              })
+              if (Result.isFailure(reserved)) return yield* Effect.fail(reserved.failure)
+              const reservation = reserved.success
+
+              const exit = yield* Effect.exit(restore(request.run))
+              if (Exit.isFailure(exit)) {
+                const reason = Cause.hasInterruptsOnly(exit.cause) ? "interrupted" : "upstream failed"
+                yield* store.release({
+                  reservationId: reservation.id,
+                  accountId: agent.accountId,
+                  auditId: newAuditId(),
+                  reason,
+                  now: yield* now
+                })
+                return yield* Effect.failCause(exit.cause)
+              }
+
+              const settledAt = yield* now
+              const outcome = yield* store.settle({
+                reservationId: reservation.id,
+                accountId: agent.accountId,
+                actualMicroUsd: exit.value.actualMicroUsd,
+                transactionId: newTransactionId(),
+                auditId: newAuditId(),
+                description: request.description,
+                now: settledAt,
+                plan: (held) => planSettle(held, exit.value.actualMicroUsd)
+              })
+              if (outcome._tag === "NotHeld") {
+                // Only reachable when the call outlived the hold's expiry and the
+                // sweep returned the money: nothing was charged.
+                return yield* Effect.die(new Error(`reservation ${reservation.id} expired before it was settled`))
+              }
+              const { transaction, wallet } = outcome
+              const snapshot = rate?.rate ?? null
+              const receipt: SpendReceipt = {
+                quotedMicroUsd: request.quotedMicroUsd,
+                chargedMicroUsd: transaction.amountMicroUsd,
+                chargedMsat: snapshot === null
+                  ? null
+                  : usdToMsatForCharge(transaction.amountMicroUsd as MicroUsd, snapshot),
+                debitedUsdMicro: transaction.usdMicro,
+                debitedSatsMsat: transaction.satsMsat,
+                balanceAfterMicroUsd: wallet.usdMicro +
+                  (snapshot === null ? 0n : msatToMicroUsdValue(wallet.satsMsat as Msat, snapshot)),
+                auditId: transaction.auditId,
+                transactionId: transaction.id,
+                reservationId: reservation.id,
+                provider: request.provider,
+                latencyMs: settledAt.getTime() - reservedAt.getTime()
+              }
+              return { value: exit.value.value, receipt }
+            })
+          )
+
+        const sweep = Effect.gen(function*() {
+          let total = 0
+          for (let pass = 0; pass < 100; pass++) {
+            const released = yield* store.sweepExpired(yield* now, sweepBatch)
+            total += released
+            if (released < sweepBatch) break
+          }
+          return total
+        })
+
+        return Spend.of({ spend, sweep })
+      })
+    )
+
+  static readonly layer = Spend.layerWith()
+
+  /** Runs the recovery sweep at start-up and then every `sweepEveryMs`, for the life of the layer. */
+  static readonly sweeper = (options: Partial<SpendOptions> = {}) =>
+    Layer.effectDiscard(
+      Effect.gen(function*() {
+        const spend = yield* Spend
+        const every = options.sweepEveryMs ?? defaultSpendOptions.sweepEveryMs
+        const released = yield* spend.sweep
+        if (released > 0) yield* Effect.logWarning(`Recovery sweep released ${released} expired hold(s)`)
+        yield* spend.sweep.pipe(
+          Effect.tap((n) => n > 0 ? Effect.logWarning(`Recovery sweep released ${n} expired hold(s)`) : Effect.void),
+          Effect.catchCause((cause) => Effect.logError("Recovery sweep failed", cause)),
+          Effect.repeat(Schedule.spaced(Duration.millis(every))),
+          Effect.forkScoped
+        )
+      })
+    )
+}

@@ -1,0 +1,173 @@
+import { Clock, Context, Effect, Layer, Option } from "effect"
+import { requireOwner } from "../agents/Access.ts"
+import { type ChainBreak, verifyChainSegment } from "../audit/chain.ts"
+import type { Principal } from "../domain/Agent.ts"
+import { Forbidden, NotFound } from "../domain/errors.ts"
+import type { AccountId, AgentId } from "../domain/ids.ts"
+import {
+  type AuditRecord,
+  newAuditId,
+  newTransactionId,
+  type Pocket,
+  type Transaction,
+  utcDay,
+  type Wallet
+} from "../domain/Ledger.ts"
+import { type Msat, msatToMicroUsdValue } from "../domain/Money.ts"
+import { RateSource } from "../ports/RateSource.ts"
+import { type CreditOutcome, type Page, type PageRequest, Store, type TransactionFilter } from "../ports/Store.ts"
+
+export interface WalletView extends Wallet {
+  /** usd + sats valued at the current rate (rounded down); usd only when no rate is known. */
+  readonly spendableMicroUsd: bigint
+}
+
+export interface AgentWalletView extends WalletView {
+  readonly agentId: AgentId
+  readonly dailySpentMicroUsd: bigint
+  readonly lifetimeSpentMicroUsd: bigint
+}
+
+export interface AuditView {
+  readonly record: AuditRecord
+  /** Its own hash matches its content, and its link matches the record before it. */
+  readonly verified: boolean
+}
+
+export interface CreditRequest {
+  readonly accountId: AccountId
+  readonly agentId?: AgentId | null | undefined
+  /** Idempotency key of the credit: the same key credits once, whatever the number of calls. */
+  readonly key: string
+  readonly pocket: Pocket
+  /** In the pocket's unit: micro-dollars for `usd`, millisatoshis for `sats`. */
+  readonly amount: bigint
+  readonly description: string
+}
+
+/** Filters on transaction lists; dates are UTC calendar days, both inclusive. */
+export interface TransactionQuery {
+  readonly type?: Transaction["type"] | undefined
+  readonly agentId?: AgentId | undefined
+  readonly startDate?: string | undefined
+  readonly endDate?: string | undefined
+}
+
+const AUDIT_PAGE = 500
+
+export class Wallets extends Context.Service<Wallets, {
+  /** The wallet of the caller's account (any agent of it). */
+  readonly get: (principal: Principal) => Effect.Effect<WalletView>
+  /** The account wallet plus one agent's spend; owners only. */
+  readonly ofAgent: (principal: Principal, agentId: AgentId) => Effect.Effect<AgentWalletView, Forbidden | NotFound>
+  /** Adds money to a pocket, exactly once per key. Internal: funding rails call it. */
+  readonly credit: (request: CreditRequest) => Effect.Effect<CreditOutcome>
+  /** Newest first; an agent-role key sees only its own transactions. */
+  readonly transactions: (
+    principal: Principal,
+    query: TransactionQuery,
+    page: PageRequest
+  ) => Effect.Effect<Page<Transaction>, Forbidden>
+  readonly audit: (principal: Principal, auditId: string) => Effect.Effect<AuditView, NotFound>
+  /** Walks the account's whole audit chain; null when it is intact. */
+  readonly verifyChain: (accountId: AccountId) => Effect.Effect<ChainBreak | null>
+}>()("spendgate/Wallets") {
+  static readonly layer = Layer.effect(
+    Wallets,
+    Effect.gen(function*() {
+      const store = yield* Store
+      const rates = yield* RateSource
+      const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms))
+
+      const view = (wallet: Wallet) =>
+        Effect.map(rates.current, (rate): WalletView => ({
+          ...wallet,
+          spendableMicroUsd: wallet.usdMicro +
+            (Option.isSome(rate) ? msatToMicroUsdValue(wallet.satsMsat as Msat, rate.value.rate) : 0n)
+        }))
+
+      const get = Effect.fn("Wallets.get")(function*(principal: Principal) {
+        return yield* view(yield* store.getWallet(principal.agent.accountId))
+      })
+
+      const ofAgent = Effect.fn("Wallets.ofAgent")(function*(principal: Principal, agentId: AgentId) {
+        const found = yield* store.getAgent(principal.agent.accountId, agentId)
+        if (Option.isNone(found)) return yield* new NotFound({ resource: "Agent" })
+        yield* requireOwner(principal, "read the wallet of an agent")
+        const wallet = yield* view(yield* store.getWallet(principal.agent.accountId))
+        const spend = yield* store.agentSpend(principal.agent.accountId, agentId, utcDay(yield* now))
+        return { ...wallet, agentId, ...spend }
+      })
+
+      const credit = Effect.fn("Wallets.credit")(function*(request: CreditRequest) {
+        const rate = yield* rates.current
+        const valueMicroUsd = request.pocket === "usd"
+          ? request.amount
+          : Option.isSome(rate)
+          ? msatToMicroUsdValue(request.amount as Msat, rate.value.rate)
+          : 0n
+        return yield* store.credit({
+          accountId: request.accountId,
+          agentId: request.agentId ?? null,
+          creditKey: request.key,
+          pocket: request.pocket,
+          amount: request.amount,
+          valueMicroUsd,
+          rateMicroUsdPerBtc: request.pocket === "sats" && Option.isSome(rate) ? rate.value.rate.microUsdPerBtc : null,
+          description: request.description,
+          transactionId: newTransactionId(),
+          auditId: newAuditId(),
+          now: yield* now
+        })
+      })
+
+      const transactions = Effect.fn("Wallets.transactions")(function*(
+        principal: Principal,
+        query: TransactionQuery,
+        page: PageRequest
+      ) {
+        let agentId = query.agentId
+        if (principal.agent.role !== "owner") {
+          if (agentId !== undefined && agentId !== principal.agent.id) {
+            return yield* new Forbidden({ message: "An agent may only list its own transactions" })
+          }
+          agentId = principal.agent.id
+        }
+        const filter: TransactionFilter = {
+          type: query.type,
+          agentId,
+          from: query.startDate === undefined ? undefined : new Date(`${query.startDate}T00:00:00.000Z`),
+          until: query.endDate === undefined
+            ? undefined
+            : new Date(new Date(`${query.endDate}T00:00:00.000Z`).getTime() + 86_400_000)
+        }
+        return yield* store.listTransactions(principal.agent.accountId, filter, page)
+      })
+
+      const audit = Effect.fn("Wallets.audit")(function*(principal: Principal, auditId: string) {
+        const found = yield* store.getAudit(principal.agent.accountId, auditId)
+        if (Option.isNone(found)) return yield* new NotFound({ resource: "Audit record" })
+        const record = found.value
+        const previous = record.seq === 1n
+          ? null
+          : (yield* store.listAudit(record.accountId, record.seq - 2n, 1))[0] ?? null
+        const broken = yield* verifyChainSegment(previous, [record])
+        return { record, verified: broken === null && (record.seq === 1n || previous !== null) }
+      })
+
+      const verifyChain = Effect.fn("Wallets.verifyChain")(function*(accountId: AccountId) {
+        let previous: AuditRecord | null = null
+        for (;;) {
+          const batch: ReadonlyArray<AuditRecord> = yield* store.listAudit(accountId, previous?.seq ?? 0n, AUDIT_PAGE)
+          if (batch.length === 0) return null
+          const broken = yield* verifyChainSegment(previous, batch)
+          if (broken !== null) return broken
+          previous = batch[batch.length - 1]!
+          if (batch.length < AUDIT_PAGE) return null
+        }
+      })
+
+      return Wallets.of({ get, ofAgent, credit, transactions, audit, verifyChain })
+    })
+  )
+}

@@ -1,0 +1,4 @@
+import * as MemoryIdempotencyStore from "../../adapters/memory/MemoryIdempotencyStore.ts"
+import { idempotencyStoreContract } from "./idempotency.contract.ts"
+
+idempotencyStoreContract("memory", MemoryIdempotencyStore.layer)

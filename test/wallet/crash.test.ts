@@ -1,0 +1,83 @@
+import { spawn } from "node:child_process"
+import { join } from "node:path"
+import { Effect, Exit, Layer, ManagedRuntime, Option, Redacted, Scope } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { storeLayer } from "../../adapters/sql/Database.ts"
+import type { AccountId } from "../../src/domain/ids.ts"
+import { Store } from "../../src/ports/Store.ts"
+import { Wallets } from "../../src/wallet/Wallets.ts"
+import * as Gateway from "../../src/Gateway.ts"
+import { RateSource } from "../../src/ports/RateSource.ts"
+import { freshDatabaseUrl } from "../support/postgres.ts"
+
+/**
+ * A gateway process on PostgreSQL is killed (SIGKILL) between reserve and
+ * settle. The hold it leaves is released by the recovery sweep of another
+ * process exactly once, and the wallet is whole again.
+ */
+describe("a process killed mid-call on PostgreSQL", () => {
+  const scope = Effect.runSync(Scope.make())
+  let url: string
+
+  beforeAll(async () => {
+    url = await Effect.runPromise(Scope.provide(freshDatabaseUrl, scope))
+  })
+  afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)))
+
+  it("leaves a hold that the sweep releases once", async () => {
+    const child = spawn(process.execPath, [join(import.meta.dirname, "..", "support", "crash-child.ts")], {
+      env: { PATH: process.env["PATH"] ?? "", DATABASE_URL: url },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let output = ""
+    const ids = await new Promise<{ accountId: string; agentId: string }>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`child did not reach the upstream call:\n${output}`)), 30_000)
+      const onData = (chunk: Buffer) => {
+        output += chunk.toString()
+        if (output.includes("HOLDING")) {
+          clearTimeout(timer)
+          resolve(JSON.parse(output.split("\n").find((line) => line.startsWith("{"))!))
+        }
+      }
+      child.stdout.on("data", onData)
+      child.stderr.on("data", onData)
+      child.once("exit", (code) => reject(new Error(`child exited early (${code}):\n${output}`)))
+    })
+    child.removeAllListeners("exit")
+    const exited = new Promise((resolve) => child.once("exit", resolve))
+    child.kill("SIGKILL")
+    await exited
+
+    const runtime = ManagedRuntime.make(
+      Gateway.layer.pipe(
+        Layer.provideMerge(storeLayer({ databaseUrl: Option.some(Redacted.make(url)), dataDir: undefined })),
+        Layer.provideMerge(RateSource.none)
+      )
+    )
+    try {
+      const accountId = ids.accountId as AccountId
+      await runtime.runPromise(Effect.gen(function*() {
+        const store = yield* Store
+        const wallets = yield* Wallets
+        expect((yield* store.getWallet(accountId)).usdMicro).toBe(600_000n)
+        const held = yield* store.listReservations(accountId, { limit: 10, offset: 0 })
+        expect(held.items.map((r) => r.status)).toEqual(["held"])
+        // Before the hold expires the sweep leaves it alone.
+        expect(yield* store.sweepExpired(new Date(), 100)).toBe(0)
+        const later = new Date(held.items[0]!.expiresAt.getTime() + 1)
+        const released = yield* Effect.all(
+          [store.sweepExpired(later, 100), store.sweepExpired(later, 100), store.sweepExpired(later, 100)],
+          { concurrency: "unbounded" }
+        )
+        expect(released.reduce((a, b) => a + b, 0)).toBe(1)
+        expect(yield* store.sweepExpired(later, 100)).toBe(0)
+        expect((yield* store.getWallet(accountId)).usdMicro).toBe(1_000_000n)
+        expect(yield* wallets.verifyChain(accountId)).toBeNull()
+        const audit = yield* store.listAudit(accountId, 0n, 10)
+        expect(audit.map((r) => r.kind)).toEqual(["credit", "reserve", "release"])
+      }))
+    } finally {
+      await runtime.dispose()
+    }
+  }, 60_000)
+})

@@ -1,0 +1,338 @@
+import { assert, describe, layer } from "@effect/vitest"
+import { Effect, Exit, Fiber, Layer, Option, Result } from "effect"
+import { TestClock } from "effect/testing"
+import { Agents } from "../../src/agents/Agents.ts"
+import { Policies } from "../../src/agents/Policies.ts"
+import type { Principal } from "../../src/domain/Agent.ts"
+import type { Capability } from "../../src/domain/Capability.ts"
+import { newAuditId, newReservationId, utcDay } from "../../src/domain/Ledger.ts"
+import { parseBtcUsdRate } from "../../src/domain/Money.ts"
+import * as Gateway from "../../src/Gateway.ts"
+import { RateSource } from "../../src/ports/RateSource.ts"
+import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
+import { Store } from "../../src/ports/Store.ts"
+import { planHold } from "../../src/wallet/decide.ts"
+import { Spend } from "../../src/wallet/Spend.ts"
+import { Wallets } from "../../src/wallet/Wallets.ts"
+
+/**
+ * The money rules, run against every Store implementation. Amounts: 1 cent =
+ * 10_000 µUSD. The rate is 50,000 USD/BTC, so 1 sat = 0.05 cents = 500 µUSD.
+ */
+
+export const RATE = Result.getOrThrow(parseBtcUsdRate("50000"))
+const CENT = 10_000n
+
+export const testLayer = <R = never>(store: Layer.Layer<Store | IdempotencyStore, unknown, R>) =>
+  Gateway.layer.pipe(Layer.provideMerge(Layer.mergeAll(store, RateSource.fixed(RATE))))
+
+/** A new account whose usd pocket holds `usdCents` (and sats pocket `sats`). */
+export const fundedAccount = (usdCents: bigint, sats = 0n) =>
+  Effect.gen(function*() {
+    const agents = yield* Agents
+    const wallets = yield* Wallets
+    const signup = yield* agents.signup({ name: "owner" })
+    const owner = yield* agents.authenticate(signup.apiKey)
+    if (usdCents > 0n) {
+      yield* wallets.credit({ accountId: signup.accountId, key: "seed-usd", pocket: "usd", amount: usdCents * CENT, description: "seed" })
+    }
+    if (sats > 0n) {
+      yield* wallets.credit({ accountId: signup.accountId, key: "seed-sats", pocket: "sats", amount: sats * 1000n, description: "seed" })
+    }
+    return owner
+  })
+
+export const newWorker = (owner: Principal, name = "worker") =>
+  Effect.gen(function*() {
+    const agents = yield* Agents
+    const created = yield* agents.create(owner, { name })
+    return yield* agents.authenticate(created.apiKey)
+  })
+
+export const call = (
+  principal: Principal,
+  quoteCents: bigint,
+  options: { actual?: bigint; capability?: Capability; fail?: boolean } = {}
+) =>
+  Effect.gen(function*() {
+    const spend = yield* Spend
+    return yield* spend.spend(principal, {
+      capability: options.capability ?? "search",
+      provider: "test",
+      quotedMicroUsd: quoteCents * CENT,
+      description: "test call",
+      run: options.fail === true
+        ? Effect.fail("upstream down" as const)
+        : Effect.succeed({ value: "ok", actualMicroUsd: options.actual ?? quoteCents * CENT })
+    })
+  })
+
+const errCode = (error: unknown): string => (error as { code?: string }).code ?? String(error)
+
+const codeOf = (exit: Exit.Exit<unknown, unknown>) =>
+  Exit.isSuccess(exit)
+    ? "ok"
+    : Option.match(Exit.findErrorOption(exit), {
+      onNone: () => "defect",
+      onSome: (e) => (typeof e === "object" && e !== null && "code" in e ? String(e.code) : String(e))
+    })
+
+const countCodes = (exits: ReadonlyArray<Exit.Exit<unknown, unknown>>) => {
+  const counts: Record<string, number> = {}
+  for (const exit of exits) counts[codeOf(exit)] = (counts[codeOf(exit)] ?? 0) + 1
+  return counts
+}
+
+export const ledgerContract = (name: string, store: () => Layer.Layer<Store | IdempotencyStore, unknown>) =>
+  describe(`Wallet ledger: ${name}`, () => {
+    layer(testLayer(store()), { timeout: 120_000, excludeTestServices: true })((it) => {
+      it.effect("50 concurrent 10-cent calls on a 100-cent wallet: exactly 10 succeed, balance ends at 0", () =>
+        Effect.gen(function*() {
+          const owner = yield* fundedAccount(100n)
+          const exits = yield* Effect.all(
+            Array.from({ length: 50 }, () => Effect.exit(call(owner, 10n))),
+            { concurrency: "unbounded" }
+          )
+          assert.deepStrictEqual(countCodes(exits), { ok: 10, INSUFFICIENT_BALANCE: 40 })
+          const wallet = yield* (yield* Wallets).get(owner)
+          assert.strictEqual(wallet.usdMicro, 0n)
+          const txns = yield* (yield* Wallets).transactions(owner, { type: "charge" }, { limit: 100, offset: 0 })
+          assert.strictEqual(txns.total, 10)
+        }))
+
+      it.effect("the same race against a daily cap: exactly the cap is spent", () =>
+        Effect.gen(function*() {
+          const owner = yield* fundedAccount(10_000n)
+          const worker = yield* newWorker(owner)
+          yield* (yield* Policies).replace(owner, worker.agent.id, { maxPerDayMicroUsd: 100n * CENT })
+          const exits = yield* Effect.all(
+            Array.from({ length: 50 }, () => Effect.exit(call(worker, 10n))),
+            { concurrency: "unbounded" }
+          )
+          assert.deepStrictEqual(countCodes(exits), { ok: 10, BUDGET_EXCEEDED: 40 })
+          const policy = yield* (yield* Policies).get(owner, worker.agent.id)
+          assert.strictEqual(policy.dailySpentMicroUsd, 100n * CENT)
+          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicro, 9_900n * CENT)
+        }))
+
+      it.effect("several agents racing on one shared wallet never overdraw it", () =>
+        Effect.gen(function*() {
+          const owner = yield* fundedAccount(100n)
+          const workers = yield* Effect.all(Array.from({ length: 5 }, (_, i) => newWorker(owner, `w${i}`)))
+          const exits = yield* Effect.all(
+            workers.flatMap((w) => Array.from({ length: 10 }, () => Effect.exit(call(w, 10n)))),
+            { concurrency: "unbounded" }
+          )
+          assert.deepStrictEqual(countCodes(exits), { ok: 10, INSUFFICIENT_BALANCE: 40 })
+          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicro, 0n)
+        }))
+
+      it.effect("settles the actual cost, returns the rest, and the receipt, transaction and audit agree", () =>
+        Effect.gen(function*() {
+          const owner = yield* fundedAccount(100n)
+          const { receipt } = yield* call(owner, 10n, { actual: 37_500n })
+          assert.strictEqual(receipt.quotedMicroUsd, 100_000n)
+          assert.strictEqual(receipt.chargedMicroUsd, 37_500n)
+          assert.strictEqual(receipt.debitedUsdMicro, 37_500n)
+          assert.strictEqual(receipt.debitedSatsMsat, 0n)
+          assert.strictEqual(receipt.balanceAfterMicroUsd, 1_000_000n - 37_500n)
+          // 37_500 µUSD = $0.0375; at 50,000 USD/BTC that is 75 sats = 75_000 msat
+          assert.strictEqual(receipt.chargedMsat, 75_000n)
+          const wallets = yield* Wallets
+          assert.strictEqual((yield* wallets.get(owner)).usdMicro, 1_000_000n - 37_500n)
+          const [txn] = (yield* wallets.transactions(owner, { type: "charge" }, { limit: 1, offset: 0 })).items
+          assert.strictEqual(txn?.amountMicroUsd, 37_500n)
+          assert.strictEqual(txn?.auditId, receipt.auditId)
+          assert.strictEqual(txn?.capability, "search")
+          assert.strictEqual(txn?.provider, "test")
+          const audit = yield* wallets.audit(owner, receipt.auditId)
+          assert.strictEqual(audit.verified, true)
+          assert.strictEqual(audit.record.kind, "settle")
+          assert.strictEqual(audit.record.amountMicroUsd, 37_500n)
+          assert.strictEqual(audit.record.usdDeltaMicro, 100_000n - 37_500n)
+          assert.strictEqual(yield* wallets.verifyChain(owner.agent.accountId), null)
+        }))
+
+      it.effect("an actual cost above the quote is charged at the quote", () =>
+        Effect.gen(function*() {
+          const owner = yield* fundedAccount(100n)
+          const { receipt } = yield* call(owner, 10n, { actual: 999_999n })
+          assert.strictEqual(receipt.chargedMicroUsd, 100_000n)
+        }))
+
+      it.effect("an upstream failure releases the whole hold and records no transaction", () =>
+        Effect.gen(function*() {
+          const owner = yield* fundedAccount(100n)
+          const exit = yield* Effect.exit(call(owner, 10n, { fail: true }))
+          assert.strictEqual(codeOf(exit), "upstream down")
+          const wallets = yield* Wallets
+          assert.strictEqual((yield* wallets.get(owner)).usdMicro, 1_000_000n)
+          assert.strictEqual((yield* wallets.transactions(owner, { type: "charge" }, { limit: 10, offset: 0 })).total, 0)
+          const reservations = yield* (yield* Store).listReservations(owner.agent.accountId, { limit: 10, offset: 0 })
+          assert.deepStrictEqual(reservations.items.map((r) => r.status), ["released"])
+          const audit = yield* (yield* Store).listAudit(owner.agent.accountId, 0n, 100)
+          assert.deepStrictEqual(audit.map((r) => r.kind), ["credit", "reserve", "release"])
+          assert.strictEqual(yield* wallets.verifyChain(owner.agent.accountId), null)
+          assert.strictEqual((yield* (yield* Policies).get(owner, owner.agent.id)).dailySpentMicroUsd, 0n)
+        }))
+
+      it.effect("interrupting a call mid-upstream releases its hold", () =>
+        Effect.gen(function*() {
+          const owner = yield* fundedAccount(100n)
+          const spend = yield* Spend
+          const fiber = yield* spend.spend(owner, {
+            capability: "search",
+            provider: "test",
+            quotedMicroUsd: 50n * CENT,
+            description: "never answers",
+            run: Effect.never
+          }).pipe(Effect.forkChild)
+          for (let i = 0; i < 200; i++) {
+            const wallet = yield* (yield* Wallets).get(owner)
+            if (wallet.usdMicro === 50n * CENT) break
+            yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 5)))
+          }
+          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicro, 50n * CENT)
+          yield* Fiber.interrupt(fiber)
+          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicro, 100n * CENT)
+        }))
+
+      it.effect("refuses by policy before anything is held", () =>
+        Effect.gen(function*() {
+          const owner = yield* fundedAccount(100n)
+          const worker = yield* newWorker(owner)
+          const policies = yield* Policies
+          yield* policies.replace(owner, worker.agent.id, { maxPerCallMicroUsd: 5n * CENT, allowedCapabilities: ["search"] })
+          const perCall = yield* Effect.flip(call(worker, 6n))
+          assert.strictEqual(errCode(perCall), "PER_CALL_LIMIT_EXCEEDED")
+          assert.deepStrictEqual((perCall as { details: unknown }).details, { perCallCap: 5, quotedCost: 6 })
+          const capability = yield* Effect.flip(call(worker, 1n, { capability: "reason" }))
+          assert.strictEqual(errCode(capability), "CAPABILITY_NOT_ALLOWED")
+          yield* (yield* Agents).update(owner, worker.agent.id, { killed: true })
+          const killed = yield* Effect.flip(call(worker, 1n))
+          assert.strictEqual(errCode(killed), "AGENT_KILLED")
+          const reservations = yield* (yield* Store).listReservations(owner.agent.accountId, { limit: 10, offset: 0 })
+          assert.strictEqual(reservations.total, 0)
+          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicro, 100n * CENT)
+        }))
+
+      it.effect("BUDGET_EXCEEDED carries dailySpent, dailyCap and quotedCost in cents", () =>
+        Effect.gen(function*() {
+          const owner = yield* fundedAccount(100n)
+          yield* (yield* Policies).replace(owner, owner.agent.id, { maxPerDayMicroUsd: 25n * CENT })
+          yield* call(owner, 20n, { actual: 12n * CENT + 5_000n })
+          const refused = yield* Effect.flip(call(owner, 13n))
+          assert.strictEqual(errCode(refused), "BUDGET_EXCEEDED")
+          assert.deepStrictEqual((refused as { details: unknown }).details, { dailySpent: 12.5, dailyCap: 25, quotedCost: 13 })
+          yield* call(owner, 12n)
+        }))
+
+      it.effect("takes the usd pocket first and the rest from sats at the rate, rounded up to the msat", () =>
+        Effect.gen(function*() {
+          // 3 cents in usd, 1000 sats (= 50 cents at 50,000 USD/BTC)
+          const owner = yield* fundedAccount(3n, 1000n)
+          const { receipt } = yield* call(owner, 10n, { actual: 4n * CENT + 1n })
+          assert.strictEqual(receipt.debitedUsdMicro, 3n * CENT)
+          // remainder 10_001 µUSD = 20.002 sats = 20_002 msat
+          assert.strictEqual(receipt.debitedSatsMsat, 20_002n)
+          const wallet = yield* (yield* Wallets).get(owner)
+          assert.strictEqual(wallet.usdMicro, 0n)
+          assert.strictEqual(wallet.satsMsat, 1_000_000n - 20_002n)
+          const insufficient = yield* Effect.flip(call(owner, 60n))
+          assert.strictEqual(errCode(insufficient), "INSUFFICIENT_BALANCE")
+        }))
+
+      it.effect("the daily cap resets at midnight UTC", () =>
+        Effect.gen(function*() {
+          yield* TestClock.setTime(Date.parse("2026-11-21T23:59:59.000Z"))
+          const owner = yield* fundedAccount(100n)
+          yield* (yield* Policies).replace(owner, owner.agent.id, { maxPerDayMicroUsd: 10n * CENT })
+          yield* call(owner, 10n)
+          assert.strictEqual(errCode(yield* Effect.flip(call(owner, 1n))), "BUDGET_EXCEEDED")
+          yield* TestClock.adjust(999)
+          assert.strictEqual(errCode(yield* Effect.flip(call(owner, 1n))), "BUDGET_EXCEEDED")
+          yield* TestClock.adjust(1)
+          yield* call(owner, 10n)
+          const policy = yield* (yield* Policies).get(owner, owner.agent.id)
+          assert.strictEqual(policy.dailySpentMicroUsd, 10n * CENT)
+          const ofAgent = yield* (yield* Wallets).ofAgent(owner, owner.agent.id)
+          assert.strictEqual(ofAgent.lifetimeSpentMicroUsd, 20n * CENT)
+        }).pipe(Effect.provide(TestClock.layer())))
+
+      it.effect("a hold left by a crash is released by the sweep exactly once", () =>
+        Effect.gen(function*() {
+          yield* TestClock.setTime(Date.parse("2026-06-01T12:00:00.000Z"))
+          const owner = yield* fundedAccount(100n)
+          const store = yield* Store
+          const now = new Date(Date.parse("2026-06-01T12:00:00.000Z"))
+          // What `spend` does up to the upstream call, and then nothing: the process died.
+          const reserved = yield* store.reserve({
+            reservationId: newReservationId(),
+            auditId: newAuditId(),
+            accountId: owner.agent.accountId,
+            agentId: owner.agent.id,
+            capability: "search",
+            provider: "test",
+            quotedMicroUsd: 40n * CENT,
+            rate: null,
+            day: utcDay(now),
+            now,
+            expiresAt: new Date(now.getTime() + 60_000),
+            decide: (snapshot) => planHold(snapshot, "search", 40n * CENT, null)
+          })
+          assert.isTrue(Result.isSuccess(reserved))
+          const spend = yield* Spend
+          assert.strictEqual(yield* spend.sweep, 0)
+          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicro, 60n * CENT)
+          yield* TestClock.adjust(60_001)
+          const released = yield* Effect.all([spend.sweep, spend.sweep, spend.sweep], { concurrency: "unbounded" })
+          assert.strictEqual(released.reduce((a, b) => a + b, 0), 1)
+          assert.strictEqual(yield* spend.sweep, 0)
+          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicro, 100n * CENT)
+          const audit = yield* store.listAudit(owner.agent.accountId, 0n, 100)
+          assert.deepStrictEqual(audit.map((r) => r.kind), ["credit", "reserve", "release"])
+          assert.strictEqual((yield* (yield* Policies).get(owner, owner.agent.id)).dailySpentMicroUsd, 0n)
+        }).pipe(Effect.provide(TestClock.layer())))
+
+      it.effect("a credit with the same key is applied once, however often and concurrently it arrives", () =>
+        Effect.gen(function*() {
+          const owner = yield* fundedAccount(0n)
+          const wallets = yield* Wallets
+          const outcomes = yield* Effect.all(
+            Array.from({ length: 5 }, () =>
+              wallets.credit({
+                accountId: owner.agent.accountId,
+                key: "invoice-1",
+                pocket: "sats",
+                amount: 2_000_000n,
+                description: "funding"
+              })),
+            { concurrency: "unbounded" }
+          )
+          assert.deepStrictEqual(outcomes.map((o) => o._tag).sort(), ["Credited", "Duplicate", "Duplicate", "Duplicate", "Duplicate"])
+          const wallet = yield* wallets.get(owner)
+          assert.strictEqual(wallet.satsMsat, 2_000_000n)
+          // 2000 sats at 50,000 USD/BTC = 1 USD
+          assert.strictEqual(wallet.spendableMicroUsd, 1_000_000n)
+          assert.strictEqual((yield* wallets.transactions(owner, {}, { limit: 10, offset: 0 })).total, 1)
+        }))
+
+      it.effect("an agent-role key lists only its own transactions", () =>
+        Effect.gen(function*() {
+          const owner = yield* fundedAccount(100n)
+          const worker = yield* newWorker(owner)
+          yield* call(owner, 1n)
+          yield* call(worker, 2n)
+          yield* call(worker, 3n)
+          const wallets = yield* Wallets
+          const mine = yield* wallets.transactions(worker, {}, { limit: 10, offset: 0 })
+          assert.strictEqual(mine.total, 2)
+          assert.isTrue(mine.items.every((t) => t.agentId === worker.agent.id))
+          const other = yield* Effect.flip(wallets.transactions(worker, { agentId: owner.agent.id }, { limit: 10, offset: 0 }))
+          assert.strictEqual(errCode(other), "FORBIDDEN")
+          const all = yield* wallets.transactions(owner, {}, { limit: 10, offset: 0 })
+          assert.strictEqual(all.total, 4)
+          assert.deepStrictEqual(all.items.map((t) => t.amountMicroUsd), [30_000n, 20_000n, 10_000n, 1_000_000n])
+        }))
+    })
+  })

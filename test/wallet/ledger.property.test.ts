@@ -1,0 +1,171 @@
+import fc from "fast-check"
+import { Effect, Layer, ManagedRuntime, Result } from "effect"
+import { afterAll, describe, expect, it } from "vitest"
+import { storeOverClient } from "../../adapters/sql/Database.ts"
+import * as PgliteClient from "../../adapters/sql/PgliteClient.ts"
+import * as MemoryStore from "../../adapters/memory/MemoryStore.ts"
+import { Agents } from "../../src/agents/Agents.ts"
+import { newAuditId, newReservationId, newTransactionId, type Reservation, utcDay } from "../../src/domain/Ledger.ts"
+import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
+import { Store } from "../../src/ports/Store.ts"
+import { planHold, planSettle } from "../../src/wallet/decide.ts"
+import { Wallets } from "../../src/wallet/Wallets.ts"
+import { freshPostgresLayer } from "../support/postgres.ts"
+import { RATE, testLayer } from "./ledger.contract.ts"
+
+/**
+ * Random sequences of credit, reserve, settle, release and sweep, checked
+ * after every step against the ledger: each pocket equals what its ledger
+ * entries add up to, nothing is negative, and every hold is accounted for as
+ * charged plus returned. Bounded: a fixed number of runs of at most 25 steps.
+ */
+
+type Op =
+  | { readonly op: "credit"; readonly pocket: "usd" | "sats"; readonly amount: bigint }
+  | { readonly op: "reserve"; readonly quote: bigint; readonly withRate: boolean }
+  | { readonly op: "settle"; readonly pick: number; readonly actual: bigint }
+  | { readonly op: "release"; readonly pick: number }
+  | { readonly op: "sweep"; readonly advanceMs: number }
+
+const opArb: fc.Arbitrary<Op> = fc.oneof(
+  fc.record({ op: fc.constant("credit" as const), pocket: fc.constantFrom("usd" as const, "sats" as const), amount: fc.bigInt({ min: 1n, max: 5_000_000n }) }),
+  fc.record({ op: fc.constant("reserve" as const), quote: fc.bigInt({ min: 0n, max: 3_000_000n }), withRate: fc.boolean() }),
+  fc.record({ op: fc.constant("settle" as const), pick: fc.nat(), actual: fc.bigInt({ min: 0n, max: 4_000_000n }) }),
+  fc.record({ op: fc.constant("release" as const), pick: fc.nat() }),
+  fc.record({ op: fc.constant("sweep" as const), advanceMs: fc.integer({ min: 0, max: 120_000 }) })
+)
+
+const checkInvariants = (accountId: Parameters<Store["Service"]["getWallet"]>[0]) =>
+  Effect.gen(function*() {
+    const store = yield* Store
+    const wallet = yield* store.getWallet(accountId)
+    expect(wallet.usdMicro >= 0n && wallet.satsMsat >= 0n).toBe(true)
+    const txns = (yield* store.listTransactions(accountId, {}, { limit: 1000, offset: 0 })).items
+    const reservations = (yield* store.listReservations(accountId, { limit: 1000, offset: 0 })).items
+    const audit = yield* store.listAudit(accountId, 0n, 10_000)
+    let usd = 0n
+    let sats = 0n
+    for (const t of txns) {
+      const sign = t.type === "charge" ? -1n : 1n
+      usd += sign * t.usdMicro
+      sats += sign * t.satsMsat
+    }
+    for (const r of reservations) {
+      if (r.status === "held") {
+        usd -= r.heldUsdMicro
+        sats -= r.heldSatsMsat
+      }
+    }
+    expect(wallet.usdMicro).toBe(usd)
+    expect(wallet.satsMsat).toBe(sats)
+    // Pocket = sum of the audit log's signed changes, too.
+    expect(audit.reduce((s, r) => s + r.usdDeltaMicro, 0n)).toBe(wallet.usdMicro)
+    expect(audit.reduce((s, r) => s + r.satsDeltaMsat, 0n)).toBe(wallet.satsMsat)
+    // Every hold: what it took = what was charged + what came back.
+    for (const r of reservations) {
+      const records = audit.filter((a) => a.reservationId === r.id)
+      const charge = txns.find((t) => t.type === "charge" && records.some((a) => a.transactionId === t.id))
+      const returnedUsd = records.filter((a) => a.kind !== "reserve").reduce((s, a) => s + a.usdDeltaMicro, 0n)
+      const returnedSats = records.filter((a) => a.kind !== "reserve").reduce((s, a) => s + a.satsDeltaMsat, 0n)
+      if (r.status === "held") {
+        expect(records.map((a) => a.kind)).toEqual(["reserve"])
+      } else {
+        expect(returnedUsd + (charge?.usdMicro ?? 0n)).toBe(r.heldUsdMicro)
+        expect(returnedSats + (charge?.satsMsat ?? 0n)).toBe(r.heldSatsMsat)
+        expect(r.status === "settled" ? charge !== undefined : charge === undefined).toBe(true)
+        if (r.status === "settled") expect((r.settledMicroUsd ?? 0n) + 0n <= r.quotedMicroUsd).toBe(true)
+      }
+    }
+    const daily = yield* store.agentSpend(accountId, reservations[0]?.agentId ?? ("agt_none" as never), reservations[0]?.day ?? "")
+    if (reservations[0] !== undefined) {
+      const expected = reservations
+        .filter((r) => r.day === reservations[0]!.day && r.agentId === reservations[0]!.agentId)
+        .reduce((s, r) => s + (r.status === "held" ? r.quotedMicroUsd : r.status === "settled" ? r.settledMicroUsd ?? 0n : 0n), 0n)
+      expect(daily.dailySpentMicroUsd).toBe(expected)
+    }
+  })
+
+const runSequence = (ops: ReadonlyArray<Op>) =>
+  Effect.gen(function*() {
+    const store = yield* Store
+    const agents = yield* Agents
+    const wallets = yield* Wallets
+    const signup = yield* agents.signup({ name: "prop" })
+    const principal = yield* agents.authenticate(signup.apiKey)
+    const accountId = signup.accountId
+    let clockMs = Date.parse("2026-03-01T10:00:00Z")
+    const held: Array<Reservation> = []
+    let n = 0
+    for (const op of ops) {
+      const now = new Date(clockMs)
+      switch (op.op) {
+        case "credit":
+          yield* wallets.credit({ accountId, key: `k${n++}`, pocket: op.pocket, amount: op.amount, description: "p" })
+          break
+        case "reserve": {
+          const rate = op.withRate ? { rate: RATE, asOf: now } : null
+          const result = yield* store.reserve({
+            reservationId: newReservationId(),
+            auditId: newAuditId(),
+            accountId,
+            agentId: principal.agent.id,
+            capability: "search",
+            provider: "p",
+            quotedMicroUsd: op.quote,
+            rate,
+            day: utcDay(now),
+            now,
+            expiresAt: new Date(clockMs + 60_000),
+            decide: (snapshot) => planHold(snapshot, "search", op.quote, rate?.rate ?? null)
+          })
+          if (Result.isSuccess(result)) held.push(result.success)
+          break
+        }
+        case "settle": {
+          if (held.length === 0) break
+          const [target] = held.splice(op.pick % held.length, 1)
+          yield* store.settle({
+            reservationId: target!.id,
+            accountId,
+            actualMicroUsd: op.actual,
+            transactionId: newTransactionId(),
+            auditId: newAuditId(),
+            description: "p",
+            now,
+            plan: (r) => planSettle(r, op.actual)
+          })
+          break
+        }
+        case "release": {
+          if (held.length === 0) break
+          const [target] = held.splice(op.pick % held.length, 1)
+          yield* store.release({ reservationId: target!.id, accountId, auditId: newAuditId(), reason: "p", now })
+          break
+        }
+        case "sweep":
+          clockMs += op.advanceMs
+          yield* store.sweepExpired(new Date(clockMs), 100)
+          break
+      }
+      yield* checkInvariants(accountId)
+    }
+    expect(yield* wallets.verifyChain(accountId)).toBeNull()
+  })
+
+const backends: ReadonlyArray<readonly [string, () => Layer.Layer<Store | IdempotencyStore, unknown>, number]> = [
+  ["memory", () => MemoryStore.layer, 150],
+  ["PGlite", () => storeOverClient.pipe(Layer.provide(PgliteClient.layer({ dataDir: undefined }))), 25],
+  ["PostgreSQL", () => storeOverClient.pipe(Layer.provide(freshPostgresLayer())), 25]
+]
+
+describe.each(backends)("ledger properties over %s", (_name, store, runs) => {
+  const runtime = ManagedRuntime.make(testLayer(store()))
+  afterAll(() => runtime.dispose())
+
+  it("pockets always equal their ledger, nothing goes negative, every hold is charged or returned", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(opArb, { minLength: 1, maxLength: 25 }), (ops) => runtime.runPromise(runSequence(ops))),
+      { numRuns: runs }
+    )
+  }, 120_000)
+})
