@@ -22,8 +22,8 @@ import { Spend } from "../src/wallet/Spend.ts"
 import { Wallets } from "../src/wallet/Wallets.ts"
 
 const calls = Number(process.env["BENCH_CALLS"] ?? 10_000)
-const concurrency = Number(process.env["BENCH_CONCURRENCY"] ?? 64)
-const poolSize = Number(process.env["BENCH_POOL"] ?? 16)
+const concurrency = Number(process.env["BENCH_CONCURRENCY"] ?? 96)
+const poolSize = Number(process.env["BENCH_POOL"] ?? 24)
 const adminUrl = process.env["POSTGRES_URL"] ?? "postgres://postgres@127.0.0.1:5432/postgres"
 
 const admin = (statement: string) =>

@@ -8,7 +8,7 @@
  */
 import { Effect, Layer } from "effect"
 import * as MemoryStore from "../adapters/memory/MemoryStore.ts"
-import { Agents, Gateway, Policies, RateSource } from "../src/index.ts"
+import { Agents, Gateway, Policies, RateSource, Spend, Wallets } from "../src/index.ts"
 
 const program = Effect.gen(function*() {
   const agents = yield* Agents
@@ -36,6 +36,20 @@ const program = Effect.gen(function*() {
   const asWorker = yield* agents.authenticate(worker.apiKey)
   console.log(`worker authenticated as ${asWorker.agent.name} (${asWorker.agent.role})`)
 
+  // The account wallet is funded (funding rails call this), and the worker buys
+  // something: quoted at 3 cents, the upstream reports 1.25 cents, 1.25 is charged.
+  const wallets = yield* Wallets
+  yield* wallets.credit({ accountId: account.accountId, key: "first-funding", pocket: "usd", amount: 1_000_000n, description: "funding" })
+  const spend = yield* Spend
+  const { value, receipt } = yield* spend.spend(asWorker, {
+    capability: "search",
+    provider: "example",
+    quotedMicroUsd: 30_000n,
+    description: "one search",
+    run: Effect.succeed({ value: ["result"], actualMicroUsd: 12_500n })
+  })
+  console.log(`search returned ${value.length} result(s); charged ${receipt.chargedMicroUsd} µUSD of ${receipt.quotedMicroUsd} quoted; receipt ${receipt.auditId}; balance ${receipt.balanceAfterMicroUsd} µUSD`)
+
   // ...cannot change its own policy...
   const refused = yield* Effect.flip(policies.patch(asWorker, worker.agent.id, { maxPerDayMicroUsd: null }))
   console.log(`worker changing its own policy: ${refused.code}`)
@@ -44,7 +58,7 @@ const program = Effect.gen(function*() {
   yield* agents.update(owner, worker.agent.id, { killed: true })
   const killed = yield* Effect.flip(agents.authenticate(worker.apiKey))
   console.log(`after the kill switch: ${killed.code}`)
-  if (killed.code !== "AGENT_KILLED" || refused.code !== "FORBIDDEN") {
+  if (killed.code !== "AGENT_KILLED" || refused.code !== "FORBIDDEN" || receipt.chargedMicroUsd !== 12_500n) {
     return yield* Effect.die("unexpected outcome")
   }
 })

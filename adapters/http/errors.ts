@@ -65,7 +65,8 @@ export const statusByCode = {
   RATE_LIMITED: 429,
   INTERNAL: 500,
   PROVIDER_ERROR: 502,
-  PROVIDER_UNAVAILABLE: 503
+  PROVIDER_UNAVAILABLE: 503,
+  RATE_UNAVAILABLE: 503
 } as const satisfies Record<string, number>
 export type ErrorCode = keyof typeof statusByCode
 
