@@ -1,0 +1,75 @@
+import { Context, type Effect, Schema } from "effect"
+
+/**
+ * Payment rails: how money gets into a wallet. A rail creates a payment
+ * request (a BOLT11 invoice, a card checkout session); when the payment
+ * arrives, whatever observes it (a subscription, a signed webhook, the dev
+ * pay page) hands a `PaymentNotice` to the core's `Funding.recordPayment`,
+ * which credits the wallet exactly once.
+ */
+
+/** The rail could not be reached or refused the request; nothing was created. */
+export class RailError extends Schema.TaggedError<RailError>()("RailError", {
+  rail: Schema.String,
+  message: Schema.String
+}) {
+  readonly code = "PROVIDER_ERROR"
+  get details() {
+    return { provider: this.rail }
+  }
+}
+
+export interface LightningInvoiceRequest {
+  /** The gateway's own invoice id (`inv_…`), for memos and logs. */
+  readonly invoiceId: string
+  readonly amountMsat: bigint
+  readonly memo: string
+  /** Always 3600 for funding invoices. */
+  readonly expirySeconds: number
+  readonly createdAt: Date
+}
+
+export interface LightningInvoiceCreated {
+  /** BOLT11 payment request. */
+  readonly paymentRequest: string
+  /** Payment hash, 64 lower-case hex characters. */
+  readonly paymentHash: string
+}
+
+export class LightningRail extends Context.Service<LightningRail, {
+  /** "dev" (built in, local node key) or "lnd". */
+  readonly name: string
+  readonly createInvoice: (request: LightningInvoiceRequest) => Effect.Effect<LightningInvoiceCreated, RailError>
+}>()("spendgate/LightningRail") {}
+
+export interface CheckoutRequest {
+  readonly invoiceId: string
+  readonly amountMicroUsd: bigint
+  readonly description: string
+  /** Creation + 30 minutes. */
+  readonly expiresAt: Date
+  readonly createdAt: Date
+}
+
+export interface CheckoutCreated {
+  readonly sessionId: string
+  readonly checkoutUrl: string
+}
+
+export class CardRail extends Context.Service<CardRail, {
+  /** "dev" (built in, a local checkout page) or "stripe". */
+  readonly name: string
+  readonly createCheckout: (request: CheckoutRequest) => Effect.Effect<CheckoutCreated, RailError>
+}>()("spendgate/CardRail") {}
+
+/** A payment observed on a rail. Delivering the same notice twice is harmless. */
+export interface PaymentNotice {
+  readonly type: "lightning" | "card"
+  /** The payment hash (hex) of a Lightning invoice, or the card rail's session id. */
+  readonly externalId: string
+  /** What was actually paid, when the rail says (msat for Lightning, µUSD for card). */
+  readonly amountPaid?: bigint | undefined
+  readonly paidAt: Date
+  /** Where the notice came from, for the record: "lnd", "stripe:evt_…", "dev". */
+  readonly source: string
+}
