@@ -73,3 +73,26 @@ export interface PaymentNotice {
   /** Where the notice came from, for the record: "lnd", "stripe:evt_…", "dev". */
   readonly source: string
 }
+
+export type PaymentOutcome =
+  /** The wallet was credited now. */
+  | "credited"
+  /** This payment had been credited before; nothing changed. */
+  | "duplicate"
+  /** The invoice had expired: recorded for the operator, not credited. */
+  | "late"
+  /** No invoice of ours has this id; ignored (and logged). */
+  | "unknown"
+
+/**
+ * Where rails deliver what they observe. Implemented by the core's funding
+ * service; rails that follow a stream keep their resume position here too.
+ */
+export class PaymentSink extends Context.Service<PaymentSink, {
+  readonly record: (notice: PaymentNotice) => Effect.Effect<PaymentOutcome>
+  /** The rail says a still-pending request can no longer be paid (e.g. Stripe's `checkout.session.expired`). */
+  readonly recordExpiry: (type: "lightning" | "card", externalId: string, at: Date) => Effect.Effect<void>
+  /** The last position a streaming rail processed (e.g. LND's settle index), or null. */
+  readonly loadCursor: (rail: string) => Effect.Effect<string | null>
+  readonly saveCursor: (rail: string, value: string) => Effect.Effect<void>
+}>()("spendgate/PaymentSink") {}
