@@ -14,6 +14,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, ManagedRuntime, Redacted } from "effect"
 import { Reactivity } from "effect/reactivity"
 import { storeOverClient } from "../adapters/sql/Database.ts"
+import { devRails } from "../adapters/rails/dev.ts"
 import { Agents } from "../src/agents/Agents.ts"
 import type { Principal } from "../src/domain/Agent.ts"
 import * as Gateway from "../src/Gateway.ts"
@@ -109,6 +110,7 @@ await withDatabase(async (url) => {
   const runtime = ManagedRuntime.make(
     Gateway.layer.pipe(
       Layer.provide(RateSource.none),
+      Layer.provide(devRails({ dataDir: undefined, publicUrl: "http://127.0.0.1" })),
       Layer.provide(storeOverClient.pipe(Layer.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: poolSize }))))
     )
   )

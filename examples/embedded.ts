@@ -8,6 +8,7 @@
  */
 import { Effect, Layer } from "effect"
 import * as MemoryStore from "../adapters/memory/MemoryStore.ts"
+import { devRails } from "../adapters/rails/dev.ts"
 import { Agents, Gateway, Policies, RateSource, Spend, Wallets } from "../src/index.ts"
 
 const program = Effect.gen(function*() {
@@ -63,7 +64,7 @@ const program = Effect.gen(function*() {
   }
 })
 
-Effect.runPromise(program.pipe(Effect.provide(Gateway.layer.pipe(Layer.provide([MemoryStore.layer, RateSource.none]))))).then(
+Effect.runPromise(program.pipe(Effect.provide(Gateway.layer.pipe(Layer.provide([MemoryStore.layer, RateSource.none, devRails({ dataDir: undefined, publicUrl: "http://127.0.0.1:8080" })]))))).then(
   () => console.log("ok"),
   (error) => {
     console.error(error)

@@ -20,3 +20,8 @@ export type { AgentWalletView, AuditView, CreditRequest, WalletView } from "./wa
 export * as Ledger from "./domain/Ledger.ts"
 export { Idempotency } from "./idempotency/Idempotency.ts"
 export { IdempotencyStore } from "./ports/IdempotencyStore.ts"
+export { Funding, paymentSinkLayer } from "./funding/Funding.ts"
+export type { InvoiceView } from "./funding/Funding.ts"
+export * as Invoice from "./domain/Invoice.ts"
+export { CardRail, LightningRail, PaymentSink, RailError } from "./ports/Rails.ts"
+export type { PaymentNotice, PaymentOutcome } from "./ports/Rails.ts"

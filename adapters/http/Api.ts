@@ -1,9 +1,10 @@
 import { Schema } from "effect"
-import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, OpenApi } from "effect/http-api"
+import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { AgentName, Role } from "../../src/domain/Agent.ts"
 import { Capability } from "../../src/domain/Capability.ts"
 import { Cents } from "../../src/domain/Money.ts"
-import { Authentication, CurrentPrincipal } from "./Authentication.ts"
+import { Authentication, CurrentPrincipal, IdempotencyKeys } from "./middleware.ts"
+import { FundingApi } from "./FundingApi.ts"
 import { WalletApi } from "./WalletApi.ts"
 import { BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable } from "./errors.ts"
 
@@ -26,16 +27,9 @@ export const ListQuery = {
 
 // ---- authentication ----------------------------------------------------------
 
-export { Authentication, CurrentPrincipal }
+export { Authentication, CurrentPrincipal, IdempotencyKeys }
 
-/**
- * `Idempotency-Key` support, implemented in idempotency.ts. Applied to single
- * endpoints: an endpoint's own middleware runs inside its group's, so on an
- * authenticated group it sees the caller's account.
- */
-export class IdempotencyKeys extends HttpApiMiddleware.Service<IdempotencyKeys>()("spendgate/http/IdempotencyKeys", {
-  error: [BadRequest, Conflict]
-}) {}
+
 
 // ---- resources -------------------------------------------------------------
 
@@ -162,6 +156,7 @@ export class Api extends HttpApi.make("spendgate")
   .add(PublicApi)
   .add(AgentsApi)
   .add(WalletApi)
+  .add(FundingApi)
   .annotate(HttpApi.ParseOptions, { onExcessProperty: "error" })
   .annotate(HttpApi.HeadersParseOptions, {})
   .annotateMerge(OpenApi.annotations({

@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
-import { Authentication } from "./Authentication.ts"
+import { Authentication } from "./middleware.ts"
 import { BadRequest, Forbidden, NotFound } from "./errors.ts"
 
 /** The wallet, its ledger and audit receipts: the HTTP contract. */

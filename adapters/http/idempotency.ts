@@ -11,8 +11,7 @@ import {
   sweepExpiredKeys,
   validateKey
 } from "../../src/idempotency/Idempotency.ts"
-import { IdempotencyKeys } from "./Api.ts"
-import { Authentication, CurrentPrincipal } from "./Authentication.ts"
+import { Authentication, CurrentPrincipal, IdempotencyKeys } from "./middleware.ts"
 import {
   BadGateway,
   BadRequest,

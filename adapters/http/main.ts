@@ -2,8 +2,10 @@ import { NodeRuntime } from "@effect/platform-node"
 import { Effect, Layer, Option, References } from "effect"
 import * as Gateway from "../../src/Gateway.ts"
 import { RateSource } from "../../src/ports/RateSource.ts"
+import { Funding } from "../../src/funding/Funding.ts"
 import { Spend } from "../../src/wallet/Spend.ts"
 import { InvalidConfig, loadServerConfig } from "../config.ts"
+import { devRails } from "../rails/dev.ts"
 import { describeStorage, storeLayer } from "../sql/Database.ts"
 import { serverLayer } from "./server.ts"
 
@@ -18,11 +20,13 @@ const main = Effect.gen(function*() {
   const app = serverLayer({
     port: config.port,
     host: config.host,
+    devRails: { lightning: true, card: true },
     logRequests: config.logLevel === "Debug" || config.logLevel === "Trace" || config.logLevel === "All"
   }).pipe(
-    Layer.provide(Spend.sweeper()),
+    Layer.provide(Layer.mergeAll(Spend.sweeper(), Funding.expirer())),
     Layer.provideMerge(Gateway.layer),
     Layer.provide(Option.match(config.btcUsdRate, { onNone: () => RateSource.none, onSome: RateSource.fixed })),
+    Layer.provide(devRails({ dataDir: config.dataDir, publicUrl: `http://${config.host}:${config.port}` })),
     Layer.provide(storeLayer(database))
   )
   return yield* Layer.launch(app).pipe(Effect.provideService(References.MinimumLogLevel, config.logLevel))

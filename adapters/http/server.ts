@@ -4,9 +4,12 @@ import { HttpRouter, type HttpServer } from "effect/http"
 import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
 import { createServer } from "node:http"
 import type { Services } from "../../src/Gateway.ts"
+import type { Store } from "../../src/ports/Store.ts"
+import { devRoutes } from "./devRoutes.ts"
 import { Api } from "./Api.ts"
 import { envelopeMiddleware } from "./envelope.ts"
 import { AgentsHandlers, AuthenticationLive, PublicHandlers } from "./handlers.ts"
+import { FundingHandlers } from "./fundingHandlers.ts"
 import { WalletHandlers } from "./walletHandlers.ts"
 import { IdempotencyKeysLive } from "./idempotency.ts"
 
@@ -18,13 +21,19 @@ export interface HttpOptions {
   readonly logRequests?: boolean
   /** Log the listening address once the port is open (default true). */
   readonly announce?: boolean
+  /** Mount the development payer routes of the dev rails (see devRoutes.ts). */
+  readonly devRails?: { readonly lightning: boolean; readonly card: boolean }
+  /** Routes outside the /v1 contract, e.g. a payment rail's webhook. */
+  readonly extraRoutes?: Layer.Layer<never, never, Services | Store | HttpRouter.HttpRouter>
 }
 
 /** All routes of the API: /v1, /health, /v1/openapi.json and /docs. */
-export const routes = (options: { readonly bodyLimitBytes?: number } = {}) =>
+export const routes = (options: Omit<HttpOptions, "port" | "host"> = {}) =>
   Layer.mergeAll(
+    devRoutes(options.devRails ?? { lightning: false, card: false }),
+    options.extraRoutes ?? Layer.empty,
     HttpApiBuilder.layer(Api, { openapiPath: "/v1/openapi.json" }).pipe(
-      Layer.provide([PublicHandlers, AgentsHandlers, WalletHandlers])
+      Layer.provide([PublicHandlers, AgentsHandlers, WalletHandlers, FundingHandlers])
     ),
     HttpApiScalar.layer(Api, { path: "/docs" }),
     envelopeMiddleware(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes })
@@ -36,8 +45,8 @@ export const routes = (options: { readonly bodyLimitBytes?: number } = {}) =>
  */
 export const serverLayer = (
   options: HttpOptions
-): Layer.Layer<HttpServer.HttpServer, unknown, Services> =>
-  HttpRouter.serve(routes(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }), {
+): Layer.Layer<HttpServer.HttpServer, unknown, Services | Store> =>
+  HttpRouter.serve(routes(options), {
     disableLogger: options.logRequests !== true,
     disableListenLog: options.announce === false
   }).pipe(

@@ -5,8 +5,12 @@ import type { AccountId, AgentId } from "../../src/domain/ids.ts"
 import type { AuditRecord, Reservation, Transaction, Wallet } from "../../src/domain/Ledger.ts"
 import { newAuditId } from "../../src/domain/Ledger.ts"
 import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
+import { effectiveStatus, type Invoice, type InvoiceType, paidInTime } from "../../src/domain/Invoice.ts"
 import {
   type AgentWithPolicy,
+  type CreditInput,
+  type FundingStore,
+  type InvoiceFilter,
   type LedgerStore,
   type NewAgent,
   type Page,
@@ -146,7 +150,7 @@ const page = <A>(items: ReadonlyArray<A>, request: { limit: number; offset: numb
 const makeMemoryLedger = (shared: {
   readonly wallets: Map<AccountId, Wallet>
   readonly agentEntry: (accountId: AccountId, agentId: AgentId) => AgentWithPolicy | undefined
-}): LedgerStore => {
+}): LedgerStore & FundingStore => {
   const { wallets } = shared
   const lock = Semaphore.makeUnsafe(1)
   const reservations = new Map<string, Reservation>()
@@ -209,7 +213,133 @@ const makeMemoryLedger = (shared: {
       return record
     })
 
+  const creditUnlocked = (input: CreditInput) =>
+    Effect.gen(function*() {
+        const key = `${input.accountId}|${input.creditKey}`
+        const existing = creditKeys.get(key)
+        if (existing !== undefined) return { _tag: "Duplicate", transaction: existing } as const
+        const wallet = walletOf(input.accountId)
+        const usd = input.pocket === "usd" ? input.amount : 0n
+        const sats = input.pocket === "sats" ? input.amount : 0n
+        if (input.amount <= 0n) return yield* Effect.die(new Error("credit amount must be positive"))
+        const transaction: Transaction = {
+          id: input.transactionId,
+          accountId: input.accountId,
+          agentId: input.agentId,
+          type: "credit",
+          amountMicroUsd: input.valueMicroUsd,
+          usdMicro: usd,
+          satsMsat: sats,
+          rateMicroUsdPerBtc: input.rateMicroUsdPerBtc,
+          description: input.description,
+          capability: null,
+          provider: null,
+          auditId: input.auditId,
+          createdAt: input.now
+        }
+        yield* appendAudit({
+          id: input.auditId,
+          accountId: input.accountId,
+          kind: "credit",
+          agentId: input.agentId,
+          reservationId: null,
+          transactionId: transaction.id,
+          amountMicroUsd: input.valueMicroUsd,
+          usdDeltaMicro: usd,
+          satsDeltaMsat: sats,
+          details: JSON.stringify({ key: input.creditKey }),
+          createdAt: input.now
+        })
+        const next = { ...wallet, usdMicro: wallet.usdMicro + usd, satsMsat: wallet.satsMsat + sats }
+        setWallet(next)
+        transactions.push(transaction)
+        creditKeys.set(key, transaction)
+        return { _tag: "Credited", transaction, wallet: next } as const
+      })
+
+  const invoices = new Map<string, Invoice>()
+  const cursors = new Map<string, string>()
+  const externalKey = (type: InvoiceType, externalId: string) => `${type}|${externalId}`
+  const invoiceByExternal = new Map<string, string>()
+  const matchesStatus = (invoice: Invoice, filter: InvoiceFilter) =>
+    filter.status === undefined || effectiveStatus(invoice, filter.now) === filter.status
+
+  const funding: FundingStore = {
+    createInvoice: (invoice) =>
+      Effect.sync(() => {
+        const key = externalKey(invoice.type, invoice.externalId)
+        if (invoices.has(invoice.id) || invoiceByExternal.has(key)) throw new Error("duplicate invoice")
+        invoices.set(invoice.id, invoice)
+        invoiceByExternal.set(key, invoice.id)
+      }),
+    findInvoice: (by) =>
+      Effect.sync(() => {
+        if ("paymentRequest" in by) {
+          return Option.fromNullishOr([...invoices.values()].find((i) => i.paymentRequest === by.paymentRequest))
+        }
+        const id = invoiceByExternal.get(externalKey(by.type, by.externalId))
+        return Option.fromNullishOr(id === undefined ? undefined : invoices.get(id))
+      }),
+    payInvoice: (input) =>
+      lock.withPermits(1)(Effect.gen(function*() {
+        const id = invoiceByExternal.get(externalKey(input.type, input.externalId))
+        const invoice = id === undefined ? undefined : invoices.get(id)
+        if (invoice === undefined) return "unknown" as const
+        if (invoice.status === "paid") return "duplicate" as const
+        const amount = input.amountPaid ?? (invoice.type === "lightning" ? invoice.amountMsat! : invoice.amountMicroUsd!)
+        if (invoice.status === "expired" || !paidInTime(invoice, input.paidAt)) {
+          invoices.set(invoice.id, {
+            ...invoice,
+            status: "expired",
+            latePaymentAt: invoice.latePaymentAt ?? input.paidAt,
+            latePaymentAmount: invoice.latePaymentAmount ?? amount
+          })
+          return "late" as const
+        }
+        const value = invoice.type === "lightning" ? input.valueOfMsat(amount) : { valueMicroUsd: amount, rateMicroUsdPerBtc: null }
+        const credited = yield* creditUnlocked({
+          accountId: invoice.accountId,
+          agentId: invoice.agentId,
+          creditKey: invoice.id,
+          pocket: invoice.type === "lightning" ? "sats" : "usd",
+          amount,
+          valueMicroUsd: value.valueMicroUsd,
+          rateMicroUsdPerBtc: value.rateMicroUsdPerBtc,
+          description: invoice.type === "lightning" ? "Lightning funding" : "Card funding",
+          transactionId: input.transactionId,
+          auditId: input.auditId,
+          now: input.now
+        })
+        invoices.set(invoice.id, { ...invoice, status: "paid", paidAt: input.paidAt, transactionId: credited.transaction.id })
+        return credited._tag === "Credited" ? ("credited" as const) : ("duplicate" as const)
+      })),
+    expireInvoice: (type, externalId) =>
+      Effect.sync(() => {
+        const id = invoiceByExternal.get(externalKey(type, externalId))
+        const invoice = id === undefined ? undefined : invoices.get(id)
+        if (invoice !== undefined && invoice.status === "pending") invoices.set(invoice.id, { ...invoice, status: "expired" })
+      }),
+    expireDue: (now, limit) =>
+      Effect.sync(() => {
+        const due = [...invoices.values()]
+          .filter((i) => i.status === "pending" && i.expiresAt.getTime() <= now.getTime())
+          .slice(0, limit)
+        for (const invoice of due) invoices.set(invoice.id, { ...invoice, status: "expired" })
+        return due.length
+      }),
+    listInvoices: (accountId, filter, request) =>
+      Effect.sync(() =>
+        page(
+          [...invoices.values()].filter((i) => i.accountId === accountId && matchesStatus(i, filter)).sort(byNewestRecord),
+          request
+        )
+      ),
+    loadCursor: (name) => Effect.sync(() => cursors.get(name) ?? null),
+    saveCursor: (name, value) => Effect.sync(() => void cursors.set(name, value))
+  }
+
   return {
+    ...funding,
     getWallet: (accountId) => Effect.sync(() => walletOf(accountId)),
     reserve: (input) =>
       lock.withPermits(1)(Effect.gen(function*() {
@@ -326,49 +456,7 @@ const makeMemoryLedger = (shared: {
         for (const reservation of expired) yield* releaseHeld(reservation, newAuditId(), "expired", now)
         return expired.length
       })),
-    credit: (input) =>
-      lock.withPermits(1)(Effect.gen(function*() {
-        const key = `${input.accountId}|${input.creditKey}`
-        const existing = creditKeys.get(key)
-        if (existing !== undefined) return { _tag: "Duplicate", transaction: existing } as const
-        const wallet = walletOf(input.accountId)
-        const usd = input.pocket === "usd" ? input.amount : 0n
-        const sats = input.pocket === "sats" ? input.amount : 0n
-        if (input.amount <= 0n) return yield* Effect.die(new Error("credit amount must be positive"))
-        const transaction: Transaction = {
-          id: input.transactionId,
-          accountId: input.accountId,
-          agentId: input.agentId,
-          type: "credit",
-          amountMicroUsd: input.valueMicroUsd,
-          usdMicro: usd,
-          satsMsat: sats,
-          rateMicroUsdPerBtc: input.rateMicroUsdPerBtc,
-          description: input.description,
-          capability: null,
-          provider: null,
-          auditId: input.auditId,
-          createdAt: input.now
-        }
-        yield* appendAudit({
-          id: input.auditId,
-          accountId: input.accountId,
-          kind: "credit",
-          agentId: input.agentId,
-          reservationId: null,
-          transactionId: transaction.id,
-          amountMicroUsd: input.valueMicroUsd,
-          usdDeltaMicro: usd,
-          satsDeltaMsat: sats,
-          details: JSON.stringify({ key: input.creditKey }),
-          createdAt: input.now
-        })
-        const next = { ...wallet, usdMicro: wallet.usdMicro + usd, satsMsat: wallet.satsMsat + sats }
-        setWallet(next)
-        transactions.push(transaction)
-        creditKeys.set(key, transaction)
-        return { _tag: "Credited", transaction, wallet: next } as const
-      })),
+    credit: (input) => lock.withPermits(1)(creditUnlocked(input)),
     listTransactions: (accountId, filter, request) =>
       Effect.sync(() =>
         page(

@@ -14,7 +14,8 @@ import {
   type TransactionType,
   type Wallet
 } from "../../src/domain/Ledger.ts"
-import type { LedgerStore, Page } from "../../src/ports/Store.ts"
+import { type Invoice, type InvoiceStatus, type InvoiceType, paidInTime } from "../../src/domain/Invoice.ts"
+import type { CreditInput, FundingStore, LedgerStore, Page } from "../../src/ports/Store.ts"
 
 /**
  * The ledger half of the SQL store. Every write locks the account's wallet
@@ -68,6 +69,26 @@ interface TransactionRow {
   readonly provider: string | null
   readonly audit_id: string
   readonly created_at: Date | string
+}
+
+interface InvoiceRow {
+  readonly id: string
+  readonly account_id: string
+  readonly agent_id: string
+  readonly type: string
+  readonly amount_msat: Int8 | null
+  readonly amount_micro_usd: Int8 | null
+  readonly status: string
+  readonly rail: string
+  readonly external_id: string
+  readonly payment_request: string | null
+  readonly checkout_url: string | null
+  readonly created_at: Date | string
+  readonly expires_at: Date | string
+  readonly paid_at: Date | string | null
+  readonly late_payment_at: Date | string | null
+  readonly late_payment_amount: Int8 | null
+  readonly transaction_id: string | null
 }
 
 interface AuditRow {
@@ -146,7 +167,7 @@ export const toAuditRecord = (row: AuditRow): AuditRecord => ({
 export const makeSqlLedger = (
   sql: SqlClient.SqlClient,
   readAgent: (row: any) => { agent: Agent; policy: Policy }
-): LedgerStore => {
+): LedgerStore & FundingStore => {
   const lockWallet = (accountId: AccountId) =>
     Effect.flatMap(
       sql<WalletRow>`SELECT * FROM wallets WHERE account_id = ${accountId} FOR UPDATE`,
@@ -271,6 +292,184 @@ export const makeSqlLedger = (
       ])
       return "Released" as const
     })).pipe(Effect.orDie)
+
+  /** A credit inside a transaction that already holds the wallet lock. */
+  const creditLocked = (wallet: WalletRow, input: CreditInput) =>
+    Effect.gen(function*() {
+        const existing = yield* sql<TransactionRow>`
+          SELECT * FROM transactions WHERE account_id = ${input.accountId} AND credit_key = ${input.creditKey}`
+        if (existing[0] !== undefined) return { _tag: "Duplicate", transaction: toTransaction(existing[0]) } as const
+        if (input.amount <= 0n) return yield* Effect.die(new Error("credit amount must be positive"))
+        const usd = input.pocket === "usd" ? input.amount : 0n
+        const sats = input.pocket === "sats" ? input.amount : 0n
+        const audit = yield* seal(wallet, {
+          id: input.auditId,
+          accountId: input.accountId,
+          kind: "credit",
+          agentId: input.agentId,
+          reservationId: null,
+          transactionId: input.transactionId,
+          amountMicroUsd: input.valueMicroUsd,
+          usdDeltaMicro: usd,
+          satsDeltaMsat: sats,
+          details: JSON.stringify({ key: input.creditKey }),
+          createdAt: input.now
+        })
+        const transaction: Transaction = {
+          id: input.transactionId,
+          accountId: input.accountId,
+          agentId: input.agentId,
+          type: "credit",
+          amountMicroUsd: input.valueMicroUsd,
+          usdMicro: usd,
+          satsMsat: sats,
+          rateMicroUsdPerBtc: input.rateMicroUsdPerBtc,
+          description: input.description,
+          capability: null,
+          provider: null,
+          auditId: input.auditId,
+          createdAt: input.now
+        }
+        const next = yield* applyWrites(input.accountId, usd, sats, audit, [insertTransaction(transaction, input.creditKey)])
+        return { _tag: "Credited", transaction, wallet: next } as const
+    })
+
+  const invoiceRow = (row: InvoiceRow): Invoice => ({
+    id: row.id,
+    accountId: row.account_id as AccountId,
+    agentId: row.agent_id as AgentId,
+    type: row.type as InvoiceType,
+    amountMsat: bigOrNull(row.amount_msat),
+    amountMicroUsd: bigOrNull(row.amount_micro_usd),
+    status: row.status as InvoiceStatus,
+    rail: row.rail,
+    externalId: row.external_id,
+    paymentRequest: row.payment_request,
+    checkoutUrl: row.checkout_url,
+    createdAt: date(row.created_at),
+    expiresAt: date(row.expires_at),
+    paidAt: row.paid_at === null ? null : date(row.paid_at),
+    latePaymentAt: row.late_payment_at === null ? null : date(row.late_payment_at),
+    latePaymentAmount: bigOrNull(row.late_payment_amount),
+    transactionId: row.transaction_id
+  })
+
+  const funding: FundingStore = {
+    createInvoice: (invoice) =>
+      sql`INSERT INTO invoices ${
+        sql.insert({
+          id: invoice.id,
+          account_id: invoice.accountId,
+          agent_id: invoice.agentId,
+          type: invoice.type,
+          amount_msat: invoice.amountMsat,
+          amount_micro_usd: invoice.amountMicroUsd,
+          status: invoice.status,
+          rail: invoice.rail,
+          external_id: invoice.externalId,
+          payment_request: invoice.paymentRequest,
+          checkout_url: invoice.checkoutUrl,
+          created_at: invoice.createdAt,
+          expires_at: invoice.expiresAt,
+          paid_at: invoice.paidAt,
+          late_payment_at: invoice.latePaymentAt,
+          late_payment_amount: invoice.latePaymentAmount,
+          transaction_id: invoice.transactionId
+        })
+      }`.pipe(Effect.asVoid, Effect.orDie),
+
+    findInvoice: (by) =>
+      ("paymentRequest" in by
+        ? sql<InvoiceRow>`SELECT * FROM invoices WHERE payment_request = ${by.paymentRequest} LIMIT 1`
+        : sql<InvoiceRow>`SELECT * FROM invoices WHERE type = ${by.type} AND external_id = ${by.externalId}`).pipe(
+          Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), invoiceRow)),
+          Effect.orDie
+        ),
+
+    payInvoice: (input) =>
+      Effect.gen(function*() {
+        const [found] = yield* sql<{ account_id: string }>`
+          SELECT account_id FROM invoices WHERE type = ${input.type} AND external_id = ${input.externalId}`
+        if (found === undefined) return "unknown" as const
+        return yield* sql.withTransaction(Effect.gen(function*() {
+          // Wallet first, then the invoice: the same order as every ledger write.
+          const wallet = yield* lockWallet(found.account_id as AccountId)
+          const [row] = yield* sql<InvoiceRow>`
+            SELECT * FROM invoices WHERE type = ${input.type} AND external_id = ${input.externalId} FOR UPDATE`
+          const invoice = invoiceRow(row!)
+          if (invoice.status === "paid") return "duplicate" as const
+          const amount = input.amountPaid ?? (invoice.type === "lightning" ? invoice.amountMsat! : invoice.amountMicroUsd!)
+          if (invoice.status === "expired" || !paidInTime(invoice, input.paidAt)) {
+            yield* sql`
+              UPDATE invoices SET status = 'expired',
+                late_payment_at = COALESCE(late_payment_at, ${input.paidAt}),
+                late_payment_amount = COALESCE(late_payment_amount, ${amount})
+              WHERE id = ${invoice.id}`
+            return "late" as const
+          }
+          const value = invoice.type === "lightning"
+            ? input.valueOfMsat(amount)
+            : { valueMicroUsd: amount, rateMicroUsdPerBtc: null }
+          const credited = yield* creditLocked(wallet, {
+            accountId: invoice.accountId,
+            agentId: invoice.agentId,
+            creditKey: invoice.id,
+            pocket: invoice.type === "lightning" ? "sats" : "usd",
+            amount,
+            valueMicroUsd: value.valueMicroUsd,
+            rateMicroUsdPerBtc: value.rateMicroUsdPerBtc,
+            description: invoice.type === "lightning" ? "Lightning funding" : "Card funding",
+            transactionId: input.transactionId,
+            auditId: input.auditId,
+            now: input.now
+          })
+          yield* sql`
+            UPDATE invoices SET status = 'paid', paid_at = ${input.paidAt}, transaction_id = ${credited.transaction.id}
+            WHERE id = ${invoice.id}`
+          return credited._tag === "Credited" ? ("credited" as const) : ("duplicate" as const)
+        }))
+      }).pipe(Effect.orDie),
+
+    expireInvoice: (type, externalId) =>
+      sql`UPDATE invoices SET status = 'expired' WHERE type = ${type} AND external_id = ${externalId} AND status = 'pending'`
+        .pipe(Effect.asVoid, Effect.orDie),
+
+    expireDue: (now, limit) =>
+      sql<{ id: string }>`
+        UPDATE invoices SET status = 'expired'
+        WHERE id IN (
+          SELECT id FROM invoices WHERE status = 'pending' AND expires_at <= ${now}
+          ORDER BY expires_at LIMIT ${limit} FOR UPDATE SKIP LOCKED
+        ) AND status = 'pending'
+        RETURNING id`.pipe(Effect.map((rows) => rows.length), Effect.orDie),
+
+    listInvoices: (accountId, filter, request) =>
+      Effect.gen(function*() {
+        const conditions = [sql`account_id = ${accountId}`]
+        if (filter.status === "paid") conditions.push(sql`status = 'paid'`)
+        if (filter.status === "pending") conditions.push(sql`status = 'pending' AND expires_at > ${filter.now}`)
+        if (filter.status === "expired") {
+          conditions.push(sql`(status = 'expired' OR (status = 'pending' AND expires_at <= ${filter.now}))`)
+        }
+        const where = sql.and(conditions)
+        const rows = yield* sql<InvoiceRow>`
+          SELECT * FROM invoices WHERE ${where}
+          ORDER BY created_at DESC, id COLLATE "C" DESC LIMIT ${request.limit} OFFSET ${request.offset}`
+        const [count] = yield* sql<{ n: Int8 }>`SELECT count(*) AS n FROM invoices WHERE ${where}`
+        return { items: rows.map(invoiceRow), total: Number(count?.n ?? 0) } satisfies Page<Invoice>
+      }).pipe(Effect.orDie),
+
+    loadCursor: (name) =>
+      sql<{ value: string }>`SELECT value FROM rail_cursors WHERE name = ${name}`.pipe(
+        Effect.map((rows) => rows[0]?.value ?? null),
+        Effect.orDie
+      ),
+
+    saveCursor: (name, value) =>
+      sql`
+        INSERT INTO rail_cursors (name, value) VALUES (${name}, ${value})
+        ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value`.pipe(Effect.asVoid, Effect.orDie)
+  }
 
   return {
     getWallet: (accountId) =>
@@ -429,45 +628,10 @@ export const makeSqlLedger = (
       }).pipe(Effect.orDie),
 
     credit: (input) =>
-      sql.withTransaction(Effect.gen(function*() {
-        const wallet = yield* lockWallet(input.accountId)
-        const existing = yield* sql<TransactionRow>`
-          SELECT * FROM transactions WHERE account_id = ${input.accountId} AND credit_key = ${input.creditKey}`
-        if (existing[0] !== undefined) return { _tag: "Duplicate", transaction: toTransaction(existing[0]) } as const
-        if (input.amount <= 0n) return yield* Effect.die(new Error("credit amount must be positive"))
-        const usd = input.pocket === "usd" ? input.amount : 0n
-        const sats = input.pocket === "sats" ? input.amount : 0n
-        const audit = yield* seal(wallet, {
-          id: input.auditId,
-          accountId: input.accountId,
-          kind: "credit",
-          agentId: input.agentId,
-          reservationId: null,
-          transactionId: input.transactionId,
-          amountMicroUsd: input.valueMicroUsd,
-          usdDeltaMicro: usd,
-          satsDeltaMsat: sats,
-          details: JSON.stringify({ key: input.creditKey }),
-          createdAt: input.now
-        })
-        const transaction: Transaction = {
-          id: input.transactionId,
-          accountId: input.accountId,
-          agentId: input.agentId,
-          type: "credit",
-          amountMicroUsd: input.valueMicroUsd,
-          usdMicro: usd,
-          satsMsat: sats,
-          rateMicroUsdPerBtc: input.rateMicroUsdPerBtc,
-          description: input.description,
-          capability: null,
-          provider: null,
-          auditId: input.auditId,
-          createdAt: input.now
-        }
-        const next = yield* applyWrites(input.accountId, usd, sats, audit, [insertTransaction(transaction, input.creditKey)])
-        return { _tag: "Credited", transaction, wallet: next } as const
-      })).pipe(Effect.orDie),
+      sql.withTransaction(Effect.flatMap(lockWallet(input.accountId), (wallet) => creditLocked(wallet, input)))
+        .pipe(Effect.orDie),
+
+    ...funding,
 
     listTransactions: (accountId, filter, request) =>
       Effect.gen(function*() {

@@ -137,5 +137,43 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
         CHECK ((response_status IS NULL) = (response_body IS NULL))
       )`
     yield* sql`CREATE INDEX idempotency_keys_expires ON idempotency_keys (expires_at)`
+  }),
+  "0004_invoices": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // Funding requests. (type, external_id) is unique: a payment notice finds
+    // exactly one invoice, and the credit it causes uses the invoice id as its
+    // credit key, so an invoice is credited at most once.
+    yield* sql`
+      CREATE TABLE invoices (
+        id                    TEXT PRIMARY KEY,
+        account_id            TEXT NOT NULL REFERENCES accounts (id),
+        agent_id              TEXT NOT NULL REFERENCES agents (id),
+        type                  TEXT NOT NULL CHECK (type IN ('lightning', 'card')),
+        amount_msat           BIGINT CHECK (amount_msat > 0),
+        amount_micro_usd      BIGINT CHECK (amount_micro_usd > 0),
+        status                TEXT NOT NULL CHECK (status IN ('pending', 'paid', 'expired')),
+        rail                  TEXT NOT NULL,
+        external_id           TEXT NOT NULL,
+        payment_request       TEXT,
+        checkout_url          TEXT,
+        created_at            TIMESTAMPTZ NOT NULL,
+        expires_at            TIMESTAMPTZ NOT NULL,
+        paid_at               TIMESTAMPTZ,
+        late_payment_at       TIMESTAMPTZ,
+        late_payment_amount   BIGINT,
+        transaction_id        TEXT REFERENCES transactions (id),
+        UNIQUE (type, external_id),
+        CHECK ((type = 'lightning') = (amount_msat IS NOT NULL)),
+        CHECK ((type = 'card') = (amount_micro_usd IS NOT NULL)),
+        CHECK ((status = 'paid') = (paid_at IS NOT NULL AND transaction_id IS NOT NULL))
+      )`
+    yield* sql`CREATE INDEX invoices_account ON invoices (account_id, created_at DESC, id DESC)`
+    yield* sql`CREATE INDEX invoices_pending_expiry ON invoices (expires_at) WHERE status = 'pending'`
+    yield* sql`CREATE INDEX invoices_payment_request ON invoices (payment_request)`
+    yield* sql`
+      CREATE TABLE rail_cursors (
+        name    TEXT PRIMARY KEY,
+        value   TEXT NOT NULL
+      )`
   })
 }

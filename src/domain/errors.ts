@@ -134,3 +134,14 @@ export type SpendRefusal =
   | InsufficientBalance
   | CapabilityNotAllowed
   | RateUnavailable
+
+/** A funding amount the rails cannot take (card below the minimum, fractional cents or sats, non-positive). */
+export class InvalidAmount extends Schema.TaggedError<InvalidAmount>()("InvalidAmount", {
+  message: Schema.String,
+  minimum: Schema.optional(Schema.Number)
+}) {
+  readonly code = "INVALID_AMOUNT"
+  get details() {
+    return this.minimum === undefined ? undefined : { minimum: this.minimum }
+  }
+}

@@ -12,6 +12,8 @@ import type {
   TransactionType,
   Wallet
 } from "../domain/Ledger.ts"
+import type { Invoice, InvoiceStatus, InvoiceType } from "../domain/Invoice.ts"
+import type { PaymentOutcome } from "./Rails.ts"
 import type { HoldPlan, ReserveSnapshot, SettlePlan } from "../wallet/decide.ts"
 
 /**
@@ -62,7 +64,7 @@ export type UpdateAgentResult =
   | { readonly _tag: "NotFound" }
   | { readonly _tag: "LastLiveOwner" }
 
-export interface StoreShape extends LedgerStore {
+export interface StoreShape extends LedgerStore, FundingStore {
   /** Cheap liveness check for /health. Fails (defect) when storage is unreachable. */
   readonly ping: Effect.Effect<void>
   /** Creates an account together with its first (owner) agent, atomically. */
@@ -205,6 +207,51 @@ export interface LedgerStore {
   readonly getAudit: (accountId: AccountId, auditId: string) => Effect.Effect<Option.Option<AuditRecord>>
   /** Records with seq in (afterSeq, afterSeq + limit], in order. */
   readonly listAudit: (accountId: AccountId, afterSeq: bigint, limit: number) => Effect.Effect<ReadonlyArray<AuditRecord>>
+}
+
+// ---- funding ---------------------------------------------------------------
+
+export interface PayInvoiceInput {
+  readonly type: InvoiceType
+  readonly externalId: string
+  readonly paidAt: Date
+  /** What the rail says was paid (msat or µUSD); the invoice amount when it does not say. */
+  readonly amountPaid: bigint | undefined
+  readonly source: string
+  /** Ids for the credit, used only when it happens. */
+  readonly transactionId: string
+  readonly auditId: string
+  /** USD value of a sats credit at the current rate (0 when none is known). */
+  readonly valueOfMsat: (amountMsat: bigint) => { readonly valueMicroUsd: bigint; readonly rateMicroUsdPerBtc: bigint | null }
+  readonly now: Date
+}
+
+export interface InvoiceFilter {
+  /** Effective status: "pending" excludes, "expired" includes, pending invoices past their expiry. */
+  readonly status?: InvoiceStatus | undefined
+  readonly now: Date
+}
+
+export interface FundingStore {
+  readonly createInvoice: (invoice: Invoice) => Effect.Effect<void>
+  readonly findInvoice: (
+    by: { readonly type: InvoiceType; readonly externalId: string } | { readonly paymentRequest: string }
+  ) => Effect.Effect<Option.Option<Invoice>>
+  /**
+   * One transaction: the invoice is marked paid and the wallet credited
+   * (credit key = invoice id), or nothing changes. Already paid: "duplicate".
+   * Paid at or after expiry: the invoice is expired, the late payment recorded,
+   * nothing credited ("late").
+   */
+  readonly payInvoice: (input: PayInvoiceInput) => Effect.Effect<PaymentOutcome>
+  /** Marks a still-pending invoice expired (the rail says it can no longer be paid). */
+  readonly expireInvoice: (type: InvoiceType, externalId: string, at: Date) => Effect.Effect<void>
+  /** Writes `expired` on up to `limit` pending invoices past their expiry; returns how many. */
+  readonly expireDue: (now: Date, limit: number) => Effect.Effect<number>
+  /** Newest first. */
+  readonly listInvoices: (accountId: AccountId, filter: InvoiceFilter, page: PageRequest) => Effect.Effect<Page<Invoice>>
+  readonly loadCursor: (name: string) => Effect.Effect<string | null>
+  readonly saveCursor: (name: string, value: string) => Effect.Effect<void>
 }
 
 export class Store extends Context.Service<Store, StoreShape>()("spendgate/Store") {}

@@ -4,6 +4,7 @@
  */
 import { Effect, Layer, Option, Redacted } from "effect"
 import { storeLayer } from "../../adapters/sql/Database.ts"
+import { devRails } from "../../adapters/rails/dev.ts"
 import { Agents } from "../../src/agents/Agents.ts"
 import * as Gateway from "../../src/Gateway.ts"
 import { RateSource } from "../../src/ports/RateSource.ts"
@@ -36,7 +37,8 @@ Effect.runPromise(
       Gateway.layer.pipe(
         Layer.provide([
           storeLayer({ databaseUrl: Option.some(Redacted.make(url)), dataDir: undefined }),
-          RateSource.none
+          RateSource.none,
+          devRails({ dataDir: undefined, publicUrl: "http://spendgate.test" })
         ])
       )
     )

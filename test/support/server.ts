@@ -4,12 +4,17 @@ import * as MemoryStore from "../../adapters/memory/MemoryStore.ts"
 import { serverLayer } from "../../adapters/http/server.ts"
 import * as PgliteClient from "../../adapters/sql/PgliteClient.ts"
 import { storeOverClient } from "../../adapters/sql/Database.ts"
+import * as DevCard from "../../adapters/rails/DevCard.ts"
+import * as DevLightning from "../../adapters/rails/DevLightning.ts"
 import * as Gateway from "../../src/Gateway.ts"
 import type { BtcUsdRate } from "../../src/domain/Money.ts"
 import { RateSource } from "../../src/ports/RateSource.ts"
 import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
 import type { Store } from "../../src/ports/Store.ts"
 import { freshPostgresLayer } from "./postgres.ts"
+
+/** The dev card rail's checkout URLs start with this in tests (the real port is not known in advance). */
+export const TEST_PUBLIC_URL = "http://spendgate.test"
 
 /** The three storage back-ends every HTTP suite runs against. */
 export const storeBackends: ReadonlyArray<readonly [string, () => Layer.Layer<Store | IdempotencyStore, unknown>]> = [
@@ -35,10 +40,16 @@ export const startServer = async (
     port: 0,
     host: "127.0.0.1",
     announce: false,
+    devRails: { lightning: true, card: true },
     ...(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes })
   }).pipe(
     Layer.provideMerge(Gateway.layer),
-    Layer.provideMerge(Layer.mergeAll(store, options.rate === undefined ? RateSource.none : RateSource.fixed(options.rate)))
+    Layer.provideMerge(Layer.mergeAll(
+      store,
+      options.rate === undefined ? RateSource.none : RateSource.fixed(options.rate),
+      DevLightning.layer({ dataDir: undefined }),
+      DevCard.layer({ publicUrl: TEST_PUBLIC_URL })
+    ))
   )
   const context = await Effect.runPromise(Layer.buildWithScope(app, scope))
   const address = Context.get(context, HttpServer.HttpServer).address

@@ -3,6 +3,7 @@ import { join } from "node:path"
 import { Effect, Exit, Layer, ManagedRuntime, Option, Redacted, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { storeLayer } from "../../adapters/sql/Database.ts"
+import { devRails } from "../../adapters/rails/dev.ts"
 import type { AccountId } from "../../src/domain/ids.ts"
 import { Store } from "../../src/ports/Store.ts"
 import { Wallets } from "../../src/wallet/Wallets.ts"
@@ -51,7 +52,7 @@ describe("a process killed mid-call on PostgreSQL", () => {
     const runtime = ManagedRuntime.make(
       Gateway.layer.pipe(
         Layer.provideMerge(storeLayer({ databaseUrl: Option.some(Redacted.make(url)), dataDir: undefined })),
-        Layer.provideMerge(RateSource.none)
+        Layer.provideMerge(Layer.mergeAll(RateSource.none, devRails({ dataDir: undefined, publicUrl: "http://spendgate.test" })))
       )
     )
     try {

@@ -7,6 +7,8 @@ import type { Principal } from "../../src/domain/Agent.ts"
 import type { Capability } from "../../src/domain/Capability.ts"
 import { newAuditId, newReservationId, utcDay } from "../../src/domain/Ledger.ts"
 import { parseBtcUsdRate } from "../../src/domain/Money.ts"
+import * as DevCard from "../../adapters/rails/DevCard.ts"
+import * as DevLightning from "../../adapters/rails/DevLightning.ts"
 import * as Gateway from "../../src/Gateway.ts"
 import { RateSource } from "../../src/ports/RateSource.ts"
 import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
@@ -24,7 +26,12 @@ export const RATE = Result.getOrThrow(parseBtcUsdRate("50000"))
 const CENT = 10_000n
 
 export const testLayer = <R = never>(store: Layer.Layer<Store | IdempotencyStore, unknown, R>) =>
-  Gateway.layer.pipe(Layer.provideMerge(Layer.mergeAll(store, RateSource.fixed(RATE))))
+  Gateway.layer.pipe(Layer.provideMerge(Layer.mergeAll(
+    store,
+    RateSource.fixed(RATE),
+    DevLightning.layer({ dataDir: undefined }),
+    DevCard.layer({ publicUrl: "http://spendgate.test" })
+  )))
 
 /** A new account whose usd pocket holds `usdCents` (and sats pocket `sats`). */
 export const fundedAccount = (usdCents: bigint, sats = 0n) =>

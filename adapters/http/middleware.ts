@@ -1,9 +1,9 @@
 import { Context } from "effect"
 import { HttpApiMiddleware, HttpApiSecurity } from "effect/http-api"
 import type { Principal } from "../../src/domain/Agent.ts"
-import { Forbidden, Unauthorized } from "./errors.ts"
+import { BadRequest, Conflict, Forbidden, Unauthorized } from "./errors.ts"
 
-/** Bearer-key authentication of /v1: resolves the key to the calling agent. */
+/** The contract's middleware: bearer-key authentication and Idempotency-Key handling. */
 
 export class CurrentPrincipal extends Context.Service<CurrentPrincipal, Principal>()("spendgate/http/CurrentPrincipal") {}
 
@@ -13,4 +13,13 @@ export class Authentication extends HttpApiMiddleware.Service<Authentication, {
 }>()("spendgate/http/Authentication", {
   security: { bearer: HttpApiSecurity.bearer },
   error: [Unauthorized, Forbidden]
+}) {}
+
+/**
+ * `Idempotency-Key` support, implemented in idempotency.ts. Applied to single
+ * endpoints: an endpoint's own middleware runs inside its group's, so on an
+ * authenticated group it sees the caller's account.
+ */
+export class IdempotencyKeys extends HttpApiMiddleware.Service<IdempotencyKeys>()("spendgate/http/IdempotencyKeys", {
+  error: [BadRequest, Conflict]
 }) {}

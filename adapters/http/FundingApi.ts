@@ -1,0 +1,75 @@
+import { Schema } from "effect"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
+import { BadGateway, BadRequest, Forbidden, NotFound } from "./errors.ts"
+import { Authentication, IdempotencyKeys } from "./middleware.ts"
+
+/** Funding the wallet: Lightning invoices, card checkout sessions, and their list. */
+
+const Timestamp = Schema.String.annotate({ description: "ISO 8601 timestamp (UTC)" })
+
+export const InvoiceResponse = Schema.Struct({
+  id: Schema.String,
+  type: Schema.Literals(["lightning", "card"]),
+  amountSats: Schema.optional(Schema.Number),
+  amountUsdCents: Schema.optional(Schema.Number),
+  status: Schema.Literals(["pending", "paid", "expired"]),
+  createdAt: Timestamp,
+  expiresAt: Timestamp,
+  paidAt: Schema.optional(Timestamp),
+  paymentRequest: Schema.optional(Schema.String),
+  paymentHash: Schema.optional(Schema.String),
+  checkoutUrl: Schema.optional(Schema.String),
+  sessionId: Schema.optional(Schema.String),
+  latePaymentAt: Schema.optional(Timestamp).annotate({
+    description: "A payment arrived after expiry: recorded, not credited; contact the operator"
+  })
+})
+
+const errors = [BadRequest, Forbidden, NotFound, BadGateway] as const
+
+export class FundingApi extends HttpApiGroup.make("funding")
+  .add(
+    HttpApiEndpoint.post("fund", "/v1/wallet/fund", {
+      payload: Schema.Struct({
+        amountSats: Schema.Number.annotate({ description: "Positive whole number of sats; no minimum" })
+      }),
+      success: Schema.Struct({
+        invoiceId: Schema.String,
+        paymentRequest: Schema.String.annotate({ description: "BOLT11 invoice" }),
+        paymentHash: Schema.String,
+        amountSats: Schema.Number,
+        expiresAt: Timestamp
+      }),
+      error: errors
+    }).middleware(IdempotencyKeys),
+    HttpApiEndpoint.post("fundCard", "/v1/wallet/fund-card", {
+      payload: Schema.Struct({
+        amountUsdCents: Schema.Number.annotate({ description: "Whole cents, at least 1000" })
+      }),
+      success: Schema.Struct({
+        invoiceId: Schema.String,
+        checkoutUrl: Schema.String,
+        sessionId: Schema.String,
+        amountUsdCents: Schema.Number,
+        expiresAt: Timestamp
+      }),
+      error: errors
+    }).middleware(IdempotencyKeys),
+    HttpApiEndpoint.get("invoices", "/v1/wallet/invoices", {
+      query: {
+        status: Schema.optional(Schema.Literals(["pending", "paid", "expired"])),
+        limit: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 100 }))),
+        offset: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 1_000_000_000 })))
+      },
+      success: Schema.Struct({
+        invoices: Schema.Array(InvoiceResponse),
+        total: Schema.Number,
+        limit: Schema.Number,
+        offset: Schema.Number
+      }),
+      error: errors
+    })
+  )
+  .middleware(Authentication)
+  .annotateMerge(OpenApi.annotations({ title: "Funding", description: "Lightning invoices and card checkout" }))
+{}

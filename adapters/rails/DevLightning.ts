@@ -1,0 +1,183 @@
+import { randomBytes } from "node:crypto"
+import { chmod, link, mkdir, open, readFile, stat, unlink } from "node:fs/promises"
+import { join } from "node:path"
+import { sha256 } from "@noble/hashes/sha2.js"
+import { bytesToHex, hexToBytes } from "@noble/hashes/utils.js"
+import { type Context, Effect, Layer } from "effect"
+import {
+  type LightningInvoiceCreated,
+  type LightningInvoiceRequest,
+  LightningRail,
+  RailError
+} from "../../src/ports/Rails.ts"
+import { type Bolt11Network, encodeInvoice, isValidPrivateKey, nodePublicKey } from "./bolt11.ts"
+
+/**
+ * The built-in Lightning rail for development: it issues real, signed
+ * BOLT #11 invoices from a node key of its own, so the funding flow can be
+ * run end to end on one machine with no Lightning node and no credentials.
+ * Nothing watches a network for payments; the dev pay page reports them.
+ *
+ * The node key is 32 random bytes kept hex-encoded in
+ * `${dataDir}/dev-lightning-node.key` (mode 0600), created on first use and
+ * reused afterwards, so the payee of issued invoices stays the same across
+ * restarts. Without a data directory the key lives only in memory.
+ *
+ * The default network is regtest (`lnbcrt…`): these invoices name a node
+ * that exists nowhere, and a regtest prefix keeps real wallets from trying
+ * to pay them.
+ */
+
+export const RAIL_NAME = "dev"
+export const KEY_FILE_NAME = "dev-lightning-node.key"
+
+export interface DevLightningOptions {
+  /** Where the node key is kept; undefined keeps it in memory. */
+  readonly dataDir: string | undefined
+  /** Currency prefix of issued invoices; defaults to regtest. */
+  readonly network?: Bolt11Network
+}
+
+export interface DevLightningInvoice extends LightningInvoiceCreated {
+  /** The payment preimage (hex); `paymentHash` is its SHA-256. */
+  readonly preimage: string
+}
+
+export interface DevLightningNode {
+  readonly rail: Context.Service.Shape<typeof LightningRail>
+  /** The node id: compressed public key, 66 lower-case hex characters. */
+  readonly publicKeyHex: string
+  /** Where the key is kept, or undefined when it is in memory. */
+  readonly keyFile: string | undefined
+  /** Like `rail.createInvoice`, also returning the preimage. */
+  readonly issue: (request: LightningInvoiceRequest) => Effect.Effect<DevLightningInvoice, RailError>
+}
+
+const railError = (message: string) => new RailError({ rail: RAIL_NAME, message })
+
+const causeMessage = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
+
+const errorCode = (cause: unknown): unknown =>
+  typeof cause === "object" && cause !== null && "code" in cause ? cause.code : undefined
+
+/** 32 random bytes that are a valid secp256k1 scalar (all but ~2^-128 of draws are). */
+const generatePrivateKey = (): Uint8Array => {
+  for (;;) {
+    const candidate = new Uint8Array(randomBytes(32))
+    if (isValidPrivateKey(candidate)) return candidate
+  }
+}
+
+const parseKeyFile = (path: string, text: string): Uint8Array => {
+  const hex = text.trim()
+  if (!/^[0-9a-fA-F]{64}$/.test(hex)) {
+    throw new Error(`${path} does not hold a node key (64 hex characters expected)`)
+  }
+  const key = hexToBytes(hex.toLowerCase())
+  if (!isValidPrivateKey(key)) throw new Error(`${path} does not hold a valid secp256k1 private key`)
+  return key
+}
+
+const readKeyFile = async (path: string): Promise<Uint8Array> => {
+  const key = parseKeyFile(path, await readFile(path, "utf8"))
+  // The key signs invoices: keep it private even if it was copied in loosely.
+  if (process.platform !== "win32" && ((await stat(path)).mode & 0o077) !== 0) await chmod(path, 0o600)
+  return key
+}
+
+/**
+ * Creates the key file if there is none. The key is written to a private
+ * temporary file and then hard-linked into place, so the file appears
+ * complete or not at all, and of two processes starting at once exactly one
+ * key wins (the other gets EEXIST and reads the winner's).
+ */
+const createKeyFile = async (path: string): Promise<boolean> => {
+  const temporary = `${path}.${bytesToHex(new Uint8Array(randomBytes(6)))}.tmp`
+  const handle = await open(temporary, "wx", 0o600)
+  try {
+    try {
+      await handle.writeFile(`${bytesToHex(generatePrivateKey())}\n`, "utf8")
+      await handle.sync()
+    } finally {
+      await handle.close()
+    }
+    await chmod(temporary, 0o600) // in case the umask took bits away from the owner
+    try {
+      await link(temporary, path)
+      return true
+    } catch (cause) {
+      if (errorCode(cause) === "EEXIST") return false
+      throw cause
+    }
+  } finally {
+    await unlink(temporary).catch(() => undefined)
+  }
+}
+
+const loadOrCreateKey = async (dataDir: string): Promise<Uint8Array> => {
+  const path = join(dataDir, KEY_FILE_NAME)
+  await mkdir(dataDir, { recursive: true })
+  try {
+    return await readKeyFile(path)
+  } catch (cause) {
+    if (errorCode(cause) !== "ENOENT") throw cause
+  }
+  await createKeyFile(path)
+  return readKeyFile(path)
+}
+
+/** Builds the rail, loading the node key from `dataDir` (or creating it). */
+export const make = (options: DevLightningOptions): Effect.Effect<DevLightningNode, RailError> =>
+  Effect.gen(function*() {
+    const network = options.network ?? "bcrt"
+    const { dataDir } = options
+    const privateKey = dataDir === undefined
+      ? generatePrivateKey()
+      : yield* Effect.tryPromise({
+        try: () => loadOrCreateKey(dataDir),
+        catch: (cause) => railError(`cannot load the dev Lightning node key: ${causeMessage(cause)}`)
+      })
+    const publicKeyHex = bytesToHex(nodePublicKey(privateKey))
+
+    const issue = Effect.fn("DevLightning.createInvoice")(function*(request: LightningInvoiceRequest) {
+      const timestampMs = request.createdAt.getTime()
+      if (!Number.isFinite(timestampMs)) return yield* railError("createdAt is not a valid date")
+      const preimage = new Uint8Array(randomBytes(32))
+      const paymentHash = sha256(preimage)
+      const paymentRequest = yield* Effect.try({
+        try: () =>
+          encodeInvoice({
+            network,
+            amountMsat: request.amountMsat,
+            paymentHash,
+            paymentSecret: new Uint8Array(randomBytes(32)),
+            description: request.memo,
+            expirySeconds: request.expirySeconds,
+            timestampSeconds: Math.floor(timestampMs / 1000),
+            privateKey
+          }),
+        catch: (cause) => railError(`cannot encode invoice ${request.invoiceId}: ${causeMessage(cause)}`)
+      })
+      return { paymentRequest, paymentHash: bytesToHex(paymentHash), preimage: bytesToHex(preimage) }
+    })
+
+    const rail = LightningRail.of({
+      name: RAIL_NAME,
+      createInvoice: (request) =>
+        Effect.map(issue(request), ({ paymentHash, paymentRequest }) => ({ paymentHash, paymentRequest }))
+    })
+
+    return {
+      rail,
+      publicKeyHex,
+      keyFile: dataDir === undefined ? undefined : join(dataDir, KEY_FILE_NAME),
+      issue
+    } satisfies DevLightningNode
+  })
+
+/**
+ * The dev rail as a layer. A key file that cannot be read or created stops
+ * the layer with a defect naming the file: there is nothing to retry.
+ */
+export const layer = (options: DevLightningOptions): Layer.Layer<LightningRail> =>
+  Layer.effect(LightningRail, Effect.map(make(options), (node) => node.rail).pipe(Effect.orDie))

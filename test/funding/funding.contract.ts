@@ -1,0 +1,191 @@
+import { assert, describe, layer } from "@effect/vitest"
+import { Effect, Exit, type Layer, Option } from "effect"
+import { TestClock } from "effect/testing"
+import { Agents } from "../../src/agents/Agents.ts"
+import { Funding } from "../../src/funding/Funding.ts"
+import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
+import { PaymentSink } from "../../src/ports/Rails.ts"
+import { Store } from "../../src/ports/Store.ts"
+import { Wallets } from "../../src/wallet/Wallets.ts"
+import { fundedAccount, newWorker, testLayer } from "../wallet/ledger.contract.ts"
+
+/** The invoice lifecycle, against every Store implementation, with the dev rails. */
+
+const errCode = (error: unknown): string => (error as { code?: string }).code ?? String(error)
+const HOUR = 3_600_000
+
+const lightningNotice = (externalId: string, paidAt: Date, amountPaid?: bigint) => ({
+  type: "lightning" as const,
+  externalId,
+  paidAt,
+  source: "test",
+  ...(amountPaid === undefined ? {} : { amountPaid })
+})
+
+export const fundingContract = (name: string, store: () => Layer.Layer<Store | IdempotencyStore, unknown>) =>
+  describe(`Funding: ${name}`, () => {
+    layer(testLayer(store()), { timeout: 120_000, excludeTestServices: true })((it) => {
+      it.effect("creates a pending Lightning invoice that expires at exactly one hour", () =>
+        Effect.gen(function*() {
+          yield* TestClock.setTime(Date.parse("2026-11-21T10:00:00.000Z"))
+          const owner = yield* fundedAccount(0n)
+          const funding = yield* Funding
+          const invoice = yield* funding.fundLightning(owner, 2_100)
+          assert.strictEqual(invoice.type, "lightning")
+          assert.strictEqual(invoice.status, "pending")
+          assert.strictEqual(invoice.amountMsat, 2_100_000n)
+          assert.match(invoice.paymentRequest ?? "", /^lnbcrt21u1/)
+          assert.match(invoice.externalId, /^[0-9a-f]{64}$/)
+          assert.strictEqual(invoice.expiresAt.toISOString(), "2026-11-21T11:00:00.000Z")
+          yield* TestClock.adjust(HOUR - 1)
+          const before = yield* funding.invoices(owner, undefined, { limit: 10, offset: 0 })
+          assert.deepStrictEqual(before.items.map((i) => i.status), ["pending"])
+          yield* TestClock.adjust(1)
+          const after = yield* funding.invoices(owner, undefined, { limit: 10, offset: 0 })
+          assert.deepStrictEqual(after.items.map((i) => i.status), ["expired"])
+          assert.strictEqual((yield* funding.invoices(owner, "pending", { limit: 10, offset: 0 })).total, 0)
+          assert.strictEqual((yield* funding.invoices(owner, "expired", { limit: 10, offset: 0 })).total, 1)
+          assert.isTrue((yield* funding.expireDue) >= 1)
+        }).pipe(Effect.provide(TestClock.layer())))
+
+      it.effect("a card session expires at exactly 30 minutes", () =>
+        Effect.gen(function*() {
+          yield* TestClock.setTime(Date.parse("2026-11-21T10:00:00.000Z"))
+          const owner = yield* fundedAccount(0n)
+          const funding = yield* Funding
+          const invoice = yield* funding.fundCard(owner, 2_500)
+          assert.strictEqual(invoice.amountMicroUsd, 25_000_000n)
+          assert.strictEqual(invoice.expiresAt.toISOString(), "2026-11-21T10:30:00.000Z")
+          assert.match(invoice.checkoutUrl ?? "", /\/dev\/checkout\/cs_dev_/)
+          yield* TestClock.adjust(30 * 60_000 - 1)
+          assert.strictEqual((yield* funding.invoices(owner, "pending", { limit: 10, offset: 0 })).total, 1)
+          yield* TestClock.adjust(1)
+          assert.strictEqual((yield* funding.invoices(owner, "expired", { limit: 10, offset: 0 })).total, 1)
+        }).pipe(Effect.provide(TestClock.layer())))
+
+      it.effect("refuses bad amounts and non-owners", () =>
+        Effect.gen(function*() {
+          const owner = yield* fundedAccount(0n)
+          const funding = yield* Funding
+          for (const sats of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY]) {
+            assert.strictEqual(errCode(yield* Effect.flip(funding.fundLightning(owner, sats))), "INVALID_AMOUNT")
+          }
+          const below = yield* Effect.flip(funding.fundCard(owner, 999.99))
+          assert.strictEqual(errCode(below), "INVALID_AMOUNT")
+          assert.deepStrictEqual((below as { details?: unknown }).details, { minimum: 1000 })
+          assert.strictEqual(errCode(yield* Effect.flip(funding.fundCard(owner, 1000.5))), "INVALID_AMOUNT")
+          yield* funding.fundCard(owner, 1000)
+          const worker = yield* newWorker(owner)
+          assert.strictEqual(errCode(yield* Effect.flip(funding.fundLightning(worker, 10))), "FORBIDDEN")
+          assert.strictEqual(errCode(yield* Effect.flip(funding.fundCard(worker, 1000))), "FORBIDDEN")
+          assert.strictEqual(errCode(yield* Effect.flip(funding.invoices(worker, undefined, { limit: 1, offset: 0 }))), "FORBIDDEN")
+        }))
+
+      it.effect("the same settlement delivered 5 times concurrently credits once", () =>
+        Effect.gen(function*() {
+          const owner = yield* fundedAccount(0n)
+          const funding = yield* Funding
+          const sink = yield* PaymentSink
+          const invoice = yield* funding.fundLightning(owner, 5_000)
+          const paidAt = new Date(invoice.createdAt.getTime() + 60_000)
+          const outcomes = yield* Effect.all(
+            Array.from({ length: 5 }, () => sink.record(lightningNotice(invoice.externalId, paidAt))),
+            { concurrency: "unbounded" }
+          )
+          assert.deepStrictEqual([...outcomes].sort(), ["credited", "duplicate", "duplicate", "duplicate", "duplicate"])
+          const wallet = yield* (yield* Wallets).get(owner)
+          assert.strictEqual(wallet.satsMsat, 5_000_000n)
+          assert.strictEqual(wallet.usdMicro, 0n)
+          const credits = yield* (yield* Wallets).transactions(owner, { type: "credit" }, { limit: 10, offset: 0 })
+          assert.strictEqual(credits.total, 1)
+          assert.strictEqual(credits.items[0]?.satsMsat, 5_000_000n)
+          const [paid] = (yield* funding.invoices(owner, undefined, { limit: 1, offset: 0 })).items
+          assert.strictEqual(paid?.status, "paid")
+          assert.strictEqual(paid?.paidAt?.toISOString(), paidAt.toISOString())
+          assert.strictEqual(paid?.transactionId, credits.items[0]?.id)
+          assert.strictEqual(yield* sink.record(lightningNotice(invoice.externalId, paidAt)), "duplicate")
+          assert.strictEqual(yield* (yield* Wallets).verifyChain(owner.agent.accountId), null)
+        }))
+
+      it.effect("a card payment credits the usd pocket", () =>
+        Effect.gen(function*() {
+          const owner = yield* fundedAccount(0n)
+          const funding = yield* Funding
+          const sink = yield* PaymentSink
+          const invoice = yield* funding.fundCard(owner, 1_234)
+          const outcome = yield* sink.record({ type: "card", externalId: invoice.externalId, paidAt: invoice.createdAt, source: "test" })
+          assert.strictEqual(outcome, "credited")
+          const wallet = yield* (yield* Wallets).get(owner)
+          assert.strictEqual(wallet.usdMicro, 12_340_000n)
+          assert.strictEqual(wallet.satsMsat, 0n)
+        }))
+
+      it.effect("an expired invoice is never credited; the late payment is recorded", () =>
+        Effect.gen(function*() {
+          const owner = yield* fundedAccount(0n)
+          const funding = yield* Funding
+          const sink = yield* PaymentSink
+          const onTime = yield* funding.fundLightning(owner, 100)
+          const late = yield* funding.fundLightning(owner, 200)
+          const atExpiry = late.expiresAt
+          assert.strictEqual(yield* sink.record(lightningNotice(late.externalId, atExpiry)), "late")
+          assert.strictEqual(yield* sink.record(lightningNotice(late.externalId, atExpiry)), "late")
+          const justBefore = new Date(onTime.expiresAt.getTime() - 1)
+          assert.strictEqual(yield* sink.record(lightningNotice(onTime.externalId, justBefore)), "credited")
+          const wallet = yield* (yield* Wallets).get(owner)
+          assert.strictEqual(wallet.satsMsat, 100_000n)
+          const store = yield* Store
+          const recorded = Option.getOrThrow(yield* store.findInvoice({ type: "lightning", externalId: late.externalId }))
+          assert.strictEqual(recorded.status, "expired")
+          assert.strictEqual(recorded.latePaymentAt?.toISOString(), atExpiry.toISOString())
+          assert.strictEqual(recorded.latePaymentAmount, 200_000n)
+          assert.strictEqual(recorded.transactionId, null)
+        }))
+
+      it.effect("a rail's expiry notice closes a pending invoice; a later payment is late", () =>
+        Effect.gen(function*() {
+          const owner = yield* fundedAccount(0n)
+          const funding = yield* Funding
+          const sink = yield* PaymentSink
+          const invoice = yield* funding.fundCard(owner, 5_000)
+          yield* sink.recordExpiry("card", invoice.externalId, invoice.createdAt)
+          const outcome = yield* sink.record({ type: "card", externalId: invoice.externalId, paidAt: invoice.createdAt, source: "test" })
+          assert.strictEqual(outcome, "late")
+          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicro, 0n)
+        }))
+
+      it.effect("credits what was actually paid, and ignores unknown ids", () =>
+        Effect.gen(function*() {
+          const owner = yield* fundedAccount(0n)
+          const funding = yield* Funding
+          const sink = yield* PaymentSink
+          const invoice = yield* funding.fundLightning(owner, 1_000)
+          // Lightning lets a payer pay more than asked; nothing paid is lost.
+          assert.strictEqual(yield* sink.record(lightningNotice(invoice.externalId, invoice.createdAt, 1_000_500n)), "credited")
+          assert.strictEqual((yield* (yield* Wallets).get(owner)).satsMsat, 1_000_500n)
+          assert.strictEqual(yield* sink.record(lightningNotice("ff".repeat(32), invoice.createdAt)), "unknown")
+        }))
+
+      it.effect("keeps a rail's stream cursor", () =>
+        Effect.gen(function*() {
+          const sink = yield* PaymentSink
+          const name = `test-${Math.random()}`
+          assert.strictEqual(yield* sink.loadCursor(name), null)
+          yield* sink.saveCursor(name, "41")
+          yield* sink.saveCursor(name, "42")
+          assert.strictEqual(yield* sink.loadCursor(name), "42")
+        }))
+
+      it.effect("invoices of another account are not listed", () =>
+        Effect.gen(function*() {
+          const a = yield* fundedAccount(0n)
+          const b = yield* fundedAccount(0n)
+          const funding = yield* Funding
+          yield* funding.fundLightning(a, 1)
+          assert.strictEqual((yield* funding.invoices(b, undefined, { limit: 10, offset: 0 })).total, 0)
+          const agents = yield* Agents
+          const exit = yield* Effect.exit(agents.get(b, a.agent.id))
+          assert.isTrue(Exit.isFailure(exit))
+        }))
+    })
+  })
