@@ -4,6 +4,7 @@ import { AgentName, Role } from "../../src/domain/Agent.ts"
 import { Capability } from "../../src/domain/Capability.ts"
 import { Cents } from "../../src/domain/Money.ts"
 import { Authentication, CurrentPrincipal, IdempotencyKeys } from "./middleware.ts"
+import { AdminApi } from "./AdminApi.ts"
 import { FundingApi } from "./FundingApi.ts"
 import { WalletApi } from "./WalletApi.ts"
 import { BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable } from "./errors.ts"
@@ -157,6 +158,7 @@ export class Api extends HttpApi.make("spendgate")
   .add(AgentsApi)
   .add(WalletApi)
   .add(FundingApi)
+  .add(AdminApi)
   .annotate(HttpApi.ParseOptions, { onExcessProperty: "error" })
   .annotate(HttpApi.HeadersParseOptions, {})
   .annotateMerge(OpenApi.annotations({

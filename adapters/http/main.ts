@@ -1,11 +1,10 @@
 import { NodeRuntime } from "@effect/platform-node"
-import { Effect, Layer, Option, References } from "effect"
+import { Effect, Layer, References } from "effect"
 import * as Gateway from "../../src/Gateway.ts"
-import { RateSource } from "../../src/ports/RateSource.ts"
 import { Funding } from "../../src/funding/Funding.ts"
 import { Spend } from "../../src/wallet/Spend.ts"
 import { InvalidConfig, loadServerConfig } from "../config.ts"
-import { devRails } from "../rails/dev.ts"
+import { devPayers, followersLayer, loadPaymentConfig, railRoutes, railsLayer, rateLayer } from "../payments.ts"
 import { describeStorage, storeLayer } from "../sql/Database.ts"
 import { serverLayer } from "./server.ts"
 
@@ -17,16 +16,22 @@ const main = Effect.gen(function*() {
   const config = yield* loadServerConfig
   const database = { databaseUrl: config.databaseUrl, dataDir: config.dataDir }
   yield* Effect.logInfo(`Spendgate starting: storage = ${describeStorage(database)}`)
+  const payments = yield* loadPaymentConfig({ host: config.host, port: config.port, fixedRate: config.btcUsdRate })
+  yield* Effect.logInfo(
+    `Rails: lightning = ${payments.lightning.kind}, card = ${payments.card.kind}, BTC/USD rate = ${payments.rate.kind}`
+  )
   const app = serverLayer({
     port: config.port,
     host: config.host,
-    devRails: { lightning: true, card: true },
+    devRails: devPayers(payments),
+    extraRoutes: railRoutes(payments),
+    adminToken: config.adminToken,
     logRequests: config.logLevel === "Debug" || config.logLevel === "Trace" || config.logLevel === "All"
   }).pipe(
-    Layer.provide(Layer.mergeAll(Spend.sweeper(), Funding.expirer())),
+    Layer.provide(Layer.mergeAll(Spend.sweeper(), Funding.expirer(), followersLayer(payments))),
     Layer.provideMerge(Gateway.layer),
-    Layer.provide(Option.match(config.btcUsdRate, { onNone: () => RateSource.none, onSome: RateSource.fixed })),
-    Layer.provide(devRails({ dataDir: config.dataDir, publicUrl: `http://${config.host}:${config.port}` })),
+    Layer.provideMerge(rateLayer(payments)),
+    Layer.provide(railsLayer(payments, config.dataDir)),
     Layer.provide(storeLayer(database))
   )
   return yield* Layer.launch(app).pipe(Effect.provideService(References.MinimumLogLevel, config.logLevel))

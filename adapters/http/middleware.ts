@@ -1,7 +1,7 @@
 import { Context } from "effect"
 import { HttpApiMiddleware, HttpApiSecurity } from "effect/http-api"
 import type { Principal } from "../../src/domain/Agent.ts"
-import { BadRequest, Conflict, Forbidden, Unauthorized } from "./errors.ts"
+import { BadRequest, Conflict, Forbidden, NotFound, Unauthorized } from "./errors.ts"
 
 /** The contract's middleware: bearer-key authentication and Idempotency-Key handling. */
 
@@ -23,3 +23,12 @@ export class Authentication extends HttpApiMiddleware.Service<Authentication, {
 export class IdempotencyKeys extends HttpApiMiddleware.Service<IdempotencyKeys>()("spendgate/http/IdempotencyKeys", {
   error: [BadRequest, Conflict]
 }) {}
+
+/** The operator: `Authorization: Bearer <ADMIN_TOKEN>` on /v1/admin/*. */
+export class AdminAuthentication extends HttpApiMiddleware.Service<AdminAuthentication>()(
+  "spendgate/http/AdminAuthentication",
+  {
+    security: { bearer: HttpApiSecurity.bearer },
+    error: [Unauthorized, Forbidden, NotFound]
+  }
+) {}

@@ -1,10 +1,12 @@
 import { NodeHttpServer } from "@effect/platform-node"
-import { Layer } from "effect"
+import { Layer, Option, type Redacted } from "effect"
 import { HttpRouter, type HttpServer } from "effect/http"
 import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
 import { createServer } from "node:http"
 import type { Services } from "../../src/Gateway.ts"
 import type { Store } from "../../src/ports/Store.ts"
+import type { RateStatus } from "../rates/Exchanges.ts"
+import { AdminAuthenticationLive, AdminHandlers } from "./adminHandlers.ts"
 import { devRoutes } from "./devRoutes.ts"
 import { Api } from "./Api.ts"
 import { envelopeMiddleware } from "./envelope.ts"
@@ -23,6 +25,8 @@ export interface HttpOptions {
   readonly announce?: boolean
   /** Mount the development payer routes of the dev rails (see devRoutes.ts). */
   readonly devRails?: { readonly lightning: boolean; readonly card: boolean }
+  /** ADMIN_TOKEN; the admin API answers 404 without one. */
+  readonly adminToken?: Option.Option<Redacted.Redacted<string>>
   /** Routes outside the /v1 contract, e.g. a payment rail's webhook. */
   readonly extraRoutes?: Layer.Layer<never, never, Services | Store | HttpRouter.HttpRouter>
 }
@@ -33,11 +37,15 @@ export const routes = (options: Omit<HttpOptions, "port" | "host"> = {}) =>
     devRoutes(options.devRails ?? { lightning: false, card: false }),
     options.extraRoutes ?? Layer.empty,
     HttpApiBuilder.layer(Api, { openapiPath: "/v1/openapi.json" }).pipe(
-      Layer.provide([PublicHandlers, AgentsHandlers, WalletHandlers, FundingHandlers])
+      Layer.provide([PublicHandlers, AgentsHandlers, WalletHandlers, FundingHandlers, AdminHandlers])
     ),
     HttpApiScalar.layer(Api, { path: "/docs" }),
     envelopeMiddleware(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes })
-  ).pipe(Layer.provideMerge(AuthenticationLive), Layer.provideMerge(IdempotencyKeysLive))
+  ).pipe(
+    Layer.provideMerge(AuthenticationLive),
+    Layer.provideMerge(IdempotencyKeysLive),
+    Layer.provideMerge(AdminAuthenticationLive(options.adminToken ?? Option.none()))
+  )
 
 /**
  * The HTTP server over the core services. The core (and its storage) must be
@@ -45,7 +53,7 @@ export const routes = (options: Omit<HttpOptions, "port" | "host"> = {}) =>
  */
 export const serverLayer = (
   options: HttpOptions
-): Layer.Layer<HttpServer.HttpServer, unknown, Services | Store> =>
+): Layer.Layer<HttpServer.HttpServer, unknown, Services | Store | RateStatus> =>
   HttpRouter.serve(routes(options), {
     disableLogger: options.logRequests !== true,
     disableListenLog: options.announce === false

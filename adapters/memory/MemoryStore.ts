@@ -334,6 +334,15 @@ const makeMemoryLedger = (shared: {
           request
         )
       ),
+    listLatePayments: (request) =>
+      Effect.sync(() =>
+        page(
+          [...invoices.values()]
+            .filter((i) => i.latePaymentAt !== null)
+            .sort((a, b) => b.latePaymentAt!.getTime() - a.latePaymentAt!.getTime() || (a.id < b.id ? 1 : -1)),
+          request
+        )
+      ),
     loadCursor: (name) => Effect.sync(() => cursors.get(name) ?? null),
     saveCursor: (name, value) => Effect.sync(() => void cursors.set(name, value))
   }

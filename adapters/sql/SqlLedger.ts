@@ -459,6 +459,15 @@ export const makeSqlLedger = (
         return { items: rows.map(invoiceRow), total: Number(count?.n ?? 0) } satisfies Page<Invoice>
       }).pipe(Effect.orDie),
 
+    listLatePayments: (request) =>
+      Effect.gen(function*() {
+        const rows = yield* sql<InvoiceRow>`
+          SELECT * FROM invoices WHERE late_payment_at IS NOT NULL
+          ORDER BY late_payment_at DESC, id COLLATE "C" DESC LIMIT ${request.limit} OFFSET ${request.offset}`
+        const [count] = yield* sql<{ n: Int8 }>`SELECT count(*) AS n FROM invoices WHERE late_payment_at IS NOT NULL`
+        return { items: rows.map(invoiceRow), total: Number(count?.n ?? 0) } satisfies Page<Invoice>
+      }).pipe(Effect.orDie),
+
     loadCursor: (name) =>
       sql<{ value: string }>`SELECT value FROM rail_cursors WHERE name = ${name}`.pipe(
         Effect.map((rows) => rows[0]?.value ?? null),

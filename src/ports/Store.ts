@@ -250,6 +250,8 @@ export interface FundingStore {
   readonly expireDue: (now: Date, limit: number) => Effect.Effect<number>
   /** Newest first. */
   readonly listInvoices: (accountId: AccountId, filter: InvoiceFilter, page: PageRequest) => Effect.Effect<Page<Invoice>>
+  /** Invoices that received a payment after expiry, newest payment first (for the operator). */
+  readonly listLatePayments: (page: PageRequest) => Effect.Effect<Page<Invoice>>
   readonly loadCursor: (name: string) => Effect.Effect<string | null>
   readonly saveCursor: (name: string, value: string) => Effect.Effect<void>
 }

@@ -97,7 +97,51 @@ describe("the server process", () => {
     const badLevel = await runToExit({ LOG_LEVEL: "loud", PORT: "0", DATA_DIR: dataDir })
     expect(badLevel.code).toBe(1)
     expect(badLevel.output).toMatch(/LOG_LEVEL/)
+    const lnd = await runToExit({ LIGHTNING_RAIL: "lnd", PORT: "0", DATA_DIR: dataDir })
+    expect(lnd.code).toBe(1)
+    expect(lnd.output).toContain("LND_REST_URL is required when LIGHTNING_RAIL=lnd")
+    const stripe = await runToExit({ CARD_RAIL: "stripe", STRIPE_SECRET_KEY: "sk_test_x", PORT: "0", DATA_DIR: dataDir })
+    expect(stripe.code).toBe(1)
+    expect(stripe.output).toContain("STRIPE_WEBHOOK_SECRET is required when CARD_RAIL=stripe")
+    const rates = await runToExit({ RATE_SOURCES: "coinbase,mtgox", PORT: "0", DATA_DIR: dataDir })
+    expect(rates.code).toBe(1)
+    expect(rates.output).toContain("RATE_SOURCES must list some of coinbase, kraken, bitstamp")
   }, 60_000)
+
+  it("walks the README's funding path: signup, fund by Lightning, pay with npm run dev:pay, see the sats", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "spendgate-fund-"))
+    const server = await start({ DATA_DIR: dir })
+    try {
+      const api = client(server.baseUrl)
+      const signup = await api.post("/v1/signup", { name: "ops" })
+      const fund = await api.post("/v1/wallet/fund", { amountSats: 5000 }, signup.body.apiKey)
+      expect(fund.status).toBe(200)
+      expect(fund.body.paymentRequest).toMatch(/^lnbcrt50u1/)
+      const paid = await new Promise<{ code: number | null; output: string }>((resolve) => {
+        const child = spawn(nodeBin, [join(root, "adapters/cli/dev-pay.ts"), fund.body.paymentRequest, "--url", server.baseUrl], {
+          cwd: root,
+          env: { PATH: process.env["PATH"] ?? "" }
+        })
+        let output = ""
+        child.stdout.on("data", (c) => (output += c))
+        child.stderr.on("data", (c) => (output += c))
+        child.on("exit", (code) => resolve({ code, output }))
+      })
+      expect(paid.output).toContain(`${fund.body.invoiceId}: credited`)
+      expect(paid.code).toBe(0)
+      const wallet = await api.get("/v1/wallet", signup.body.apiKey)
+      expect(wallet.body).toMatchObject({ balanceSats: 5000, balanceUsdCents: 0 })
+      const card = await api.post("/v1/wallet/fund-card", { amountUsdCents: 1500 }, signup.body.apiKey)
+      const path = new URL(card.body.checkoutUrl).pathname
+      expect((await fetch(`${server.baseUrl}${path}/pay`, { method: "POST" })).status).toBe(200)
+      expect((await api.get("/v1/wallet", signup.body.apiKey)).body.balanceUsdCents).toBe(1500)
+      // The dev node key is kept in DATA_DIR, with owner-only permissions.
+      expect(statSync(join(dir, "dev-lightning-node.key")).mode & 0o777).toBe(0o600)
+    } finally {
+      await server.stop()
+      rmSync(dir, { recursive: true, force: true })
+    }
+  }, 90_000)
 
   it("keeps its data across a restart and never writes a key in plaintext", async () => {
     const first = await start({ DATA_DIR: dataDir, LOG_LEVEL: "Debug" })

@@ -1,14 +1,16 @@
-import { Context, Effect, Exit, Layer, Scope } from "effect"
-import { HttpServer } from "effect/http"
+import { Context, Effect, Exit, Layer, Option, Redacted, Scope } from "effect"
+import { type HttpRouter, HttpServer } from "effect/http"
 import * as MemoryStore from "../../adapters/memory/MemoryStore.ts"
 import { serverLayer } from "../../adapters/http/server.ts"
 import * as PgliteClient from "../../adapters/sql/PgliteClient.ts"
 import { storeOverClient } from "../../adapters/sql/Database.ts"
+import { rateLayer } from "../../adapters/payments.ts"
 import * as DevCard from "../../adapters/rails/DevCard.ts"
 import * as DevLightning from "../../adapters/rails/DevLightning.ts"
 import * as Gateway from "../../src/Gateway.ts"
 import type { BtcUsdRate } from "../../src/domain/Money.ts"
-import { RateSource } from "../../src/ports/RateSource.ts"
+import type { RateSource } from "../../src/ports/RateSource.ts"
+import type { CardRail } from "../../src/ports/Rails.ts"
 import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
 import type { Store } from "../../src/ports/Store.ts"
 import { freshPostgresLayer } from "./postgres.ts"
@@ -33,22 +35,37 @@ export interface RunningServer {
 /** A real HTTP server on an ephemeral loopback port over the given store. */
 export const startServer = async (
   store: Layer.Layer<Store | IdempotencyStore, unknown>,
-  options: { readonly bodyLimitBytes?: number; readonly rate?: BtcUsdRate } = {}
+  options: {
+    readonly bodyLimitBytes?: number
+    readonly rate?: BtcUsdRate
+    readonly adminToken?: string
+    /** Replaces the dev card rail (and adds the rail's own routes). */
+    readonly card?: {
+      readonly rail: Layer.Layer<CardRail>
+      readonly routes: Layer.Layer<never, never, Gateway.Services | Store | HttpRouter.HttpRouter>
+    }
+  } = {}
 ): Promise<RunningServer> => {
   const scope = Effect.runSync(Scope.make())
   const app = serverLayer({
     port: 0,
     host: "127.0.0.1",
     announce: false,
-    devRails: { lightning: true, card: true },
+    devRails: { lightning: true, card: options.card === undefined },
+    ...(options.card === undefined ? {} : { extraRoutes: options.card.routes }),
+    adminToken: options.adminToken === undefined ? Option.none() : Option.some(Redacted.make(options.adminToken)),
     ...(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes })
   }).pipe(
     Layer.provideMerge(Gateway.layer),
     Layer.provideMerge(Layer.mergeAll(
       store,
-      options.rate === undefined ? RateSource.none : RateSource.fixed(options.rate),
+      rateLayer({
+        lightning: { kind: "dev" },
+        card: { kind: "dev", publicUrl: TEST_PUBLIC_URL },
+        rate: options.rate === undefined ? { kind: "none" } : { kind: "fixed", rate: options.rate }
+      }),
       DevLightning.layer({ dataDir: undefined }),
-      DevCard.layer({ publicUrl: TEST_PUBLIC_URL })
+      options.card?.rail ?? DevCard.layer({ publicUrl: TEST_PUBLIC_URL })
     ))
   )
   const context = await Effect.runPromise(Layer.buildWithScope(app, scope))

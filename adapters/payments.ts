@@ -1,0 +1,156 @@
+import { Config, Effect, Layer, Option, Redacted } from "effect"
+import { readFileSync } from "node:fs"
+import type { BtcUsdRate } from "../src/domain/Money.ts"
+import { RateSource } from "../src/ports/RateSource.ts"
+import type { CardRail, LightningRail, PaymentSink } from "../src/ports/Rails.ts"
+import type { Services } from "../src/Gateway.ts"
+import type { Store } from "../src/ports/Store.ts"
+import type { HttpRouter } from "effect/http"
+import { InvalidConfig } from "./config.ts"
+import * as DevCard from "./rails/DevCard.ts"
+import * as DevLightning from "./rails/DevLightning.ts"
+import * as Lnd from "./rails/Lnd.ts"
+import * as Stripe from "./rails/Stripe.ts"
+import * as Exchanges from "./rates/Exchanges.ts"
+
+/**
+ * Which payment rails and which BTC/USD rate source the server uses, from
+ * the environment. The dev rails are the default, so `npm start` can be
+ * funded end to end with no credentials; their payer routes are mounted only
+ * while they are the configured rails.
+ */
+
+export type LightningConfig =
+  | { readonly kind: "dev" }
+  | { readonly kind: "lnd"; readonly lnd: Lnd.LndConfig }
+
+export type CardConfig =
+  | { readonly kind: "dev"; readonly publicUrl: string }
+  | { readonly kind: "stripe"; readonly stripe: Stripe.StripeConfig }
+
+export type RateConfig =
+  | { readonly kind: "none" }
+  | { readonly kind: "fixed"; readonly rate: BtcUsdRate }
+  | { readonly kind: "exchanges"; readonly sources: ReadonlyArray<Exchanges.ExchangeName> }
+
+export interface PaymentConfig {
+  readonly lightning: LightningConfig
+  readonly card: CardConfig
+  readonly rate: RateConfig
+}
+
+const fail = (message: string) => Effect.fail(new InvalidConfig({ message: `Invalid configuration: ${message}` }))
+
+const optionalString = (name: string) =>
+  Effect.mapError(Config.option(Config.String(name)), () => new InvalidConfig({ message: `Invalid configuration: ${name}` }))
+
+const required = (name: string, why: string) =>
+  Effect.flatMap(optionalString(name), (value) =>
+    Option.isSome(value) && value.value.trim() !== "" ? Effect.succeed(value.value.trim()) : fail(`${name} is required ${why}`))
+
+const readFile = (name: string, path: string) =>
+  Effect.try({ try: () => readFileSync(path, "utf8"), catch: () => new InvalidConfig({ message: `Invalid configuration: ${name}: cannot read ${path}` }) })
+
+export const loadPaymentConfig = (options: {
+  readonly host: string
+  readonly port: number
+  readonly fixedRate: Option.Option<BtcUsdRate>
+}): Effect.Effect<PaymentConfig, InvalidConfig> =>
+  Effect.gen(function*() {
+    const lightningKind = Option.getOrElse(yield* optionalString("LIGHTNING_RAIL"), () => "dev")
+    let lightning: LightningConfig
+    if (lightningKind === "dev") {
+      lightning = { kind: "dev" }
+    } else if (lightningKind === "lnd") {
+      const restUrl = yield* required("LND_REST_URL", "when LIGHTNING_RAIL=lnd")
+      if (!/^https?:\/\//.test(restUrl)) return yield* fail("LND_REST_URL must be an http(s) URL")
+      const macaroonHex = Option.isSome(yield* optionalString("LND_MACAROON_PATH"))
+        ? Buffer.from(readFileSync(yield* required("LND_MACAROON_PATH", ""))).toString("hex")
+        : yield* required("LND_MACAROON_HEX", "(or LND_MACAROON_PATH) when LIGHTNING_RAIL=lnd")
+      if (!/^[0-9a-fA-F]+$/.test(macaroonHex)) return yield* fail("LND_MACAROON_HEX must be hex")
+      const certPath = yield* optionalString("LND_TLS_CERT_PATH")
+      const tlsCertPem = Option.isSome(certPath) ? yield* readFile("LND_TLS_CERT_PATH", certPath.value) : undefined
+      lightning = { kind: "lnd", lnd: { restUrl, macaroonHex: Redacted.make(macaroonHex), tlsCertPem } }
+    } else {
+      return yield* fail("LIGHTNING_RAIL must be dev or lnd")
+    }
+
+    const publicHost = options.host === "0.0.0.0" || options.host === "::" ? "127.0.0.1" : options.host
+    const publicUrl = Option.getOrElse(yield* optionalString("PUBLIC_URL"), () => `http://${publicHost}:${options.port}`)
+    if (!/^https?:\/\/[^/]+/.test(publicUrl)) return yield* fail("PUBLIC_URL must be an http(s) URL")
+
+    const cardKind = Option.getOrElse(yield* optionalString("CARD_RAIL"), () => "dev")
+    let card: CardConfig
+    if (cardKind === "dev") {
+      card = { kind: "dev", publicUrl }
+    } else if (cardKind === "stripe") {
+      const secretKey = yield* required("STRIPE_SECRET_KEY", "when CARD_RAIL=stripe")
+      const webhookSecret = yield* required("STRIPE_WEBHOOK_SECRET", "when CARD_RAIL=stripe")
+      if (!/^(sk|rk)_/.test(secretKey)) return yield* fail("STRIPE_SECRET_KEY must be a secret (sk_…) or restricted (rk_…) key")
+      if (!webhookSecret.startsWith("whsec_")) return yield* fail("STRIPE_WEBHOOK_SECRET must start with whsec_")
+      card = {
+        kind: "stripe",
+        stripe: {
+          secretKey: Redacted.make(secretKey),
+          webhookSecret: Redacted.make(webhookSecret),
+          successUrl: Option.getOrElse(yield* optionalString("STRIPE_SUCCESS_URL"), () => `${publicUrl}/funded`),
+          cancelUrl: Option.getOrElse(yield* optionalString("STRIPE_CANCEL_URL"), () => `${publicUrl}/funding-cancelled`)
+        }
+      }
+    } else {
+      return yield* fail("CARD_RAIL must be dev or stripe")
+    }
+
+    const sources = yield* optionalString("RATE_SOURCES")
+    let rate: RateConfig = { kind: "none" }
+    if (Option.isSome(options.fixedRate) && Option.isSome(sources)) {
+      return yield* fail("set either BTC_USD_RATE or RATE_SOURCES, not both")
+    }
+    if (Option.isSome(options.fixedRate)) rate = { kind: "fixed", rate: options.fixedRate.value }
+    if (Option.isSome(sources)) {
+      const names = sources.value.split(",").map((s) => s.trim()).filter((s) => s !== "")
+      const unknown = names.filter((n) => !(Exchanges.EXCHANGES as ReadonlyArray<string>).includes(n))
+      if (names.length === 0 || unknown.length > 0) {
+        return yield* fail(`RATE_SOURCES must list some of ${Exchanges.EXCHANGES.join(", ")}`)
+      }
+      rate = { kind: "exchanges", sources: names as ReadonlyArray<Exchanges.ExchangeName> }
+    }
+    return { lightning, card, rate }
+  })
+
+/** The two rails. */
+export const railsLayer = (config: PaymentConfig, dataDir: string | undefined): Layer.Layer<LightningRail | CardRail> =>
+  Layer.mergeAll(
+    config.lightning.kind === "dev" ? DevLightning.layer({ dataDir }) : Lnd.layer(config.lightning.lnd),
+    config.card.kind === "dev" ? DevCard.layer({ publicUrl: config.card.publicUrl }) : Stripe.layer(config.card.stripe)
+  )
+
+/** What follows payments in the background (LND's invoice subscription). */
+export const followersLayer = (config: PaymentConfig): Layer.Layer<never, never, PaymentSink> =>
+  config.lightning.kind === "lnd" ? Lnd.subscriber(config.lightning.lnd) : Layer.empty
+
+/** Routes a rail needs outside the contract (Stripe's webhook). */
+export const railRoutes = (
+  config: PaymentConfig
+): Layer.Layer<never, never, Services | Store | HttpRouter.HttpRouter> =>
+  config.card.kind === "stripe" ? Stripe.webhookRoute(config.card.stripe) : Layer.empty
+
+export const devPayers = (config: PaymentConfig) => ({
+  lightning: config.lightning.kind === "dev",
+  card: config.card.kind === "dev"
+})
+
+/** RateSource and the operator's RateStatus. */
+export const rateLayer = (config: PaymentConfig): Layer.Layer<RateSource | Exchanges.RateStatus> => {
+  switch (config.rate.kind) {
+    case "fixed":
+      return Layer.merge(RateSource.fixed(config.rate.rate), Exchanges.fixedStatus(config.rate.rate))
+    case "exchanges":
+      return Exchanges.layerNode({ sources: config.rate.sources })
+    case "none":
+      return Layer.merge(
+        RateSource.none,
+        Layer.succeed(Exchanges.RateStatus, { status: Effect.succeed({ rate: null, asOf: null, stale: true, sources: [] }) })
+      )
+  }
+}
