@@ -1,0 +1,77 @@
+import { type Effect, type Result, Schema } from "effect"
+import type { Capability } from "../domain/Capability.ts"
+import type { NotFound, ValidationError } from "../domain/errors.ts"
+import type { BuiltCapability, CapabilityIO } from "./schemas.ts"
+
+/**
+ * The provider port. A provider serves one capability: it declares its
+ * price card (and models, for `reason`), quotes an upper bound of a call's
+ * cost before anything is spent, and runs the call, metering the actual cost
+ * from the upstream's own usage report. Adding a provider is one adapter
+ * file plus one price-card entry.
+ */
+
+/** Why an upstream call failed. Every such failure releases the hold; the next provider may be tried. */
+export class ProviderFailure extends Schema.TaggedError<ProviderFailure>()("ProviderFailure", {
+  provider: Schema.String,
+  reason: Schema.Literals(["timeout", "rate_limited", "unavailable", "rejected", "malformed", "too_large", "network", "blocked"]),
+  message: Schema.String
+}) {
+  readonly code = "PROVIDER_ERROR"
+  get details() {
+    return { provider: this.provider }
+  }
+}
+
+/** A model a `reason` provider offers, with its prices in micro-dollars per 1000 tokens. */
+export interface ModelInfo {
+  readonly id: string
+  readonly inputPer1kMicroUsd: bigint
+  readonly outputPer1kMicroUsd: bigint
+  /** The most completion tokens a call may ask for. */
+  readonly maxTokens: number
+  /** Completion tokens asked for when the caller gives no `maxTokens`. */
+  readonly defaultMaxTokens: number
+}
+
+/** A flat price: micro-dollars per unit (`query`, `page`, `second`, `image`, `1k_chars`, `message`, `segment`). */
+export interface UnitPrice {
+  readonly per: string
+  readonly priceMicroUsd: bigint
+}
+
+export interface Quote {
+  /** Upper bound of the cost, in micro-dollars. */
+  readonly microUsd: bigint
+  /** The model the call will use (`reason`). */
+  readonly model?: string | undefined
+  /** The completion-token cap the upstream is called with (`reason`). */
+  readonly maxTokens?: number | undefined
+}
+
+export interface Metered<O> {
+  readonly output: O
+  /** What the upstream reports was used, priced; the pipeline charges at most the quote. */
+  readonly actualMicroUsd: bigint
+  readonly model?: string | undefined
+}
+
+export interface Provider<C extends BuiltCapability = BuiltCapability> {
+  readonly name: string
+  readonly capability: C
+  /** `reason` providers: the models offered; the first is the default. */
+  readonly models?: ReadonlyArray<ModelInfo> | undefined
+  /** Other capabilities: the flat price. */
+  readonly unitPrice?: UnitPrice | undefined
+  /** Unknown model → NotFound; input the provider cannot take → ValidationError. */
+  readonly quote: (input: CapabilityIO[C]["input"]) => Result.Result<Quote, NotFound | ValidationError>
+  readonly run: (
+    input: CapabilityIO[C]["input"],
+    quote: Quote
+  ) => Effect.Effect<Metered<CapabilityIO[C]["output"]>, ProviderFailure>
+}
+
+export type AnyProvider = { readonly [C in BuiltCapability]: Provider<C> }[BuiltCapability]
+
+export const isCapabilityBuilt = (capability: Capability): capability is BuiltCapability =>
+  capability === "reason" || capability === "search" || capability === "read" || capability === "scrape"
