@@ -1,3 +1,4 @@
+import { registryOnly } from "../adapters/services/transport.ts"
 /**
  * Spend-pipeline benchmark: reserve → (upstream) → settle cycles through the
  * core services against PostgreSQL, with many concurrent agents, on many
@@ -16,6 +17,7 @@ import { Reactivity } from "effect/reactivity"
 import { storeOverClient } from "../adapters/sql/Database.ts"
 import { devRails } from "../adapters/rails/dev.ts"
 import { Agents } from "../src/agents/Agents.ts"
+import { Providers } from "../src/capabilities/Capabilities.ts"
 import type { Principal } from "../src/domain/Agent.ts"
 import * as Gateway from "../src/Gateway.ts"
 import { RateSource } from "../src/ports/RateSource.ts"
@@ -110,6 +112,7 @@ await withDatabase(async (url) => {
   const runtime = ManagedRuntime.make(
     Gateway.layer.pipe(
       Layer.provide(RateSource.none),
+      Layer.provide([Providers.make([]), registryOnly]),
       Layer.provide(devRails({ dataDir: undefined, publicUrl: "http://127.0.0.1" })),
       Layer.provide(storeOverClient.pipe(Layer.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: poolSize }))))
     )

@@ -1,3 +1,4 @@
+import { registryOnly } from "../adapters/services/transport.ts"
 /**
  * Embedding Spendgate in-process: no HTTP server, the core services called
  * directly from your own agent runtime. Storage here is the in-memory store;
@@ -9,7 +10,7 @@
 import { Effect, Layer } from "effect"
 import * as MemoryStore from "../adapters/memory/MemoryStore.ts"
 import { devRails } from "../adapters/rails/dev.ts"
-import { Agents, Gateway, Policies, RateSource, Spend, Wallets } from "../src/index.ts"
+import { Agents, Gateway, Policies, Providers, RateSource, Spend, Wallets } from "../src/index.ts"
 
 const program = Effect.gen(function*() {
   const agents = yield* Agents
@@ -64,7 +65,7 @@ const program = Effect.gen(function*() {
   }
 })
 
-Effect.runPromise(program.pipe(Effect.provide(Gateway.layer.pipe(Layer.provide([MemoryStore.layer, RateSource.none, devRails({ dataDir: undefined, publicUrl: "http://127.0.0.1:8080" })]))))).then(
+Effect.runPromise(program.pipe(Effect.provide(Gateway.layer.pipe(Layer.provide([MemoryStore.layer, RateSource.none, Providers.make([]), registryOnly, devRails({ dataDir: undefined, publicUrl: "http://127.0.0.1:8080" })]))))).then(
   () => console.log("ok"),
   (error) => {
     console.error(error)

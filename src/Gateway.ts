@@ -4,8 +4,13 @@ import { Policies } from "./agents/Policies.ts"
 import { Health } from "./Health.ts"
 import { Idempotency } from "./idempotency/Idempotency.ts"
 import type { IdempotencyStore } from "./ports/IdempotencyStore.ts"
+import { Capabilities, type Providers } from "./capabilities/Capabilities.ts"
+import { ProviderHealth } from "./capabilities/ProviderHealth.ts"
 import { Funding, paymentSinkLayer } from "./funding/Funding.ts"
 import type { RateSource } from "./ports/RateSource.ts"
+import type { RegistryStore } from "./ports/RegistryStore.ts"
+import type { ServiceTransport } from "./ports/ServiceTransport.ts"
+import { Services as ServiceCatalog } from "./services/Services.ts"
 import type { CardRail, LightningRail, PaymentSink } from "./ports/Rails.ts"
 import type { Store } from "./ports/Store.ts"
 import { Spend } from "./wallet/Spend.ts"
@@ -25,18 +30,48 @@ import { Wallets } from "./wallet/Wallets.ts"
  * `Spend.sweeper()` adds the periodic recovery sweep of expired holds; the
  * server runs it, an embedder decides.
  */
-export type Services = Agents | Policies | Health | Spend | Wallets | Idempotency | Funding | PaymentSink
+export type Services =
+  | Agents
+  | Policies
+  | Health
+  | Spend
+  | Wallets
+  | Idempotency
+  | Funding
+  | PaymentSink
+  | Capabilities
+  | ProviderHealth
+  | ServiceCatalog
 
-/** What the world must provide: storage, a BTC/USD rate source and the two payment rails. */
-export type Requirements = Store | IdempotencyStore | RateSource | LightningRail | CardRail
+/**
+ * What the world must provide: storage, a BTC/USD rate source, the two
+ * payment rails and the capability providers. `OutboundHttp` (URL safety)
+ * is used when present: provide it whenever a provider fetches URLs that
+ * callers choose.
+ */
+export type Requirements =
+  | Store
+  | IdempotencyStore
+  | RegistryStore
+  | RateSource
+  | LightningRail
+  | CardRail
+  | Providers
+  | ServiceTransport
+
+const spend = Spend.layer
+const health = ProviderHealth.layer
 
 export const layer: Layer.Layer<Services, never, Requirements> = Layer.mergeAll(
   Agents.layer,
   Policies.layer,
   Health.layer(),
-  Spend.layer,
+  spend,
   Wallets.layer,
   Idempotency.layer(),
   Funding.layer,
-  paymentSinkLayer
+  paymentSinkLayer,
+  health,
+  Capabilities.layer.pipe(Layer.provide([spend, health])),
+  ServiceCatalog.layer.pipe(Layer.provide(spend))
 )

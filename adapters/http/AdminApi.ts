@@ -2,6 +2,8 @@ import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import { BadRequest } from "./errors.ts"
 import { InvoiceResponse } from "./FundingApi.ts"
+import { AgentResponse } from "./resources.ts"
+import { IsoDate, TransactionResponse } from "./WalletApi.ts"
 import { AdminAuthentication } from "./middleware.ts"
 
 /** The operator's API, behind ADMIN_TOKEN; 404 when no token is configured. */
@@ -19,8 +21,110 @@ export const RateResponse = Schema.Struct({
   }))
 })
 
+const Paging = {
+  limit: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 100 }))),
+  offset: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 1_000_000_000 })))
+}
+const Id = Schema.String.check(Schema.isMaxLength(64))
+const list = <S extends Schema.Top>(key: string, item: S) =>
+  Schema.Struct({ [key]: Schema.Array(item), total: Schema.Number, limit: Schema.Number, offset: Schema.Number })
+
+export const StatsResponse = Schema.Struct({
+  from: Schema.String,
+  until: Schema.String,
+  accounts: Schema.Number,
+  agents: Schema.Struct({ total: Schema.Number, killed: Schema.Number, owners: Schema.Number }),
+  balances: Schema.Struct({ usdCents: Schema.Number, sats: Schema.Number }),
+  spend: Schema.Array(Schema.Struct({
+    day: Schema.String,
+    capability: Schema.String,
+    provider: Schema.String,
+    calls: Schema.Number,
+    amountUsdCents: Schema.Number
+  })),
+  funding: Schema.Array(Schema.Struct({
+    day: Schema.String,
+    pocket: Schema.Literals(["usd", "sats"]),
+    credits: Schema.Number,
+    usdCents: Schema.Number,
+    sats: Schema.Number
+  }))
+})
+
+export const AdminAuditRecord = Schema.Struct({
+  id: Schema.String,
+  accountId: Schema.String,
+  seq: Schema.Number,
+  kind: Schema.String,
+  agentId: Schema.NullOr(Schema.String),
+  reservationId: Schema.NullOr(Schema.String),
+  transactionId: Schema.NullOr(Schema.String),
+  amountUsdCents: Schema.Number,
+  pocketChange: Schema.Struct({ usdCents: Schema.Number, sats: Schema.Number }),
+  details: Schema.Unknown,
+  createdAt: Schema.String,
+  prevHash: Schema.String,
+  hash: Schema.String
+})
+
+export const ServiceHealthResponse = Schema.Struct({
+  providers: Schema.Array(Schema.Struct({
+    name: Schema.String,
+    capability: Schema.String,
+    configured: Schema.Boolean,
+    status: Schema.Literals(["ok", "degraded", "unavailable"]),
+    reason: Schema.optional(Schema.String),
+    circuit: Schema.Literals(["closed", "open", "half-open"]),
+    calls: Schema.Number,
+    successRate: Schema.NullOr(Schema.Number),
+    p50LatencyMs: Schema.NullOr(Schema.Number),
+    p95LatencyMs: Schema.NullOr(Schema.Number),
+    lastError: Schema.NullOr(Schema.String),
+    lastErrorAt: Schema.NullOr(Schema.String)
+  }))
+})
+
 export class AdminApi extends HttpApiGroup.make("admin")
   .add(
+    HttpApiEndpoint.get("stats", "/v1/admin/stats", {
+      query: { days: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 366 }))) },
+      success: StatsResponse,
+      error: BadRequest
+    }),
+    HttpApiEndpoint.get("agents", "/v1/admin/agents", {
+      query: {
+        accountId: Schema.optional(Id),
+        role: Schema.optional(Schema.Literals(["owner", "agent"])),
+        killed: Schema.optional(Schema.Literals(["true", "false"])),
+        ...Paging
+      },
+      success: list("agents", Schema.Struct({ ...AgentResponse.fields, accountId: Schema.String })),
+      error: BadRequest
+    }),
+    HttpApiEndpoint.get("transactions", "/v1/admin/transactions", {
+      query: {
+        accountId: Schema.optional(Id),
+        agentId: Schema.optional(Id),
+        type: Schema.optional(Schema.Literals(["charge", "credit", "refund"])),
+        startDate: Schema.optional(IsoDate),
+        endDate: Schema.optional(IsoDate),
+        ...Paging
+      },
+      success: list("transactions", Schema.Struct({ ...TransactionResponse.fields, accountId: Schema.String })),
+      error: BadRequest
+    }),
+    HttpApiEndpoint.get("auditLogs", "/v1/admin/audit-logs", {
+      query: {
+        accountId: Schema.optional(Id),
+        kind: Schema.optional(Schema.Literals(["reserve", "settle", "release", "credit"])),
+        startDate: Schema.optional(IsoDate),
+        endDate: Schema.optional(IsoDate),
+        ...Paging
+      },
+      success: list("auditLogs", AdminAuditRecord),
+      error: BadRequest
+    }),
+    HttpApiEndpoint.get("serviceHealth", "/v1/admin/service-health", { success: ServiceHealthResponse, error: BadRequest }),
     HttpApiEndpoint.get("rate", "/v1/admin/rate", { success: RateResponse, error: BadRequest }),
     HttpApiEndpoint.get("latePayments", "/v1/admin/late-payments", {
       query: {

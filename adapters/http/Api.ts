@@ -4,7 +4,10 @@ import { AgentName, Role } from "../../src/domain/Agent.ts"
 import { Capability } from "../../src/domain/Capability.ts"
 import { Cents } from "../../src/domain/Money.ts"
 import { Authentication, CurrentPrincipal, IdempotencyKeys } from "./middleware.ts"
+import { AgentResponse } from "./resources.ts"
 import { AdminApi } from "./AdminApi.ts"
+import { CapabilitiesApi } from "./CapabilitiesApi.ts"
+import { ServicesApi } from "./ServicesApi.ts"
 import { FundingApi } from "./FundingApi.ts"
 import { WalletApi } from "./WalletApi.ts"
 import { BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable } from "./errors.ts"
@@ -29,19 +32,12 @@ export const ListQuery = {
 // ---- authentication ----------------------------------------------------------
 
 export { Authentication, CurrentPrincipal, IdempotencyKeys }
+export { AgentResponse }
 
 
 
 // ---- resources -------------------------------------------------------------
 
-export const AgentResponse = Schema.Struct({
-  id: Schema.String,
-  name: Schema.String,
-  role: Role,
-  killed: Schema.Boolean,
-  createdAt: Timestamp,
-  lastActiveAt: Schema.NullOr(Timestamp)
-})
 
 export const CreatedAgentResponse = Schema.Struct({
   id: Schema.String,
@@ -159,6 +155,8 @@ export class Api extends HttpApi.make("spendgate")
   .add(WalletApi)
   .add(FundingApi)
   .add(AdminApi)
+  .add(CapabilitiesApi)
+  .add(ServicesApi)
   .annotate(HttpApi.ParseOptions, { onExcessProperty: "error" })
   .annotate(HttpApi.HeadersParseOptions, {})
   .annotateMerge(OpenApi.annotations({

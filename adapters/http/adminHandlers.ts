@@ -1,9 +1,15 @@
-import { Effect, Layer, Option, Redacted } from "effect"
+import { Clock, Effect, Layer, Option, Redacted } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { timingSafeEqual, createHash } from "node:crypto"
 import { isApiKeyFormat } from "../../src/domain/ids.ts"
 import { microUsdToCents, msatToSats } from "../../src/domain/Money.ts"
+import { Providers } from "../../src/capabilities/Capabilities.ts"
+import { ProviderHealth, ProviderStatuses } from "../../src/capabilities/ProviderHealth.ts"
+import type { AccountId, AgentId } from "../../src/domain/ids.ts"
+import { AdminStore } from "../../src/ports/AdminStore.ts"
 import { Store } from "../../src/ports/Store.ts"
+import { agentJson } from "./handlers.ts"
+import { auditJson, transactionJson } from "./walletHandlers.ts"
 import { RateStatus } from "../rates/Exchanges.ts"
 import { Api } from "./Api.ts"
 import { toHttpError } from "./errors.ts"
@@ -36,13 +42,121 @@ export const AdminAuthenticationLive = (adminToken: Option.Option<Redacted.Redac
     })
   )
 
+const dayStart = (date: string) => new Date(`${date}T00:00:00.000Z`)
+const dayAfter = (date: string) => new Date(dayStart(date).getTime() + 86_400_000)
+const pageOf = (query: { readonly limit?: number | undefined; readonly offset?: number | undefined }) => ({
+  limit: query.limit ?? 50,
+  offset: query.offset ?? 0
+})
+
 export const AdminHandlers = HttpApiBuilder.group(
   Api,
   "admin",
   Effect.fn(function*(handlers) {
     const rates = yield* RateStatus
     const store = yield* Store
+    const admin = yield* AdminStore
+    const health = yield* ProviderHealth
+    const { all: providers } = yield* Providers
+    const statuses = yield* Effect.serviceOption(ProviderStatuses)
     return handlers
+      .handle("stats", ({ query }) =>
+        Effect.gen(function*() {
+          const now = yield* Clock.currentTimeMillis
+          const until = new Date(dayStart(new Date(now).toISOString().slice(0, 10)).getTime() + 86_400_000)
+          const from = new Date(until.getTime() - (query.days ?? 30) * 86_400_000)
+          const stats = yield* admin.stats({ from, until })
+          return {
+            from: from.toISOString(),
+            until: until.toISOString(),
+            accounts: stats.accounts,
+            agents: stats.agents,
+            balances: { usdCents: microUsdToCents(stats.balances.usdMicro), sats: msatToSats(stats.balances.satsMsat) },
+            spend: stats.spend.map((row) => ({
+              day: row.day,
+              capability: row.capability,
+              provider: row.provider,
+              calls: row.calls,
+              amountUsdCents: microUsdToCents(row.amountMicroUsd)
+            })),
+            funding: stats.funding.map((row) => ({
+              day: row.day,
+              pocket: row.pocket,
+              credits: row.credits,
+              usdCents: microUsdToCents(row.usdMicro),
+              sats: msatToSats(row.satsMsat)
+            }))
+          }
+        }))
+      .handle("agents", ({ query }) =>
+        Effect.gen(function*() {
+          const page = pageOf(query)
+          const result = yield* admin.agents({
+            accountId: query.accountId as AccountId | undefined,
+            role: query.role,
+            killed: query.killed === undefined ? undefined : query.killed === "true"
+          }, page)
+          return { agents: result.items.map((a) => ({ ...agentJson(a), accountId: a.accountId })), total: result.total, ...page }
+        }))
+      .handle("transactions", ({ query }) =>
+        Effect.gen(function*() {
+          const page = pageOf(query)
+          const result = yield* admin.transactions({
+            accountId: query.accountId as AccountId | undefined,
+            agentId: query.agentId as AgentId | undefined,
+            type: query.type,
+            from: query.startDate === undefined ? undefined : dayStart(query.startDate),
+            until: query.endDate === undefined ? undefined : dayAfter(query.endDate)
+          }, page)
+          return {
+            transactions: result.items.map((t) => ({ ...transactionJson(t), accountId: t.accountId })),
+            total: result.total,
+            ...page
+          }
+        }))
+      .handle("auditLogs", ({ query }) =>
+        Effect.gen(function*() {
+          const page = pageOf(query)
+          const result = yield* admin.auditLogs({
+            accountId: query.accountId as AccountId | undefined,
+            kind: query.kind,
+            from: query.startDate === undefined ? undefined : dayStart(query.startDate),
+            until: query.endDate === undefined ? undefined : dayAfter(query.endDate)
+          }, page)
+          return {
+            auditLogs: result.items.map((r) => {
+              const { verified: _, ...json } = auditJson(r, true)
+              return { ...json, accountId: r.accountId }
+            }),
+            total: result.total,
+            ...page
+          }
+        }))
+      .handle("serviceHealth", () =>
+        Effect.gen(function*() {
+          const reports = []
+          for (const provider of providers) {
+            const report = yield* health.report(provider.name)
+            const status = Option.isSome(statuses) ? statuses.value.of(provider.name) : undefined
+            reports.push({
+              name: provider.name,
+              capability: provider.capability,
+              configured: true,
+              status: status !== undefined && !status.ok
+                ? "unavailable" as const
+                : report.circuit === "closed" ? "ok" as const : "degraded" as const,
+              ...(status !== undefined && !status.ok ? { reason: status.reason } : {}),
+              circuit: report.circuit,
+              calls: report.calls,
+              successRate: report.successRate,
+              p50LatencyMs: report.p50LatencyMs,
+              p95LatencyMs: report.p95LatencyMs,
+              lastError: report.lastError,
+              lastErrorAt: report.lastErrorAt === null ? null : report.lastErrorAt.toISOString()
+            })
+          }
+          return { providers: reports }
+        }))
       .handle("rate", () =>
         Effect.map(rates.status, (report) => ({
           rate: report.rate === null ? null : Number(report.rate),

@@ -5,6 +5,7 @@ import { Funding } from "../../src/funding/Funding.ts"
 import { Spend } from "../../src/wallet/Spend.ts"
 import { InvalidConfig, loadServerConfig } from "../config.ts"
 import { devPayers, followersLayer, loadPaymentConfig, railRoutes, railsLayer, rateLayer } from "../payments.ts"
+import { loadProvidersConfig, providersLayer } from "../providersConfig.ts"
 import { describeStorage, storeLayer } from "../sql/Database.ts"
 import { serverLayer } from "./server.ts"
 
@@ -20,6 +21,10 @@ const main = Effect.gen(function*() {
   yield* Effect.logInfo(
     `Rails: lightning = ${payments.lightning.kind}, card = ${payments.card.kind}, BTC/USD rate = ${payments.rate.kind}`
   )
+  const capabilities = yield* loadProvidersConfig
+  yield* Effect.logInfo(
+    `Providers: ${capabilities.builders.map((b) => `${b.capability}/${b.name}`).join(", ") || "none"}`
+  )
   const app = serverLayer({
     port: config.port,
     host: config.host,
@@ -31,6 +36,7 @@ const main = Effect.gen(function*() {
     Layer.provide(Layer.mergeAll(Spend.sweeper(), Funding.expirer(), followersLayer(payments))),
     Layer.provideMerge(Gateway.layer),
     Layer.provideMerge(rateLayer(payments)),
+    Layer.provideMerge(providersLayer(capabilities)),
     Layer.provide(railsLayer(payments, config.dataDir)),
     Layer.provide(storeLayer(database))
   )

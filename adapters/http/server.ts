@@ -4,10 +4,14 @@ import { HttpRouter, type HttpServer } from "effect/http"
 import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
 import { createServer } from "node:http"
 import type { Services } from "../../src/Gateway.ts"
+import type { Providers } from "../../src/capabilities/Capabilities.ts"
+import type { AdminStore } from "../../src/ports/AdminStore.ts"
 import type { Store } from "../../src/ports/Store.ts"
 import type { RateStatus } from "../rates/Exchanges.ts"
 import { AdminAuthenticationLive, AdminHandlers } from "./adminHandlers.ts"
+import { CapabilitiesHandlers } from "./capabilitiesHandlers.ts"
 import { devRoutes } from "./devRoutes.ts"
+import { ServicesHandlers } from "./servicesHandlers.ts"
 import { Api } from "./Api.ts"
 import { envelopeMiddleware } from "./envelope.ts"
 import { AgentsHandlers, AuthenticationLive, PublicHandlers } from "./handlers.ts"
@@ -37,7 +41,7 @@ export const routes = (options: Omit<HttpOptions, "port" | "host"> = {}) =>
     devRoutes(options.devRails ?? { lightning: false, card: false }),
     options.extraRoutes ?? Layer.empty,
     HttpApiBuilder.layer(Api, { openapiPath: "/v1/openapi.json" }).pipe(
-      Layer.provide([PublicHandlers, AgentsHandlers, WalletHandlers, FundingHandlers, AdminHandlers])
+      Layer.provide([PublicHandlers, AgentsHandlers, WalletHandlers, FundingHandlers, AdminHandlers, CapabilitiesHandlers, ServicesHandlers])
     ),
     HttpApiScalar.layer(Api, { path: "/docs" }),
     envelopeMiddleware(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes })
@@ -53,7 +57,7 @@ export const routes = (options: Omit<HttpOptions, "port" | "host"> = {}) =>
  */
 export const serverLayer = (
   options: HttpOptions
-): Layer.Layer<HttpServer.HttpServer, unknown, Services | Store | RateStatus> =>
+): Layer.Layer<HttpServer.HttpServer, unknown, Services | Store | AdminStore | Providers | RateStatus> =>
   HttpRouter.serve(routes(options), {
     disableLogger: options.logRequests !== true,
     disableListenLog: options.announce === false

@@ -1,9 +1,12 @@
-import { Effect, Layer, Option, Result, Semaphore } from "effect"
+import { Context, Effect, Layer, Option, Result, Semaphore } from "effect"
 import { GENESIS_HASH, sealAuditRecord, type UnhashedAuditRecord } from "../../src/audit/chain.ts"
 import type { Agent, Policy } from "../../src/domain/Agent.ts"
 import type { AccountId, AgentId } from "../../src/domain/ids.ts"
 import type { AuditRecord, Reservation, Transaction, Wallet } from "../../src/domain/Ledger.ts"
-import { newAuditId } from "../../src/domain/Ledger.ts"
+import { newAuditId, utcDay } from "../../src/domain/Ledger.ts"
+import { AdminStore } from "../../src/ports/AdminStore.ts"
+import type { RegistryStore } from "../../src/ports/RegistryStore.ts"
+import * as MemoryRegistryStore from "./MemoryRegistryStore.ts"
 import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
 import { effectiveStatus, type Invoice, type InvoiceType, paidInTime } from "../../src/domain/Invoice.ts"
 import {
@@ -35,7 +38,7 @@ interface AgentEntry {
 const byNewest = (a: Agent, b: Agent) =>
   b.createdAt.getTime() - a.createdAt.getTime() || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0)
 
-export const makeMemoryStore = (): StoreShape => {
+export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Service"] } => {
   const accounts = new Map<AccountId, { readonly createdAt: Date }>()
   const wallets = new Map<AccountId, Wallet>()
   const agents = new Map<AgentId, AgentEntry>()
@@ -63,8 +66,84 @@ export const makeMemoryStore = (): StoreShape => {
     }
   })
 
+  const { allTransactions, allAudit, ...ledgerStore } = ledger
+  const inRange = (at: Date, from: Date | undefined, until: Date | undefined) =>
+    (from === undefined || at.getTime() >= from.getTime()) && (until === undefined || at.getTime() < until.getTime())
+  const admin: AdminStore["Service"] = {
+    stats: ({ from, until }) =>
+      Effect.sync(() => {
+        const all = [...agents.values()].map((e) => e.agent)
+        const spend = new Map<string, { day: string; capability: string; provider: string; calls: number; amountMicroUsd: bigint }>()
+        const funding = new Map<string, { day: string; pocket: "usd" | "sats"; credits: number; usdMicro: bigint; satsMsat: bigint }>()
+        for (const t of allTransactions()) {
+          if (!inRange(t.createdAt, from, until)) continue
+          const day = utcDay(t.createdAt)
+          if (t.type === "charge") {
+            const key = `${day}|${t.capability}|${t.provider}`
+            const row = spend.get(key) ?? { day, capability: t.capability ?? "", provider: t.provider ?? "", calls: 0, amountMicroUsd: 0n }
+            spend.set(key, { ...row, calls: row.calls + 1, amountMicroUsd: row.amountMicroUsd + t.amountMicroUsd })
+          } else if (t.type === "credit") {
+            const pocket = t.satsMsat > 0n ? "sats" as const : "usd" as const
+            const key = `${day}|${pocket}`
+            const row = funding.get(key) ?? { day, pocket, credits: 0, usdMicro: 0n, satsMsat: 0n }
+            funding.set(key, { ...row, credits: row.credits + 1, usdMicro: row.usdMicro + t.usdMicro, satsMsat: row.satsMsat + t.satsMsat })
+          }
+        }
+        const byKey = <A extends { day: string }>(a: A, b: A) => (a.day < b.day ? 1 : a.day > b.day ? -1 : 0)
+        return {
+          accounts: accounts.size,
+          agents: {
+            total: all.length,
+            killed: all.filter((a) => a.killed).length,
+            owners: all.filter((a) => a.role === "owner").length
+          },
+          balances: {
+            usdMicro: [...wallets.values()].reduce((sum, w) => sum + w.usdMicro, 0n),
+            satsMsat: [...wallets.values()].reduce((sum, w) => sum + w.satsMsat, 0n)
+          },
+          spend: [...spend.values()].sort(byKey),
+          funding: [...funding.values()].sort(byKey)
+        }
+      }),
+    agents: (filter, request) =>
+      Effect.sync(() =>
+        page(
+          [...agents.values()].map((e) => e.agent).filter((a) =>
+            (filter.accountId === undefined || a.accountId === filter.accountId) &&
+            (filter.role === undefined || a.role === filter.role) &&
+            (filter.killed === undefined || a.killed === filter.killed)
+          ).sort(byNewest),
+          request
+        )
+      ),
+    transactions: (filter, request) =>
+      Effect.sync(() =>
+        page(
+          allTransactions().filter((t) =>
+            (filter.accountId === undefined || t.accountId === filter.accountId) &&
+            (filter.agentId === undefined || t.agentId === filter.agentId) &&
+            (filter.type === undefined || t.type === filter.type) &&
+            inRange(t.createdAt, filter.from, filter.until)
+          ).sort(byNewestRecord),
+          request
+        )
+      ),
+    auditLogs: (filter, request) =>
+      Effect.sync(() =>
+        page(
+          allAudit().filter((r) =>
+            (filter.accountId === undefined || r.accountId === filter.accountId) &&
+            (filter.kind === undefined || r.kind === filter.kind) &&
+            inRange(r.createdAt, filter.from, filter.until)
+          ).sort(byNewestRecord),
+          request
+        )
+      )
+  }
+
   return {
-    ...ledger,
+    ...ledgerStore,
+    admin,
     ping: Effect.void,
     createAccount: ({ accountId, createdAt, owner }) =>
       Effect.sync(() => {
@@ -147,10 +226,15 @@ const page = <A>(items: ReadonlyArray<A>, request: { limit: number; offset: numb
 })
 
 /** The ledger half of the memory store: wallets, holds, transactions and the audit chain. */
+interface LedgerInternals {
+  readonly allTransactions: () => ReadonlyArray<Transaction>
+  readonly allAudit: () => ReadonlyArray<AuditRecord>
+}
+
 const makeMemoryLedger = (shared: {
   readonly wallets: Map<AccountId, Wallet>
   readonly agentEntry: (accountId: AccountId, agentId: AgentId) => AgentWithPolicy | undefined
-}): LedgerStore & FundingStore => {
+}): LedgerStore & FundingStore & LedgerInternals => {
   const { wallets } = shared
   const lock = Semaphore.makeUnsafe(1)
   const reservations = new Map<string, Reservation>()
@@ -349,6 +433,8 @@ const makeMemoryLedger = (shared: {
 
   return {
     ...funding,
+    allTransactions: () => transactions,
+    allAudit: () => [...audit.values()].flat(),
     getWallet: (accountId) => Effect.sync(() => walletOf(accountId)),
     reserve: (input) =>
       lock.withPermits(1)(Effect.gen(function*() {
@@ -498,7 +584,11 @@ const makeMemoryLedger = (shared: {
 }
 
 /** The in-memory store together with the in-memory idempotency-key store. */
-export const layer: Layer.Layer<Store | IdempotencyStore> = Layer.merge(
-  Layer.sync(Store, makeMemoryStore),
-  MemoryIdempotencyStore.layer
+export const layer: Layer.Layer<Store | AdminStore | IdempotencyStore | RegistryStore> = Layer.mergeAll(
+  Layer.effectContext(Effect.sync(() => {
+    const { admin, ...store } = makeMemoryStore()
+    return Context.make(Store, store).pipe(Context.add(AdminStore, admin))
+  })),
+  MemoryIdempotencyStore.layer,
+  MemoryRegistryStore.layer
 )

@@ -2,10 +2,14 @@ import { PgClient } from "@effect/sql-pg"
 import { Layer, Option, type Redacted } from "effect"
 import { Migrator, SqlClient } from "effect/sql"
 import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
+import type { AdminStore } from "../../src/ports/AdminStore.ts"
+import type { RegistryStore } from "../../src/ports/RegistryStore.ts"
 import type { Store } from "../../src/ports/Store.ts"
 import { migrations } from "./migrations.ts"
 import * as PgliteClient from "./PgliteClient.ts"
 import * as SqlIdempotencyStore from "./SqlIdempotencyStore.ts"
+import * as SqlAdminStore from "./SqlAdminStore.ts"
+import * as SqlRegistryStore from "./SqlRegistryStore.ts"
 import * as SqlStore from "./SqlStore.ts"
 
 /**
@@ -31,14 +35,22 @@ export const sqlClientLayer = (options: DatabaseOptions): Layer.Layer<SqlClient.
   })
 
 /** A migrated SQL store (and idempotency-key store) over an already provided SqlClient. */
-export const storeOverClient: Layer.Layer<Store | IdempotencyStore, unknown, SqlClient.SqlClient> = Layer.merge(
+export const storeOverClient: Layer.Layer<
+  Store | AdminStore | IdempotencyStore | RegistryStore,
+  unknown,
+  SqlClient.SqlClient
+> = Layer.mergeAll(
   SqlStore.layer,
+  SqlRegistryStore.layer,
+  SqlAdminStore.layer,
   SqlIdempotencyStore.layer
 ).pipe(
   Layer.provide(runMigrations)
 )
 
-export const storeLayer = (options: DatabaseOptions): Layer.Layer<Store | IdempotencyStore, unknown> =>
+export const storeLayer = (
+  options: DatabaseOptions
+): Layer.Layer<Store | AdminStore | IdempotencyStore | RegistryStore, unknown> =>
   storeOverClient.pipe(Layer.provide(sqlClientLayer(options)))
 
 /** Lets callers fail fast with a clear message when storage cannot be opened. */

@@ -55,7 +55,7 @@ interface ReservationRow {
   readonly expires_at: Date | string
 }
 
-interface TransactionRow {
+export interface TransactionRow {
   readonly id: string
   readonly account_id: string
   readonly agent_id: string | null
@@ -91,7 +91,7 @@ interface InvoiceRow {
   readonly transaction_id: string | null
 }
 
-interface AuditRow {
+export interface AuditRow {
   readonly id: string
   readonly account_id: string
   readonly seq: Int8
@@ -131,7 +131,7 @@ const toReservation = (row: ReservationRow): Reservation => ({
   expiresAt: date(row.expires_at)
 })
 
-const toTransaction = (row: TransactionRow): Transaction => ({
+export const toTransaction = (row: TransactionRow): Transaction => ({
   id: row.id,
   accountId: row.account_id as AccountId,
   agentId: row.agent_id as AgentId | null,

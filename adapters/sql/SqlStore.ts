@@ -11,7 +11,7 @@ import { type NewAgent, type PolicyPatch, Store, type StoreShape, type UpdateAge
  * effect's SqlClient. Storage failures become defects (see the Store port).
  */
 
-interface AgentRow {
+export interface AgentRow {
   readonly id: string
   readonly account_id: string
   readonly name: string
@@ -27,7 +27,7 @@ interface AgentRow {
 const toDate = (value: Date | string): Date => (value instanceof Date ? value : new Date(value))
 const toBigIntOrNull = (value: string | bigint | null): bigint | null => (value === null ? null : BigInt(value))
 
-const rowToAgent = (row: AgentRow): Agent => ({
+export const rowToAgent = (row: AgentRow): Agent => ({
   id: row.id as AgentId,
   accountId: row.account_id as AccountId,
   name: row.name,

@@ -175,5 +175,22 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
         name    TEXT PRIMARY KEY,
         value   TEXT NOT NULL
       )`
+  }),
+  "0005_registry": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`
+      CREATE TABLE registry_submissions (
+        id            TEXT PRIMARY KEY,
+        account_id    TEXT NOT NULL REFERENCES accounts (id),
+        agent_id      TEXT NOT NULL REFERENCES agents (id),
+        slug          TEXT NOT NULL,
+        status        TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'rejected')),
+        content       TEXT NOT NULL,
+        created_at    TIMESTAMPTZ NOT NULL,
+        reviewed_at   TIMESTAMPTZ,
+        review_note   TEXT
+      )`
+    yield* sql`CREATE UNIQUE INDEX registry_live_slug ON registry_submissions (slug) WHERE status <> 'rejected'`
+    yield* sql`CREATE INDEX registry_account ON registry_submissions (account_id, created_at DESC, id DESC)`
   })
 }

@@ -1,5 +1,4 @@
 import { type Effect, type Result, Schema } from "effect"
-import type { Capability } from "../domain/Capability.ts"
 import type { NotFound, ValidationError } from "../domain/errors.ts"
 import type { BuiltCapability, CapabilityIO } from "./schemas.ts"
 
@@ -73,5 +72,3 @@ export interface Provider<C extends BuiltCapability = BuiltCapability> {
 
 export type AnyProvider = { readonly [C in BuiltCapability]: Provider<C> }[BuiltCapability]
 
-export const isCapabilityBuilt = (capability: Capability): capability is BuiltCapability =>
-  capability === "reason" || capability === "search" || capability === "read" || capability === "scrape"

@@ -110,12 +110,136 @@ export const ScrapeOutput = Schema.Struct({
 })
 export type ScrapeOutput = typeof ScrapeOutput.Type
 
-/** Inputs and outputs per capability built so far; the others come with their providers. */
+export const MAX_EXECUTE_TIMEOUT_MS = 60_000
+
+export const ExecuteInput = Schema.Struct({
+  provider: Schema.optional(ProviderName),
+  code: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(100_000)),
+  language: Schema.Literals(["python", "javascript", "bash"]),
+  timeout: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: MAX_EXECUTE_TIMEOUT_MS }))).annotate({
+    description: "Wall-time limit in milliseconds (the operator's maximum applies); the quote assumes all of it"
+  })
+})
+export type ExecuteInput = typeof ExecuteInput.Type
+
+export const ExecuteOutput = Schema.Struct({
+  stdout: Schema.String,
+  stderr: Schema.String,
+  exitCode: Schema.NullOr(Schema.Number).annotate({ description: "null when the process was killed" }),
+  timedOut: Schema.Boolean,
+  durationMs: Schema.Number,
+  truncated: Schema.Boolean.annotate({ description: "Output was cut at the output limit" })
+})
+export type ExecuteOutput = typeof ExecuteOutput.Type
+
+export const ImageSize = Schema.Literals(["256x256", "512x512", "1024x1024", "1024x1792", "1792x1024"])
+
+export const ImagineInput = Schema.Struct({
+  provider: Schema.optional(ProviderName),
+  prompt: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(4000)),
+  model: Schema.optional(Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200))),
+  size: Schema.optional(ImageSize).annotate({ description: "Default 1024x1024" }),
+  n: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 4 }))).annotate({ description: "Default 1" }),
+  responseFormat: Schema.optional(Schema.Literals(["b64_json", "url"])).annotate({ description: "Default b64_json" })
+})
+export type ImagineInput = typeof ImagineInput.Type
+
+export const ImagineOutput = Schema.Struct({
+  images: Schema.Array(Schema.Struct({
+    b64: Schema.optional(Schema.String),
+    url: Schema.optional(Schema.String),
+    mimeType: Schema.String,
+    revisedPrompt: Schema.optional(Schema.String)
+  })),
+  size: Schema.String
+})
+export type ImagineOutput = typeof ImagineOutput.Type
+
+export const SpeakInput = Schema.Struct({
+  provider: Schema.optional(ProviderName),
+  text: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(4096)),
+  voice: Schema.optional(Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(64))),
+  format: Schema.optional(Schema.Literals(["wav", "mp3", "opus", "flac"])).annotate({ description: "Default wav" })
+})
+export type SpeakInput = typeof SpeakInput.Type
+
+export const SpeakOutput = Schema.Struct({
+  audio: Schema.String.annotate({ description: "Base64" }),
+  mimeType: Schema.String,
+  durationMs: Schema.NullOr(Schema.Number),
+  characters: Schema.Number
+})
+export type SpeakOutput = typeof SpeakOutput.Type
+
+export const TranscribeInput = Schema.Struct({
+  provider: Schema.optional(ProviderName),
+  url: Schema.optional(PublicUrl).annotate({ description: "Audio to fetch (URL-safety rules apply); or give `audio`" }),
+  audio: Schema.optional(Schema.String.check(Schema.isMaxLength(1_000_000))).annotate({ description: "Base64 audio" }),
+  mimeType: Schema.optional(Schema.String.check(Schema.isMaxLength(100))),
+  language: Schema.optional(Schema.String.check(Schema.isMinLength(2), Schema.isMaxLength(16)))
+}).check(Schema.makeFilter((input) =>
+  (input.url === undefined) === (input.audio === undefined) ? "Give exactly one of url or audio" : undefined
+))
+export type TranscribeInput = typeof TranscribeInput.Type
+
+export const TranscribeOutput = Schema.Struct({
+  text: Schema.String,
+  language: Schema.NullOr(Schema.String),
+  durationSeconds: Schema.NullOr(Schema.Number)
+})
+export type TranscribeOutput = typeof TranscribeOutput.Type
+
+const EmailAddress = Schema.String.check(
+  Schema.isMaxLength(320),
+  Schema.isPattern(/^[^\s@<>()[\],;:"]+@[^\s@<>()[\],;:"]+\.[^\s@<>()[\],;:"]+$/, { message: "Expected an email address" })
+)
+
+export const EmailInput = Schema.Struct({
+  provider: Schema.optional(ProviderName),
+  to: Schema.Array(EmailAddress).check(Schema.isMinLength(1), Schema.isMaxLength(10)),
+  subject: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(998)),
+  text: Schema.optional(Schema.String.check(Schema.isMaxLength(200_000))),
+  html: Schema.optional(Schema.String.check(Schema.isMaxLength(200_000))),
+  replyTo: Schema.optional(EmailAddress)
+}).check(Schema.makeFilter((input) =>
+  input.text === undefined && input.html === undefined ? "Give text, html or both" : undefined
+))
+export type EmailInput = typeof EmailInput.Type
+
+export const EmailOutput = Schema.Struct({
+  messageId: Schema.String,
+  accepted: Schema.Array(Schema.String),
+  rejected: Schema.Array(Schema.String)
+})
+export type EmailOutput = typeof EmailOutput.Type
+
+export const SmsInput = Schema.Struct({
+  provider: Schema.optional(ProviderName),
+  to: Schema.String.check(Schema.isPattern(/^\+[1-9]\d{1,14}$/, { message: "Expected an E.164 number such as +14155550100" })),
+  body: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(1600))
+})
+export type SmsInput = typeof SmsInput.Type
+
+export const SmsOutput = Schema.Struct({
+  sid: Schema.String,
+  segments: Schema.Number,
+  encoding: Schema.Literals(["GSM-7", "UCS-2"]),
+  status: Schema.String
+})
+export type SmsOutput = typeof SmsOutput.Type
+
+/** Inputs and outputs per capability. */
 export interface CapabilityIO {
   readonly reason: { readonly input: ReasonInput; readonly output: ReasonOutput }
   readonly search: { readonly input: SearchInput; readonly output: SearchOutput }
   readonly read: { readonly input: ReadInput; readonly output: ReadOutput }
   readonly scrape: { readonly input: ScrapeInput; readonly output: ScrapeOutput }
+  readonly execute: { readonly input: ExecuteInput; readonly output: ExecuteOutput }
+  readonly imagine: { readonly input: ImagineInput; readonly output: ImagineOutput }
+  readonly speak: { readonly input: SpeakInput; readonly output: SpeakOutput }
+  readonly transcribe: { readonly input: TranscribeInput; readonly output: TranscribeOutput }
+  readonly email: { readonly input: EmailInput; readonly output: EmailOutput }
+  readonly sms: { readonly input: SmsInput; readonly output: SmsOutput }
 }
 export type BuiltCapability = keyof CapabilityIO
 
@@ -123,12 +247,24 @@ export const inputSchemas = {
   reason: ReasonInput,
   search: SearchInput,
   read: ReadInput,
-  scrape: ScrapeInput
+  scrape: ScrapeInput,
+  execute: ExecuteInput,
+  imagine: ImagineInput,
+  speak: SpeakInput,
+  transcribe: TranscribeInput,
+  email: EmailInput,
+  sms: SmsInput
 } as const
 
 export const outputSchemas = {
   reason: ReasonOutput,
   search: SearchOutput,
   read: ReadOutput,
-  scrape: ScrapeOutput
+  scrape: ScrapeOutput,
+  execute: ExecuteOutput,
+  imagine: ImagineOutput,
+  speak: SpeakOutput,
+  transcribe: TranscribeOutput,
+  email: EmailOutput,
+  sms: SmsOutput
 } as const

@@ -1,3 +1,4 @@
+import type { RegistryStore } from "../../src/ports/RegistryStore.ts"
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect, Exit, type Layer, Option } from "effect"
 import { TestClock } from "effect/testing"
@@ -22,7 +23,7 @@ const lightningNotice = (externalId: string, paidAt: Date, amountPaid?: bigint) 
   ...(amountPaid === undefined ? {} : { amountPaid })
 })
 
-export const fundingContract = (name: string, store: () => Layer.Layer<Store | IdempotencyStore, unknown>) =>
+export const fundingContract = (name: string, store: () => Layer.Layer<Store | IdempotencyStore | RegistryStore, unknown>) =>
   describe(`Funding: ${name}`, () => {
     layer(testLayer(store()), { timeout: 120_000, excludeTestServices: true })((it) => {
       it.effect("creates a pending Lightning invoice that expires at exactly one hour", () =>

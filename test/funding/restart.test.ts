@@ -1,3 +1,4 @@
+import { registryOnly } from "../../adapters/services/transport.ts"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -9,6 +10,7 @@ import { Funding } from "../../src/funding/Funding.ts"
 import { PaymentSink } from "../../src/ports/Rails.ts"
 import { Wallets } from "../../src/wallet/Wallets.ts"
 import { devRails } from "../../adapters/rails/dev.ts"
+import { Providers } from "../../src/capabilities/Capabilities.ts"
 import * as Gateway from "../../src/Gateway.ts"
 import { RateSource } from "../../src/ports/RateSource.ts"
 import { freshDatabaseUrl } from "../support/postgres.ts"
@@ -23,6 +25,7 @@ const gateway = (database: Parameters<typeof storeLayer>[0], dataDir: string | u
     Gateway.layer.pipe(
       Layer.provideMerge(storeLayer(database)),
       Layer.provide(RateSource.none),
+      Layer.provide([Providers.make([]), registryOnly]),
       Layer.provide(devRails({ dataDir, publicUrl: "http://spendgate.test" }))
     )
   )

@@ -1,3 +1,4 @@
+import { registryOnly } from "../../adapters/services/transport.ts"
 /**
  * A gateway process that holds money for a call and is then killed (by the
  * test) while the upstream call is still running. Reads DATABASE_URL.
@@ -6,6 +7,7 @@ import { Effect, Layer, Option, Redacted } from "effect"
 import { storeLayer } from "../../adapters/sql/Database.ts"
 import { devRails } from "../../adapters/rails/dev.ts"
 import { Agents } from "../../src/agents/Agents.ts"
+import { Providers } from "../../src/capabilities/Capabilities.ts"
 import * as Gateway from "../../src/Gateway.ts"
 import { RateSource } from "../../src/ports/RateSource.ts"
 import { Spend } from "../../src/wallet/Spend.ts"
@@ -38,6 +40,7 @@ Effect.runPromise(
         Layer.provide([
           storeLayer({ databaseUrl: Option.some(Redacted.make(url)), dataDir: undefined }),
           RateSource.none,
+          Providers.make([]), registryOnly,
           devRails({ dataDir: undefined, publicUrl: "http://spendgate.test" })
         ])
       )

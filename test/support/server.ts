@@ -1,3 +1,4 @@
+import type { RegistryStore } from "../../src/ports/RegistryStore.ts"
 import { Context, Effect, Exit, Layer, Option, Redacted, Scope } from "effect"
 import { type HttpRouter, HttpServer } from "effect/http"
 import * as MemoryStore from "../../adapters/memory/MemoryStore.ts"
@@ -7,11 +8,16 @@ import { storeOverClient } from "../../adapters/sql/Database.ts"
 import { rateLayer } from "../../adapters/payments.ts"
 import * as DevCard from "../../adapters/rails/DevCard.ts"
 import * as DevLightning from "../../adapters/rails/DevLightning.ts"
+import { registryOnly } from "../../adapters/services/transport.ts"
+import { Providers } from "../../src/capabilities/Capabilities.ts"
+import type { ServiceTransport } from "../../src/ports/ServiceTransport.ts"
 import * as Gateway from "../../src/Gateway.ts"
+import type { OutboundHttp } from "../../src/ports/Net.ts"
 import type { BtcUsdRate } from "../../src/domain/Money.ts"
 import type { RateSource } from "../../src/ports/RateSource.ts"
 import type { CardRail } from "../../src/ports/Rails.ts"
 import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
+import type { AdminStore } from "../../src/ports/AdminStore.ts"
 import type { Store } from "../../src/ports/Store.ts"
 import { freshPostgresLayer } from "./postgres.ts"
 
@@ -19,7 +25,7 @@ import { freshPostgresLayer } from "./postgres.ts"
 export const TEST_PUBLIC_URL = "http://spendgate.test"
 
 /** The three storage back-ends every HTTP suite runs against. */
-export const storeBackends: ReadonlyArray<readonly [string, () => Layer.Layer<Store | IdempotencyStore, unknown>]> = [
+export const storeBackends: ReadonlyArray<readonly [string, () => Layer.Layer<Store | AdminStore | IdempotencyStore | RegistryStore, unknown>]> = [
   ["memory", () => MemoryStore.layer],
   ["PGlite", () => storeOverClient.pipe(Layer.provide(PgliteClient.layer({ dataDir: undefined })))],
   ["PostgreSQL", () => storeOverClient.pipe(Layer.provide(freshPostgresLayer()))]
@@ -34,11 +40,17 @@ export interface RunningServer {
 
 /** A real HTTP server on an ephemeral loopback port over the given store. */
 export const startServer = async (
-  store: Layer.Layer<Store | IdempotencyStore, unknown>,
+  store: Layer.Layer<Store | AdminStore | IdempotencyStore | RegistryStore, unknown>,
   options: {
     readonly bodyLimitBytes?: number
     readonly rate?: BtcUsdRate
     readonly adminToken?: string
+    /** How the proxy reaches services (only approved registry services by default). */
+    readonly transport?: Layer.Layer<ServiceTransport>
+    /** Capability providers (none by default). */
+    readonly providers?: Layer.Layer<Providers>
+    /** URL safety for caller-chosen URLs (read, scrape). */
+    readonly outbound?: Layer.Layer<OutboundHttp>
     /** Replaces the dev card rail (and adds the rail's own routes). */
     readonly card?: {
       readonly rail: Layer.Layer<CardRail>
@@ -65,7 +77,10 @@ export const startServer = async (
         rate: options.rate === undefined ? { kind: "none" } : { kind: "fixed", rate: options.rate }
       }),
       DevLightning.layer({ dataDir: undefined }),
-      options.card?.rail ?? DevCard.layer({ publicUrl: TEST_PUBLIC_URL })
+      options.card?.rail ?? DevCard.layer({ publicUrl: TEST_PUBLIC_URL }),
+      options.providers ?? Providers.make([]),
+      options.transport ?? registryOnly,
+      options.outbound ?? Layer.empty
     ))
   )
   const context = await Effect.runPromise(Layer.buildWithScope(app, scope))

@@ -1,3 +1,4 @@
+import { registryOnly } from "../../adapters/services/transport.ts"
 import { spawn } from "node:child_process"
 import { join } from "node:path"
 import { Effect, Exit, Layer, ManagedRuntime, Option, Redacted, Scope } from "effect"
@@ -7,6 +8,7 @@ import { devRails } from "../../adapters/rails/dev.ts"
 import type { AccountId } from "../../src/domain/ids.ts"
 import { Store } from "../../src/ports/Store.ts"
 import { Wallets } from "../../src/wallet/Wallets.ts"
+import { Providers } from "../../src/capabilities/Capabilities.ts"
 import * as Gateway from "../../src/Gateway.ts"
 import { RateSource } from "../../src/ports/RateSource.ts"
 import { freshDatabaseUrl } from "../support/postgres.ts"
@@ -52,7 +54,7 @@ describe("a process killed mid-call on PostgreSQL", () => {
     const runtime = ManagedRuntime.make(
       Gateway.layer.pipe(
         Layer.provideMerge(storeLayer({ databaseUrl: Option.some(Redacted.make(url)), dataDir: undefined })),
-        Layer.provideMerge(Layer.mergeAll(RateSource.none, devRails({ dataDir: undefined, publicUrl: "http://spendgate.test" })))
+        Layer.provideMerge(Layer.mergeAll(RateSource.none, Providers.make([]), registryOnly, devRails({ dataDir: undefined, publicUrl: "http://spendgate.test" })))
       )
     )
     try {

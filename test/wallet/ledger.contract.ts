@@ -1,3 +1,5 @@
+import type { RegistryStore } from "../../src/ports/RegistryStore.ts"
+import { registryOnly } from "../../adapters/services/transport.ts"
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect, Exit, Fiber, Layer, Option, Result } from "effect"
 import { TestClock } from "effect/testing"
@@ -9,6 +11,7 @@ import { newAuditId, newReservationId, utcDay } from "../../src/domain/Ledger.ts
 import { parseBtcUsdRate } from "../../src/domain/Money.ts"
 import * as DevCard from "../../adapters/rails/DevCard.ts"
 import * as DevLightning from "../../adapters/rails/DevLightning.ts"
+import { Providers } from "../../src/capabilities/Capabilities.ts"
 import * as Gateway from "../../src/Gateway.ts"
 import { RateSource } from "../../src/ports/RateSource.ts"
 import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
@@ -25,12 +28,13 @@ import { Wallets } from "../../src/wallet/Wallets.ts"
 export const RATE = Result.getOrThrow(parseBtcUsdRate("50000"))
 const CENT = 10_000n
 
-export const testLayer = <R = never>(store: Layer.Layer<Store | IdempotencyStore, unknown, R>) =>
+export const testLayer = <R = never>(store: Layer.Layer<Store | IdempotencyStore | RegistryStore, unknown, R>) =>
   Gateway.layer.pipe(Layer.provideMerge(Layer.mergeAll(
     store,
     RateSource.fixed(RATE),
     DevLightning.layer({ dataDir: undefined }),
-    DevCard.layer({ publicUrl: "http://spendgate.test" })
+    DevCard.layer({ publicUrl: "http://spendgate.test" }),
+    Providers.make([]), registryOnly
   )))
 
 /** A new account whose usd pocket holds `usdCents` (and sats pocket `sats`). */
@@ -90,7 +94,7 @@ const countCodes = (exits: ReadonlyArray<Exit.Exit<unknown, unknown>>) => {
   return counts
 }
 
-export const ledgerContract = (name: string, store: () => Layer.Layer<Store | IdempotencyStore, unknown>) =>
+export const ledgerContract = (name: string, store: () => Layer.Layer<Store | IdempotencyStore | RegistryStore, unknown>) =>
   describe(`Wallet ledger: ${name}`, () => {
     layer(testLayer(store()), { timeout: 120_000, excludeTestServices: true })((it) => {
       it.effect("50 concurrent 10-cent calls on a 100-cent wallet: exactly 10 succeed, balance ends at 0", () =>

@@ -1,3 +1,4 @@
+import type { RegistryStore } from "../../src/ports/RegistryStore.ts"
 import fc from "fast-check"
 import { Effect, Layer, ManagedRuntime, Result } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
@@ -152,7 +153,7 @@ const runSequence = (ops: ReadonlyArray<Op>) =>
     expect(yield* wallets.verifyChain(accountId)).toBeNull()
   })
 
-const backends: ReadonlyArray<readonly [string, () => Layer.Layer<Store | IdempotencyStore, unknown>, number]> = [
+const backends: ReadonlyArray<readonly [string, () => Layer.Layer<Store | IdempotencyStore | RegistryStore, unknown>, number]> = [
   ["memory", () => MemoryStore.layer, 150],
   ["PGlite", () => storeOverClient.pipe(Layer.provide(PgliteClient.layer({ dataDir: undefined }))), 25],
   ["PostgreSQL", () => storeOverClient.pipe(Layer.provide(freshPostgresLayer())), 25]

@@ -1,0 +1,142 @@
+import { Schema } from "effect"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
+import {
+  EmailInput,
+  EmailOutput,
+  ExecuteInput,
+  ExecuteOutput,
+  ImagineInput,
+  ImagineOutput,
+  SmsInput,
+  SmsOutput,
+  SpeakInput,
+  SpeakOutput,
+  TranscribeInput,
+  TranscribeOutput,
+  ReadInput,
+  ReadOutput,
+  ReasonInput,
+  ReasonOutput,
+  ScrapeInput,
+  ScrapeOutput,
+  SearchInput,
+  SearchOutput
+} from "../../src/capabilities/schemas.ts"
+import { BadGateway, BadRequest, Forbidden, NotFound, PaymentRequired, ServiceUnavailable } from "./errors.ts"
+import { Authentication, IdempotencyKeys } from "./middleware.ts"
+
+/** Capabilities: the catalogue with prices, and metered execution. */
+
+export const Metadata = Schema.Struct({
+  chargedUsdCents: Schema.Number.annotate({ description: "Actual cost in USD cents" }),
+  chargedSats: Schema.optional(Schema.Number).annotate({ description: "The same cost in sats at the call's rate snapshot (absent when no rate is known)" }),
+  quotedUsdCents: Schema.Number.annotate({ description: "The upper bound held before the call" }),
+  balanceAfter: Schema.Number.annotate({ description: "Spendable value of the wallet after the charge, USD cents" }),
+  auditId: Schema.String,
+  provider: Schema.String,
+  latencyMs: Schema.Number.annotate({ description: "Time spent in the upstream call" }),
+  model: Schema.optional(Schema.String),
+  debited: Schema.Struct({ usdCents: Schema.Number, sats: Schema.Number }).annotate({
+    description: "What each wallet pocket actually lost"
+  })
+})
+
+const result = <S extends Schema.Top>(data: S) => Schema.Struct({ data, metadata: Metadata })
+
+export const CapabilityListItem = Schema.Struct({
+  name: Schema.String,
+  description: Schema.String,
+  providers: Schema.Array(Schema.String),
+  pricing: Schema.Record(Schema.String, Schema.Unknown).annotate({
+    description: "Keyed by provider; USD cents (`unit: usd_cents`) per `per`"
+  })
+})
+
+export const CapabilityDetail = Schema.Struct({
+  name: Schema.String,
+  description: Schema.String,
+  defaultProvider: Schema.NullOr(Schema.String),
+  providers: Schema.Array(Schema.Struct({
+    name: Schema.String,
+    models: Schema.optional(Schema.Array(Schema.Struct({
+      id: Schema.String,
+      inputPricePer1kTokens: Schema.Number,
+      outputPricePer1kTokens: Schema.Number,
+      maxTokens: Schema.Number
+    }))),
+    pricing: Schema.optional(Schema.Record(Schema.String, Schema.Unknown))
+  }))
+})
+
+const executeErrors = [BadRequest, PaymentRequired, Forbidden, NotFound, BadGateway, ServiceUnavailable] as const
+
+const CapabilityParam = Schema.String.check(Schema.isMaxLength(64))
+
+export class CapabilitiesApi extends HttpApiGroup.make("capabilities")
+  .add(
+    HttpApiEndpoint.get("list", "/v1/capabilities", { success: Schema.Array(CapabilityListItem), error: BadRequest }),
+    HttpApiEndpoint.get("describe", "/v1/capabilities/:capability", {
+      params: { capability: CapabilityParam },
+      success: CapabilityDetail,
+      error: [BadRequest, NotFound]
+    }),
+    HttpApiEndpoint.post("reason", "/v1/capabilities/reason", {
+      payload: ReasonInput,
+      success: result(ReasonOutput),
+      error: executeErrors
+    }).middleware(IdempotencyKeys),
+    HttpApiEndpoint.post("search", "/v1/capabilities/search", {
+      payload: SearchInput,
+      success: result(SearchOutput),
+      error: executeErrors
+    }).middleware(IdempotencyKeys),
+    HttpApiEndpoint.post("read", "/v1/capabilities/read", {
+      payload: ReadInput,
+      success: result(ReadOutput),
+      error: executeErrors
+    }).middleware(IdempotencyKeys),
+    HttpApiEndpoint.post("scrape", "/v1/capabilities/scrape", {
+      payload: ScrapeInput,
+      success: result(ScrapeOutput),
+      error: executeErrors
+    }).middleware(IdempotencyKeys),
+    HttpApiEndpoint.post("execute", "/v1/capabilities/execute", {
+      payload: ExecuteInput,
+      success: result(ExecuteOutput),
+      error: executeErrors
+    }).middleware(IdempotencyKeys),
+    HttpApiEndpoint.post("imagine", "/v1/capabilities/imagine", {
+      payload: ImagineInput,
+      success: result(ImagineOutput),
+      error: executeErrors
+    }).middleware(IdempotencyKeys),
+    HttpApiEndpoint.post("speak", "/v1/capabilities/speak", {
+      payload: SpeakInput,
+      success: result(SpeakOutput),
+      error: executeErrors
+    }).middleware(IdempotencyKeys),
+    HttpApiEndpoint.post("transcribe", "/v1/capabilities/transcribe", {
+      payload: TranscribeInput,
+      success: result(TranscribeOutput),
+      error: executeErrors
+    }).middleware(IdempotencyKeys),
+    HttpApiEndpoint.post("email", "/v1/capabilities/email", {
+      payload: EmailInput,
+      success: result(EmailOutput),
+      error: executeErrors
+    }).middleware(IdempotencyKeys),
+    HttpApiEndpoint.post("sms", "/v1/capabilities/sms", {
+      payload: SmsInput,
+      success: result(SmsOutput),
+      error: executeErrors
+    }).middleware(IdempotencyKeys),
+    HttpApiEndpoint.post("other", "/v1/capabilities/:capability", {
+      params: { capability: CapabilityParam },
+      payload: Schema.Unknown,
+      success: result(Schema.Unknown),
+      error: executeErrors
+    })
+  )
+  .middleware(Authentication)
+  .annotateMerge(OpenApi.annotations({ title: "Capabilities", description: "Catalogue, prices and metered execution" }))
+{}

@@ -1,0 +1,98 @@
+import { Effect } from "effect"
+import { HttpApiBuilder } from "effect/http-api"
+import { Capabilities, type CapabilitySummary, type ExecutionResult } from "../../src/capabilities/Capabilities.ts"
+import { priceKey } from "../../src/capabilities/catalog.ts"
+import type { AnyProvider } from "../../src/capabilities/Provider.ts"
+import type { BuiltCapability, CapabilityIO } from "../../src/capabilities/schemas.ts"
+import { NotFound } from "../../src/domain/errors.ts"
+import { microUsdToCents, msatToSats } from "../../src/domain/Money.ts"
+import { Api } from "./Api.ts"
+import { toHttpError } from "./errors.ts"
+import { CurrentPrincipal } from "./middleware.ts"
+
+/** Prices in USD cents, each object carrying its unit (decisions §7). */
+const providerPricing = (provider: AnyProvider): Record<string, unknown> => {
+  if (provider.models !== undefined) {
+    return Object.fromEntries(provider.models.map((model) => [model.id, {
+      inputPer1k: microUsdToCents(model.inputPer1kMicroUsd),
+      outputPer1k: microUsdToCents(model.outputPer1kMicroUsd),
+      unit: "usd_cents",
+      per: "1k_tokens"
+    }]))
+  }
+  const price = provider.unitPrice
+  return price === undefined
+    ? {}
+    : { [priceKey(price.per)]: microUsdToCents(price.priceMicroUsd), unit: "usd_cents", per: price.per }
+}
+
+const listItem = (summary: CapabilitySummary) => ({
+  name: summary.name,
+  description: summary.description,
+  providers: summary.providers.map((p) => p.name),
+  pricing: Object.fromEntries(summary.providers.map((p) => [p.name, providerPricing(p)]))
+})
+
+const detail = (summary: CapabilitySummary) => ({
+  name: summary.name,
+  description: summary.description,
+  defaultProvider: summary.defaultProvider,
+  providers: summary.providers.map((p) =>
+    p.models !== undefined
+      ? {
+        name: p.name,
+        models: p.models.map((m) => ({
+          id: m.id,
+          inputPricePer1kTokens: microUsdToCents(m.inputPer1kMicroUsd),
+          outputPricePer1kTokens: microUsdToCents(m.outputPer1kMicroUsd),
+          maxTokens: m.maxTokens
+        }))
+      }
+      : { name: p.name, pricing: providerPricing(p) }
+  )
+})
+
+export const resultJson = <O>(result: ExecutionResult<O>) => {
+  const { receipt } = result
+  return {
+    data: result.data,
+    metadata: {
+      chargedUsdCents: microUsdToCents(receipt.chargedMicroUsd),
+      ...(receipt.chargedMsat === null ? {} : { chargedSats: msatToSats(receipt.chargedMsat) }),
+      quotedUsdCents: microUsdToCents(receipt.quotedMicroUsd),
+      balanceAfter: microUsdToCents(receipt.balanceAfterMicroUsd),
+      auditId: receipt.auditId,
+      provider: result.provider,
+      latencyMs: result.latencyMs,
+      ...(result.model === undefined ? {} : { model: result.model }),
+      debited: { usdCents: microUsdToCents(receipt.debitedUsdMicro), sats: msatToSats(receipt.debitedSatsMsat) }
+    }
+  }
+}
+
+export const CapabilitiesHandlers = HttpApiBuilder.group(
+  Api,
+  "capabilities",
+  Effect.fn(function*(handlers) {
+    const capabilities = yield* Capabilities
+    const execute = <C extends BuiltCapability>(capability: C, input: CapabilityIO[C]["input"]) =>
+      Effect.flatMap(CurrentPrincipal, (principal) =>
+        capabilities.execute(principal, capability, input).pipe(Effect.map(resultJson), Effect.mapError(toHttpError)))
+    return handlers
+      .handle("list", () => Effect.map(capabilities.list, (all) => all.map(listItem)))
+      .handle("describe", ({ params }) =>
+        capabilities.describe(params.capability).pipe(Effect.map(detail), Effect.mapError(toHttpError)))
+      .handle("reason", ({ payload }) => execute("reason", payload))
+      .handle("search", ({ payload }) => execute("search", payload))
+      .handle("read", ({ payload }) => execute("read", payload))
+      .handle("scrape", ({ payload }) => execute("scrape", payload))
+      .handle("execute", ({ payload }) => execute("execute", payload))
+      .handle("imagine", ({ payload }) => execute("imagine", payload))
+      .handle("speak", ({ payload }) => execute("speak", payload))
+      .handle("transcribe", ({ payload }) => execute("transcribe", payload))
+      .handle("email", ({ payload }) => execute("email", payload))
+      .handle("sms", ({ payload }) => execute("sms", payload))
+      .handle("other", ({ params }) =>
+        Effect.fail(toHttpError(new NotFound({ resource: `Capability ${params.capability.slice(0, 64)}` }))))
+  })
+)

@@ -1,0 +1,15 @@
+import { Schema } from "effect"
+import { Role } from "../../src/domain/Agent.ts"
+
+/** Resource shapes shared by several groups of the contract. */
+
+const Timestamp = Schema.String.annotate({ description: "ISO 8601 timestamp (UTC)" })
+
+export const AgentResponse = Schema.Struct({
+  id: Schema.String,
+  name: Schema.String,
+  role: Role,
+  killed: Schema.Boolean,
+  createdAt: Timestamp,
+  lastActiveAt: Schema.NullOr(Timestamp)
+})

@@ -1,0 +1,98 @@
+import { Effect } from "effect"
+import { HttpApiBuilder } from "effect/http-api"
+import { microUsdToCents, msatToSats } from "../../src/domain/Money.ts"
+import type { Service, Submission } from "../../src/services/Service.ts"
+import { Services } from "../../src/services/Services.ts"
+import { Api } from "./Api.ts"
+import { toHttpError } from "./errors.ts"
+import { CurrentPrincipal } from "./middleware.ts"
+
+export const serviceSummary = (s: Service) => ({
+  slug: s.slug,
+  name: s.name,
+  description: s.description,
+  baseUrl: s.baseUrl,
+  capabilities: s.capabilities
+})
+
+const cents = microUsdToCents
+
+export const serviceDetail = (s: Service) => ({
+  ...serviceSummary(s),
+  pricing: Object.fromEntries(
+    s.endpoints.filter((e) => e.price !== null).map((e) => {
+      const price = e.price!
+      return [
+        e.path,
+        price.kind === "perCall"
+          ? { perCall: cents(price.priceMicroUsd), unit: "usd_cents", per: "call" }
+          : Object.fromEntries(price.models.map((m) => [m.id, {
+            inputPer1kTokens: cents(m.inputPer1kMicroUsd),
+            outputPer1kTokens: cents(m.outputPer1kMicroUsd),
+            unit: "usd_cents",
+            per: "1k_tokens"
+          }]))
+      ] as const
+    })
+  ),
+  endpoints: s.endpoints.map((e) => ({ path: e.path, method: e.method, description: e.description }))
+})
+
+export const submissionJson = (s: Submission) => ({
+  id: s.id,
+  status: s.status,
+  slug: s.slug,
+  name: s.name,
+  description: s.description,
+  baseUrl: s.baseUrl,
+  capabilities: s.capabilities,
+  endpoints: s.endpoints,
+  pricing: s.pricing,
+  contact: s.contact,
+  createdAt: s.createdAt.toISOString(),
+  reviewedAt: s.reviewedAt === null ? null : s.reviewedAt.toISOString(),
+  reviewNote: s.reviewNote
+})
+
+export const ServicesHandlers = HttpApiBuilder.group(
+  Api,
+  "services",
+  Effect.fn(function*(handlers) {
+    const services = yield* Services
+    return handlers
+      .handle("list", () => Effect.map(services.list, (all) => all.map(serviceSummary)))
+      .handle("get", ({ params }) => services.get(params.slug).pipe(Effect.map(serviceDetail), Effect.mapError(toHttpError)))
+      .handle("proxy", ({ params, payload }) =>
+        Effect.gen(function*() {
+          const principal = yield* CurrentPrincipal
+          const result = yield* services.proxy(principal, params.slug, payload).pipe(Effect.mapError(toHttpError))
+          const { receipt } = result
+          return {
+            status: result.response.status,
+            headers: result.response.headers,
+            body: result.response.body,
+            metadata: {
+              chargedUsdCents: cents(receipt.chargedMicroUsd),
+              ...(receipt.chargedMsat === null ? {} : { chargedSats: msatToSats(receipt.chargedMsat) }),
+              quotedUsdCents: cents(receipt.quotedMicroUsd),
+              balanceAfter: cents(receipt.balanceAfterMicroUsd),
+              auditId: receipt.auditId,
+              provider: params.slug,
+              latencyMs: result.latencyMs,
+              ...(result.model === undefined ? {} : { model: result.model }),
+              debited: { usdCents: cents(receipt.debitedUsdMicro), sats: msatToSats(receipt.debitedSatsMsat) }
+            }
+          }
+        }))
+      .handle("submit", ({ payload }) =>
+        Effect.flatMap(CurrentPrincipal, (principal) =>
+          services.submit(principal, payload).pipe(Effect.map(submissionJson), Effect.mapError(toHttpError))))
+      .handle("submissions", ({ query }) =>
+        Effect.gen(function*() {
+          const principal = yield* CurrentPrincipal
+          const page = { limit: query.limit ?? 50, offset: query.offset ?? 0 }
+          const result = yield* services.submissions(principal, page)
+          return { submissions: result.items.map(submissionJson), total: result.total, ...page }
+        }))
+  })
+)

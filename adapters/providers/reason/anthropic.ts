@@ -1,0 +1,208 @@
+/**
+ * `reason` over Anthropic's Messages API.
+ *
+ * Wire format (POST {baseUrl}/v1/messages, non-streaming; headers `x-api-key`,
+ * `anthropic-version`, `content-type: application/json`):
+ *   request  { model, max_tokens, system?, messages: [{ role: "user", content }], temperature? }
+ *   response { id, type: "message", role: "assistant", model, content: [{ type: "text", text }, …],
+ *              stop_reason, stop_sequence, usage: { input_tokens, output_tokens,
+ *              cache_creation_input_tokens?, cache_read_input_tokens? } }
+ *   error    { type: "error", error: { type, message }, request_id } with a 4xx/5xx status;
+ *            529 `overloaded_error` is treated like a 5xx (unavailable).
+ * The key goes in `x-api-key`, which every API version takes (the official
+ * SDKs from 1.0 send `Authorization: Bearer` instead; the API accepts both).
+ *
+ * Mapping:
+ * - `content` is the text of the `text` blocks, joined in order; other blocks
+ *   (thinking, tool use) carry nothing the caller asked for and are skipped.
+ * - `finishReason` is Anthropic's own `stop_reason` (`end_turn`, `max_tokens`,
+ *   `stop_sequence`, `refusal`, …), not translated to OpenAI's names: the
+ *   values do not map one to one, and the provider is named in the answer.
+ * - Prompt tokens are `input_tokens` plus any cache creation and cache read
+ *   tokens (Anthropic counts those apart; no cache is asked for, so they are
+ *   normally zero), priced at the model's input price.
+ * - Temperature: Anthropic takes 0–1 while the API accepts up to 2, so a
+ *   higher value is refused when quoting (ValidationError) rather than
+ *   silently clamped: the caller's sampling would not be what it asked for.
+ *   API version 2026-10-21 removed the sampling parameters altogether (any
+ *   `temperature` is a 400 there, even 1.0); with that version or a later
+ *   one configured, a call that gives a temperature is refused the same way.
+ *   The default version, 2023-06-01, still takes it.
+ *
+ * Billing, limits and failures are those of the OpenAI-compatible adapter
+ * (see openaiCompatible.ts): metered from `usage` at the quoted model's prices,
+ * the quote charged when no `usage` is reported, timeout / 429 / 5xx / other
+ * 4xx / malformed / too_large / network as `ProviderFailure`, never a defect.
+ */
+import { Effect, Redacted, Result } from "effect"
+import { HttpClient, HttpClientRequest } from "effect/http"
+import type { Metered, ModelInfo, Provider, Quote } from "../../../src/capabilities/Provider.ts"
+import { ProviderFailure } from "../../../src/capabilities/Provider.ts"
+import { meterReason, quoteReason } from "../../../src/capabilities/pricing.ts"
+import type { ReasonInput, ReasonOutput } from "../../../src/capabilities/schemas.ts"
+import { ValidationError } from "../../../src/domain/errors.ts"
+import { checkSettings, clip, exchangeJson, isRecord, quotedModel, quotedUsage, tokenCount } from "./openaiCompatible.ts"
+
+export const DEFAULT_BASE_URL = "https://api.anthropic.com"
+export const DEFAULT_VERSION = "2023-06-01"
+/** Anthropic's sampling temperature range is 0–1. */
+export const MAX_TEMPERATURE = 1
+/** The API version that removed `temperature`, `top_p` and `top_k` from the Messages API. */
+export const SAMPLING_REMOVED_IN = "2026-10-21"
+
+/** Versions are dates (YYYY-MM-DD), so they order as strings. */
+export const takesTemperature = (version: string): boolean => version < SAMPLING_REMOVED_IN
+
+export interface Options {
+  /** Default "anthropic". */
+  readonly name?: string | undefined
+  /** Default https://api.anthropic.com; `/v1/messages` is appended. */
+  readonly baseUrl?: string | undefined
+  readonly apiKey: Redacted.Redacted<string>
+  /** From the operator's price card; the first is the default. */
+  readonly models: ReadonlyArray<ModelInfo>
+  /** For connecting, the answer and its whole body; default 60 s. */
+  readonly timeoutMs?: number | undefined
+  /** Largest answer body read; default 4 MiB. */
+  readonly maxResponseBytes?: number | undefined
+  /** The `anthropic-version` header (YYYY-MM-DD); default 2023-06-01. */
+  readonly version?: string | undefined
+}
+
+/** `{ "type": "error", "error": { "type": "overloaded_error", "message": "Overloaded" }, "request_id": "req_…" }` */
+const anthropicErrorDetail = (body: unknown) => {
+  if (!isRecord(body) || !isRecord(body.error)) return undefined
+  const { message, type } = body.error
+  if (typeof message !== "string" || message.trim() === "") return undefined
+  return { message, type: typeof type === "string" && type !== "" ? type : undefined }
+}
+
+type Parsed = { readonly output: ReasonOutput; readonly reported: boolean; readonly model: string | undefined }
+
+const parseMessage = (body: unknown, billedUsage: () => ReasonOutput["usage"]): Result.Result<Parsed, string> => {
+  if (!isRecord(body)) return Result.fail("the answer is not a JSON object")
+  if (body.type === "error") {
+    const detail = anthropicErrorDetail(body)
+    return Result.fail(detail === undefined ? "the answer is an error" : `the answer is an error: ${clip(detail.message)}`)
+  }
+  if (!Array.isArray(body.content)) return Result.fail("the answer has no content array")
+  let content = ""
+  for (const block of body.content as ReadonlyArray<unknown>) {
+    if (!isRecord(block)) return Result.fail("a content block is not an object")
+    if (block.type !== "text") continue
+    if (typeof block.text !== "string") return Result.fail("a text block has no text")
+    content += block.text
+  }
+  const stop = body.stop_reason
+  if (stop !== null && stop !== undefined && typeof stop !== "string") return Result.fail("stop_reason is not a string")
+  let usage: ReasonOutput["usage"]
+  let reported: boolean
+  if (body.usage === undefined || body.usage === null) {
+    usage = billedUsage()
+    reported = false
+  } else {
+    if (!isRecord(body.usage)) return Result.fail("usage is not an object")
+    const input = tokenCount(body.usage.input_tokens)
+    const output = tokenCount(body.usage.output_tokens)
+    if (input === undefined || output === undefined) return Result.fail("usage lacks input_tokens or output_tokens")
+    // Absent or null when no cache was involved.
+    const cached = (value: unknown): number | undefined => (value === undefined || value === null ? 0 : tokenCount(value))
+    const cacheCreation = cached(body.usage.cache_creation_input_tokens)
+    const cacheRead = cached(body.usage.cache_read_input_tokens)
+    if (cacheCreation === undefined || cacheRead === undefined) return Result.fail("usage has unreadable cache token counts")
+    const promptTokens = input + cacheCreation + cacheRead
+    usage = { promptTokens, completionTokens: output, totalTokens: promptTokens + output }
+    reported = true
+  }
+  return Result.succeed({
+    output: { content, finishReason: typeof stop === "string" && stop !== "" ? stop : "unknown", usage },
+    reported,
+    model: typeof body.model === "string" && body.model !== "" ? body.model : undefined
+  })
+}
+
+/** Why this provider cannot take the input's temperature; undefined when it can. */
+const temperatureRefusal = (version: string, temperature: number | undefined): ValidationError | undefined => {
+  if (temperature === undefined) return undefined
+  if (!takesTemperature(version)) {
+    return new ValidationError({
+      message: `temperature is not accepted by Anthropic API version ${version}; leave it out`,
+      issues: [{ path: "temperature", message: `not supported by Anthropic API version ${version}` }]
+    })
+  }
+  if (temperature > MAX_TEMPERATURE) {
+    return new ValidationError({
+      message: `temperature ${temperature} is above ${MAX_TEMPERATURE}, the most Anthropic models accept`,
+      issues: [{ path: "temperature", message: `must be between 0 and ${MAX_TEMPERATURE} for Anthropic models` }]
+    })
+  }
+  return undefined
+}
+
+export const make = (options: Options): Effect.Effect<Provider<"reason">, never, HttpClient.HttpClient> =>
+  Effect.gen(function*() {
+    const name = options.name ?? "anthropic"
+    const settings = yield* Effect.try({
+      try: () => checkSettings("anthropic", { ...options, name, baseUrl: options.baseUrl ?? DEFAULT_BASE_URL }),
+      catch: (error) => error
+    }).pipe(Effect.orDie)
+    const version = options.version ?? DEFAULT_VERSION
+    if (!/^\d{4}-\d{2}-\d{2}$/.test(version)) {
+      return yield* Effect.die(new RangeError(`anthropic ${name}: version is not a version string: ${JSON.stringify(version)}`))
+    }
+    const client = yield* HttpClient.HttpClient
+    const { models } = options
+    const url = `${settings.baseUrl}/v1/messages`
+    const secrets = [Redacted.value(options.apiKey)]
+
+    const quote = (input: ReasonInput) => {
+      const refusal = temperatureRefusal(version, input.temperature)
+      return refusal === undefined ? quoteReason(models, input) : Result.fail(refusal)
+    }
+
+    const run = Effect.fn("Anthropic.run")(function*(input: ReasonInput, quote: Quote) {
+      const checked = quotedModel(name, models, quote)
+      if (Result.isFailure(checked)) return yield* checked.failure
+      const { model, maxTokens } = checked.success
+      yield* Effect.annotateCurrentSpan({ provider: name, model: model.id, maxTokens })
+      const refusal = temperatureRefusal(version, input.temperature)
+      if (refusal !== undefined) {
+        // Not reachable through `quote`; spares the upstream a request it would refuse.
+        return yield* new ProviderFailure({ provider: name, reason: "rejected", message: refusal.message })
+      }
+      const body = {
+        model: model.id,
+        max_tokens: maxTokens,
+        ...(input.systemPrompt === undefined || input.systemPrompt === "" ? {} : { system: input.systemPrompt }),
+        messages: [{ role: "user", content: input.prompt }],
+        ...(input.temperature === undefined ? {} : { temperature: input.temperature })
+      }
+      const request = HttpClientRequest.post(url, {
+        headers: { "x-api-key": Redacted.value(options.apiKey), "anthropic-version": version },
+        acceptJson: true
+      }).pipe(HttpClientRequest.bodyText(JSON.stringify(body), "application/json"))
+
+      const answer = yield* exchangeJson(client, {
+        provider: name,
+        request,
+        timeoutMs: settings.timeoutMs,
+        maxResponseBytes: settings.maxResponseBytes,
+        secrets,
+        errorDetail: anthropicErrorDetail,
+        requestIdHeader: "request-id"
+      })
+      const parsed = parseMessage(answer.body, () => quotedUsage(input, maxTokens))
+      if (Result.isFailure(parsed)) {
+        return yield* new ProviderFailure({ provider: name, reason: "malformed", message: `${name}: ${parsed.failure}` })
+      }
+      const { output, reported } = parsed.success
+      const metered: Metered<ReasonOutput> = {
+        output,
+        actualMicroUsd: reported ? meterReason(model, output.usage) : quote.microUsd,
+        model: parsed.success.model ?? model.id
+      }
+      return metered
+    })
+
+    return { name, capability: "reason", models, quote, run } satisfies Provider<"reason">
+  })

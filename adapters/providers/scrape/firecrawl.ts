@@ -1,0 +1,181 @@
+/**
+ * `scrape` through Firecrawl's scrape endpoint, API v2, the current one (v1
+ * is still served for existing integrations; its `metadata` has no `url` or
+ * `contentType`, which the mapping below would do without).
+ *
+ * Request: `POST {baseUrl}/v2/scrape` (default base https://api.firecrawl.dev)
+ * with `Authorization: Bearer fc-…` and the JSON body
+ * `{ url, formats: ["rawHtml", "links"], onlyMainContent: false, timeout }`:
+ * the page as the site sent it (the cleaned `html` format drops `<head>`,
+ * scripts and, by default, everything outside the main content, which CSS
+ * selectors written against the real page would then miss), and Firecrawl's
+ * own list of the page's links. `timeout` (Firecrawl's limit for loading the
+ * page) is a few seconds under ours, so a slow page comes back as Firecrawl's
+ * 408 rather than as our own timeout.
+ *
+ * Answer: `{ success: true, data: { rawHtml, links: [url…], metadata: {
+ * title, statusCode, contentType, sourceURL, url, … } } }`. It maps to
+ * `ScrapeOutput` like the built-in scraper's result: `url` is
+ * `metadata.url` (after redirects; else `sourceURL`, else the URL asked),
+ * `status` `metadata.statusCode`, `contentType` `metadata.contentType` (else
+ * text/html), and `extracted` and `links` come from `rawHtml` parsed with
+ * linkedom, exactly as the built-in scraper does it; Firecrawl's link list
+ * adds the URLs the markup did not show (links made by scripts), without text.
+ *
+ * Errors: `{ success: false, error, details? }` with 401/402/403/other 4xx
+ * (`rejected`), 408 (`timeout`), 429 (`rate_limited`), 5xx (`unavailable`);
+ * a 200 with `success: false` is `rejected` with Firecrawl's message. No
+ * answer within `timeoutMs` is `timeout`, an answer over `maxResponseBytes`
+ * `too_large`, an unreadable one `malformed` (the exchange itself is the
+ * reason adapters' `exchangeJson`).
+ *
+ * URL safety, as for Jina: Firecrawl fetches the page from its own network;
+ * the core checks the address with `OutboundHttp.check` before money is held.
+ */
+import { Effect, Redacted, Result } from "effect"
+import { HttpClient, HttpClientRequest } from "effect/http"
+import { type Provider, ProviderFailure, type UnitPrice } from "../../../src/capabilities/Provider.ts"
+import type { ScrapeInput, ScrapeOutput } from "../../../src/capabilities/schemas.ts"
+import { exchangeJson, isRecord } from "../reason/openaiCompatible.ts"
+import { checkFlatPrice, clip, positiveInteger } from "../read/builtin.ts"
+import { quoteScrape, scrapeHtml } from "./builtin.ts"
+
+export const DEFAULT_NAME = "firecrawl"
+export const DEFAULT_BASE_URL = "https://api.firecrawl.dev"
+export const SCRAPE_PATH = "/v2/scrape"
+export const DEFAULT_TIMEOUT_MS = 60_000
+/** Firecrawl's own page timeout is this much under ours; it accepts 1 s to 300 s. */
+const UPSTREAM_TIMEOUT_MARGIN_MS = 5_000
+export const DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+/** More links than the output keeps are not looked at. */
+const MAX_UPSTREAM_LINKS = 5_000
+
+export interface Options {
+  readonly name?: string | undefined
+  /** Scheme, host and optional path prefix; default https://api.firecrawl.dev. */
+  readonly baseUrl?: string | undefined
+  readonly apiKey?: Redacted.Redacted<string> | undefined
+  /** From the operator's price card (`per: "page"`). */
+  readonly unitPrice: UnitPrice
+  /** For the whole call, from connecting to the end of the answer; default 60 s. */
+  readonly timeoutMs?: number | undefined
+  /** Largest answer accepted; default 16 MiB. */
+  readonly maxResponseBytes?: number | undefined
+}
+
+const checkBaseUrl = (name: string, baseUrl: string): string => {
+  let url: URL
+  try {
+    url = new URL(baseUrl)
+  } catch {
+    throw new RangeError(`${name}: baseUrl is not a URL: ${JSON.stringify(baseUrl)}`)
+  }
+  if (url.protocol !== "https:" && url.protocol !== "http:") throw new RangeError(`${name}: baseUrl must be http(s)`)
+  if (url.search !== "" || url.hash !== "") throw new RangeError(`${name}: baseUrl must not carry a query or fragment`)
+  return url.href.replace(/\/+$/, "")
+}
+
+/** Firecrawl's error body: `{ success: false, error, details? }`. */
+const firecrawlErrorDetail = (body: unknown) => {
+  if (!isRecord(body)) return undefined
+  if (typeof body.error === "string" && body.error.trim() !== "") {
+    return { message: body.error, type: typeof body.code === "string" && body.code !== "" ? body.code : undefined }
+  }
+  return undefined
+}
+
+/** A metadata field Firecrawl may send as a string or as a list of strings. */
+const firstString = (value: unknown): string | undefined => {
+  const first: unknown = Array.isArray(value) ? value[0] : value
+  return typeof first === "string" && first.trim() !== "" ? first.trim() : undefined
+}
+
+export interface Page {
+  readonly html: string
+  readonly url: string
+  readonly status: number
+  readonly contentType: string
+  readonly links: ReadonlyArray<string>
+}
+
+type Parsed = Result.Result<Page, { readonly reason: "malformed" | "rejected"; readonly message: string }>
+
+/** Reads Firecrawl's answer; `requested` stands in for a missing URL. */
+export const parseAnswer = (body: unknown, requested: string): Parsed => {
+  const malformed = (message: string) => Result.fail({ reason: "malformed" as const, message })
+  if (!isRecord(body)) return malformed("the answer is not a JSON object")
+  if (body.success !== true) {
+    const detail = firecrawlErrorDetail(body)
+    return detail === undefined
+      ? malformed("the answer is not marked successful")
+      : Result.fail({ reason: "rejected", message: detail.message })
+  }
+  const data = body.data
+  if (!isRecord(data)) return malformed("the answer has no data object")
+  const html = typeof data.rawHtml === "string" ? data.rawHtml : typeof data.html === "string" ? data.html : undefined
+  if (html === undefined) return malformed("the answer has no rawHtml")
+  const metadata = isRecord(data.metadata) ? data.metadata : {}
+  const status = metadata.statusCode
+  if (status !== undefined && !(typeof status === "number" && Number.isInteger(status) && status >= 100 && status <= 999)) {
+    return malformed("metadata.statusCode is not an HTTP status")
+  }
+  const links = Array.isArray(data.links)
+    ? data.links.slice(0, MAX_UPSTREAM_LINKS).filter((link): link is string => typeof link === "string")
+    : []
+  return Result.succeed({
+    html,
+    url: firstString(metadata.url) ?? firstString(metadata.sourceURL) ?? requested,
+    status: typeof status === "number" ? status : 200,
+    contentType: firstString(metadata.contentType) ?? "text/html",
+    links
+  })
+}
+
+export const make = (options: Options): Effect.Effect<Provider<"scrape">, never, HttpClient.HttpClient> =>
+  Effect.gen(function*() {
+    const name = options.name ?? DEFAULT_NAME
+    const settings = yield* Effect.try({
+      try: () => {
+        checkFlatPrice("scrape/firecrawl", name, options.unitPrice)
+        return {
+          baseUrl: checkBaseUrl(name, options.baseUrl ?? DEFAULT_BASE_URL),
+          timeoutMs: positiveInteger(name, "timeoutMs", options.timeoutMs, DEFAULT_TIMEOUT_MS),
+          maxResponseBytes: positiveInteger(name, "maxResponseBytes", options.maxResponseBytes, DEFAULT_MAX_RESPONSE_BYTES)
+        }
+      },
+      catch: (error) => error
+    }).pipe(Effect.orDie)
+    const client = yield* HttpClient.HttpClient
+    const { unitPrice, apiKey } = options
+    const secrets = apiKey === undefined ? [] : [Redacted.value(apiKey)]
+    const upstreamTimeoutMs = Math.min(300_000, Math.max(1_000, settings.timeoutMs - UPSTREAM_TIMEOUT_MARGIN_MS))
+    const fail = (reason: ProviderFailure["reason"], message: string) => new ProviderFailure({ provider: name, reason, message })
+
+    const run = Effect.fn("Firecrawl.run")(function*(input: ScrapeInput) {
+      const body = { url: input.url, formats: ["rawHtml", "links"], onlyMainContent: false, timeout: upstreamTimeoutMs }
+      let request = HttpClientRequest.post(`${settings.baseUrl}${SCRAPE_PATH}`, { acceptJson: true }).pipe(
+        HttpClientRequest.bodyText(JSON.stringify(body), "application/json")
+      )
+      if (apiKey !== undefined) request = HttpClientRequest.bearerToken(request, apiKey)
+      const answer = yield* exchangeJson(client, {
+        provider: name,
+        request,
+        timeoutMs: settings.timeoutMs,
+        maxResponseBytes: settings.maxResponseBytes,
+        secrets,
+        errorDetail: firecrawlErrorDetail,
+        requestIdHeader: "x-request-id"
+      })
+      const parsed = parseAnswer(answer.body, input.url)
+      if (Result.isFailure(parsed)) return yield* fail(parsed.failure.reason, clip(`${name}: ${parsed.failure.message}`, 300))
+      const page = parsed.success
+      const scraped = yield* Effect.try({
+        try: () => scrapeHtml(page.html, page.url, input, page.links),
+        catch: (error) => fail("malformed", clip(`${name}: the page could not be parsed: ${error instanceof Error ? error.message : String(error)}`))
+      })
+      const output: ScrapeOutput = { url: page.url, status: page.status, contentType: page.contentType, ...scraped }
+      return { output, actualMicroUsd: unitPrice.priceMicroUsd }
+    })
+
+    return { name, capability: "scrape", unitPrice, quote: quoteScrape(unitPrice), run } satisfies Provider<"scrape">
+  })

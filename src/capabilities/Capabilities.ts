@@ -1,0 +1,227 @@
+import { Clock, Context, Effect, Exit, Layer, Option, Result, Schema } from "effect"
+import type { Principal } from "../domain/Agent.ts"
+import type { Capability } from "../domain/Capability.ts"
+import { capabilityNames } from "../domain/Capability.ts"
+import { NotFound, type SpendRefusal, ValidationError } from "../domain/errors.ts"
+import { OutboundHttp, type UnsafeUrl } from "../ports/Net.ts"
+import { Spend, type SpendReceipt } from "../wallet/Spend.ts"
+import { capabilityInfo } from "./catalog.ts"
+import { type AnyProvider, type Metered, type Provider, ProviderFailure, type Quote } from "./Provider.ts"
+import { ProviderHealth } from "./ProviderHealth.ts"
+import type { BuiltCapability, CapabilityIO } from "./schemas.ts"
+
+/**
+ * Metered execution: validate → pick providers → quote → the spend pipeline
+ * (reserve, run, settle or release) → result and receipt. Providers are
+ * tried cheapest first among the healthy ones; when one fails before any
+ * output reached the caller its hold is released and the next is tried.
+ */
+
+/** The configured providers, in the order the operator listed them. */
+export class Providers extends Context.Service<Providers, {
+  readonly all: ReadonlyArray<AnyProvider>
+}>()("spendgate/Providers") {
+  static readonly make = (providers: ReadonlyArray<AnyProvider>) => Layer.succeed(Providers, { all: providers })
+}
+
+
+export interface ExecutionResult<O> {
+  readonly data: O
+  readonly receipt: SpendReceipt
+  readonly provider: string
+  readonly model: string | undefined
+  /** Time spent in the upstream call that answered. */
+  readonly latencyMs: number
+}
+
+export type ExecuteError = SpendRefusal | ProviderFailure | NotFound | ValidationError | UnsafeUrl | NoProvider
+
+/** No configured (or healthy) provider can serve the capability. */
+export class NoProvider extends Schema.TaggedError<NoProvider>()("NoProvider", {
+  capability: Schema.String
+}) {
+  readonly code = "PROVIDER_UNAVAILABLE"
+  override get message() {
+    return `No configured provider can serve "${this.capability}" right now`
+  }
+  get details() {
+    return { capability: this.capability }
+  }
+}
+
+export interface CapabilitySummary {
+  readonly name: Capability
+  readonly description: string
+  readonly per: string
+  readonly providers: ReadonlyArray<AnyProvider>
+  readonly defaultProvider: string | null
+}
+
+const pinnedOf = (input: { readonly provider?: string | undefined }) => input.provider
+
+const descriptionOf = (capability: Capability, provider: string, quote: Quote) =>
+  quote.model === undefined ? `${capability} via ${provider}` : `${capability} via ${provider} (${quote.model})`
+
+export class Capabilities extends Context.Service<Capabilities, {
+  readonly list: Effect.Effect<ReadonlyArray<CapabilitySummary>>
+  readonly describe: (capability: string) => Effect.Effect<CapabilitySummary, NotFound>
+  readonly execute: <C extends BuiltCapability>(
+    principal: Principal,
+    capability: C,
+    input: CapabilityIO[C]["input"]
+  ) => Effect.Effect<ExecutionResult<CapabilityIO[C]["output"]>, ExecuteError>
+}>()("spendgate/Capabilities") {
+  static readonly layer = Layer.effect(
+    Capabilities,
+    Effect.gen(function*() {
+      const { all } = yield* Providers
+      const health = yield* ProviderHealth
+      const spend = yield* Spend
+      const outbound = yield* Effect.serviceOption(OutboundHttp)
+
+      const providersFor = (capability: Capability): ReadonlyArray<AnyProvider> =>
+        all.filter((p) => p.capability === capability)
+
+      /** Cheapest nominal price first: a flat unit price, or the default model's output price. */
+      const nominalPrice = (provider: AnyProvider): bigint =>
+        provider.unitPrice?.priceMicroUsd ?? provider.models?.[0]?.outputPer1kMicroUsd ?? 0n
+
+      const summary = (capability: Capability) =>
+        Effect.gen(function*() {
+          const providers = providersFor(capability)
+          const healthy: Array<AnyProvider> = []
+          for (const p of providers) if (yield* health.isHealthy(p.name)) healthy.push(p)
+          const best = [...(healthy.length > 0 ? healthy : providers)].sort((a, b) =>
+            nominalPrice(a) < nominalPrice(b) ? -1 : nominalPrice(a) > nominalPrice(b) ? 1 : 0
+          )[0]
+          return {
+            name: capability,
+            description: capabilityInfo[capability].description,
+            per: capabilityInfo[capability].per,
+            providers,
+            defaultProvider: best?.name ?? null
+          } satisfies CapabilitySummary
+        })
+
+      const list = Effect.forEach(capabilityNames, summary)
+
+      const describe = (capability: string) =>
+        (capabilityNames as ReadonlyArray<string>).includes(capability)
+          ? summary(capability as Capability)
+          : Effect.fail(new NotFound({ resource: `Capability ${capability.slice(0, 64)}` }))
+
+      const runOne = <C extends BuiltCapability>(
+        principal: Principal,
+        capability: C,
+        provider: Provider<C>,
+        input: CapabilityIO[C]["input"],
+        quote: Quote
+      ) =>
+        Effect.gen(function*() {
+          let latencyMs = 0
+          let model: string | undefined = quote.model
+          const run = Effect.gen(function*() {
+            if (!(yield* health.admit(provider.name))) {
+              return yield* new ProviderFailure({ provider: provider.name, reason: "unavailable", message: "circuit open" })
+            }
+            const started = yield* Clock.currentTimeMillis
+            const exit = yield* Effect.exit(provider.run(input, quote))
+            latencyMs = (yield* Clock.currentTimeMillis) - started
+            if (Exit.isSuccess(exit)) {
+              yield* health.record(provider.name, { ok: true, latencyMs })
+              const metered: Metered<CapabilityIO[C]["output"]> = exit.value
+              model = metered.model ?? model
+              return { value: metered.output, actualMicroUsd: metered.actualMicroUsd }
+            }
+            const failure = Option.getOrUndefined(Exit.findErrorOption(exit))
+            if (failure === undefined) {
+              yield* health.abandon(provider.name)
+              return yield* Effect.failCause(exit.cause)
+            }
+            // A URL refused mid-flight is the caller's, not the provider's, fault.
+            if (failure.reason !== "blocked") {
+              yield* health.record(provider.name, { ok: false, latencyMs, error: `${failure.reason}: ${failure.message}` })
+            } else {
+              yield* health.abandon(provider.name)
+            }
+            return yield* Effect.fail(failure)
+          }).pipe(Effect.onInterrupt(() => health.abandon(provider.name)))
+          const { value, receipt } = yield* spend.spend(principal, {
+            capability,
+            provider: provider.name,
+            quotedMicroUsd: quote.microUsd,
+            description: descriptionOf(capability, provider.name, quote),
+            run
+          })
+          return { data: value, receipt, provider: provider.name, model, latencyMs }
+        })
+
+      const execute = <C extends BuiltCapability>(
+        principal: Principal,
+        capability: C,
+        input: CapabilityIO[C]["input"]
+      ): Effect.Effect<ExecutionResult<CapabilityIO[C]["output"]>, ExecuteError> =>
+        Effect.gen(function*() {
+          const configured = providersFor(capability) as ReadonlyArray<Provider<C>>
+          const pinned = pinnedOf(input)
+          let candidates: ReadonlyArray<Provider<C>> = configured
+          if (pinned !== undefined) {
+            const found = configured.find((p) => p.name === pinned)
+            if (found === undefined) return yield* new NotFound({ resource: `Provider ${pinned.slice(0, 64)} for ${capability}` })
+            candidates = [found]
+          }
+          if (candidates.length === 0) return yield* Effect.fail(new NoProvider({ capability }))
+
+          // Addresses chosen by the caller are checked before anything is held.
+          const url = (input as { readonly url?: string | undefined }).url
+          if (url !== undefined && Option.isSome(outbound)) yield* outbound.value.check(url)
+
+          const quoted: Array<{ readonly provider: Provider<C>; readonly quote: Quote; readonly healthy: boolean }> = []
+          let firstRefusal: NotFound | ValidationError | undefined
+          for (const provider of candidates) {
+            const quote = provider.quote(input)
+            if (Result.isFailure(quote)) {
+              firstRefusal ??= quote.failure
+              continue
+            }
+            quoted.push({ provider, quote: quote.success, healthy: yield* health.isHealthy(provider.name) })
+          }
+          if (quoted.length === 0) return yield* Effect.fail(firstRefusal!)
+          const ordered = pinned !== undefined
+            ? quoted
+            : [...quoted].sort((a, b) =>
+              a.healthy !== b.healthy
+                ? (a.healthy ? -1 : 1)
+                : a.quote.microUsd < b.quote.microUsd
+                ? -1
+                : a.quote.microUsd > b.quote.microUsd
+                ? 1
+                : 0
+            )
+          if (pinned === undefined && !ordered.some((o) => o.healthy)) return yield* Effect.fail(new NoProvider({ capability }))
+
+          let lastFailure: ProviderFailure | undefined
+          for (const { provider, quote, healthy } of ordered) {
+            if (!healthy && pinned === undefined) continue
+            const attempt = yield* Effect.exit(runOne(principal, capability, provider, input, quote))
+            if (Exit.isSuccess(attempt)) return attempt.value
+            const error = Option.getOrUndefined(Exit.findErrorOption(attempt))
+            if (!(error instanceof ProviderFailure)) return yield* Effect.failCause(attempt.cause)
+            if (error.reason === "blocked") {
+              return yield* new ValidationError({
+                message: `This URL may not be fetched: ${error.message}`,
+                issues: [{ path: "url", message: `not allowed: ${error.message}` }]
+              })
+            }
+            lastFailure = error
+          }
+          return yield* Effect.fail(
+            lastFailure ?? new ProviderFailure({ provider: ordered[0]!.provider.name, reason: "unavailable", message: "no provider answered" })
+          )
+        })
+
+      return Capabilities.of({ list, describe, execute })
+    })
+  )
+}
+

@@ -1,0 +1,105 @@
+import { Schema } from "effect"
+import { Capability } from "../domain/Capability.ts"
+import type { AccountId, AgentId } from "../domain/ids.ts"
+import { sortableRandomId } from "../domain/ids.ts"
+
+/**
+ * Services reachable through the proxy: the upstreams the operator has
+ * configured, and community services approved from the registry. Every
+ * listed endpoint carries a price, so the proxy is never a way around a budget.
+ */
+
+export const HTTP_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const
+export type HttpMethod = (typeof HTTP_METHODS)[number]
+
+/** How one endpoint is priced: per call, or per 1000 tokens by model (chat-style bodies). */
+export type EndpointPrice =
+  | { readonly kind: "perCall"; readonly priceMicroUsd: bigint }
+  | {
+    readonly kind: "tokens"
+    /** The wire format the body and usage follow. */
+    readonly format: "openai-chat" | "anthropic-messages"
+    readonly models: ReadonlyArray<{
+      readonly id: string
+      readonly inputPer1kMicroUsd: bigint
+      readonly outputPer1kMicroUsd: bigint
+      readonly maxTokens: number
+      readonly defaultMaxTokens: number
+    }>
+  }
+
+export interface ServiceEndpoint {
+  readonly path: string
+  readonly method: HttpMethod
+  readonly description: string
+  readonly price: EndpointPrice | null
+}
+
+export interface Service {
+  readonly slug: string
+  readonly name: string
+  readonly description: string
+  readonly baseUrl: string
+  readonly capabilities: ReadonlyArray<Capability>
+  readonly endpoints: ReadonlyArray<ServiceEndpoint>
+  /** "operator": configured with the operator's credentials; "registry": an approved community service. */
+  readonly origin: "operator" | "registry"
+}
+
+export const Slug = Schema.String.check(
+  Schema.isPattern(/^[a-z0-9][a-z0-9-]{1,39}$/, { message: "2-40 characters of a-z, 0-9 and -, starting with a letter or digit" })
+)
+
+export const EndpointPath = Schema.String.check(
+  Schema.isMaxLength(200),
+  Schema.isPattern(/^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$/, { message: "Expected an absolute path such as /v1/search" }),
+  Schema.makeFilter((path: string) => (path.split("/").some((s) => s === ".." || s === ".") ? "No . or .. segments" : undefined))
+)
+
+const Cents = Schema.Number.check(Schema.isGreaterThanOrEqualTo(0), Schema.isLessThanOrEqualTo(1_000_000))
+
+/** A submission's price of one endpoint, in USD cents. */
+export const SubmittedPrice = Schema.Union([
+  Schema.Struct({ perCallUsdCents: Cents }),
+  Schema.Struct({
+    format: Schema.Literals(["openai-chat", "anthropic-messages"]),
+    models: Schema.Record(
+      Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200)),
+      Schema.Struct({
+        inputPer1kTokens: Cents,
+        outputPer1kTokens: Cents,
+        maxTokens: Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 1_000_000 }))
+      })
+    ).check(Schema.isMinProperties(1), Schema.isMaxProperties(50))
+  })
+])
+
+export const SubmissionInput = Schema.Struct({
+  slug: Slug,
+  name: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(100)),
+  description: Schema.String.check(Schema.isMaxLength(2000)),
+  baseUrl: Schema.String.check(Schema.isMaxLength(2048)),
+  capabilities: Schema.Array(Capability).check(Schema.isMaxLength(10)),
+  endpoints: Schema.Array(Schema.Struct({
+    path: EndpointPath,
+    method: Schema.Literals(HTTP_METHODS),
+    description: Schema.String.check(Schema.isMaxLength(500))
+  })).check(Schema.isMinLength(1), Schema.isMaxLength(50)),
+  pricing: Schema.Record(EndpointPath, SubmittedPrice).annotate({ description: "Keyed by endpoint path; USD cents" }),
+  contact: Schema.String.check(Schema.isMinLength(3), Schema.isMaxLength(320))
+})
+export type SubmissionInput = typeof SubmissionInput.Type
+
+export type SubmissionStatus = "pending" | "approved" | "rejected"
+
+export interface Submission extends SubmissionInput {
+  readonly id: string
+  readonly accountId: AccountId
+  readonly agentId: AgentId
+  readonly status: SubmissionStatus
+  readonly createdAt: Date
+  readonly reviewedAt: Date | null
+  readonly reviewNote: string | null
+}
+
+export const newSubmissionId = () => `sub_${sortableRandomId()}`

@@ -1,0 +1,315 @@
+import { Clock, Context, Effect, Layer, Option, Result, Schema } from "effect"
+import { requireOwner } from "../agents/Access.ts"
+import { promptTokenBound, tokenCost } from "../capabilities/pricing.ts"
+import { ProviderFailure } from "../capabilities/Provider.ts"
+import type { Principal } from "../domain/Agent.ts"
+import { Conflict, type Forbidden, NotFound, type SpendRefusal, ValidationError } from "../domain/errors.ts"
+import { centsToMicroUsd } from "../domain/Money.ts"
+import { OutboundHttp, UnsafeUrl } from "../ports/Net.ts"
+import { RegistryStore } from "../ports/RegistryStore.ts"
+import { type ProxyResponse, ServiceTransport } from "../ports/ServiceTransport.ts"
+import type { Page, PageRequest } from "../ports/Store.ts"
+import { Spend, type SpendReceipt } from "../wallet/Spend.ts"
+import {
+  type EndpointPrice,
+  HTTP_METHODS,
+  newSubmissionId,
+  type Service,
+  type ServiceEndpoint,
+  type Submission,
+  type SubmissionInput
+} from "./Service.ts"
+
+/**
+ * The service catalogue (operator services + approved registry submissions),
+ * the registry, and the proxy. A proxied call is metered and charged through
+ * the same spend pipeline as capabilities: policies, caps and the kill switch
+ * apply, and an endpoint without a price is refused.
+ */
+
+export const ProxyCall = Schema.Struct({
+  method: Schema.Literals(HTTP_METHODS),
+  path: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200)),
+  query: Schema.optional(
+    Schema.Record(Schema.String.check(Schema.isMaxLength(100)), Schema.String.check(Schema.isMaxLength(2000)))
+      .check(Schema.isMaxProperties(50))
+  ),
+  headers: Schema.optional(
+    Schema.Record(Schema.String.check(Schema.isMaxLength(100)), Schema.String.check(Schema.isMaxLength(2000)))
+      .check(Schema.isMaxProperties(50))
+  ),
+  body: Schema.optional(Schema.Unknown)
+})
+export type ProxyCall = typeof ProxyCall.Type
+
+export interface ProxyResult {
+  readonly response: ProxyResponse
+  readonly receipt: SpendReceipt
+  readonly latencyMs: number
+  readonly model: string | undefined
+}
+
+/** Request headers a caller may send on to a service; everything else is dropped. */
+const FORWARDABLE = new Set(["accept", "accept-language", "content-type", "user-agent", "openai-beta", "anthropic-beta"])
+const isForwardable = (name: string) =>
+  FORWARDABLE.has(name) ||
+  (name.startsWith("x-") && !/(auth|key|token|secret|cookie|signature)/.test(name))
+
+export const filterRequestHeaders = (headers: Readonly<Record<string, string>> | undefined): Record<string, string> =>
+  Object.fromEntries(Object.entries(headers ?? {}).map(([k, v]) => [k.toLowerCase(), v] as const).filter(([k]) => isForwardable(k)))
+
+const DEFAULT_PROXY_MAX_TOKENS = 1024
+
+interface ProxyQuote {
+  readonly microUsd: bigint
+  readonly body: unknown
+  readonly model: string | undefined
+  readonly meter: (response: ProxyResponse) => bigint
+}
+
+const readUsage = (format: "openai-chat" | "anthropic-messages", body: unknown) => {
+  const usage = (body as { usage?: Record<string, unknown> } | null)?.usage
+  if (usage === undefined || usage === null || typeof usage !== "object") return undefined
+  const input = format === "openai-chat" ? usage["prompt_tokens"] : usage["input_tokens"]
+  const output = format === "openai-chat" ? usage["completion_tokens"] : usage["output_tokens"]
+  return typeof input === "number" && typeof output === "number" && input >= 0 && output >= 0
+    ? { input, output }
+    : undefined
+}
+
+/** The upper bound of a proxied call and how its actual cost is read back. */
+export const quoteProxy = (
+  price: EndpointPrice,
+  body: unknown
+): Result.Result<ProxyQuote, ValidationError | NotFound> => {
+  if (price.kind === "perCall") {
+    return Result.succeed({ microUsd: price.priceMicroUsd, body, model: undefined, meter: () => price.priceMicroUsd })
+  }
+  if (typeof body !== "object" || body === null || Array.isArray(body)) {
+    return Result.fail(new ValidationError({ message: "This endpoint takes a JSON object body", issues: [{ path: "body", message: "Expected an object" }] }))
+  }
+  const request = body as Record<string, unknown>
+  const modelId = request["model"]
+  const model = price.models.find((m) => m.id === modelId)
+  if (model === undefined) return Result.fail(new NotFound({ resource: `Model ${String(modelId).slice(0, 100)}` }))
+  if (request["stream"] === true) {
+    return Result.fail(new ValidationError({
+      message: "Streaming responses are not proxied yet; send stream: false",
+      issues: [{ path: "body.stream", message: "not supported yet" }]
+    }))
+  }
+  const maxKey = price.format === "openai-chat" && request["max_completion_tokens"] !== undefined ? "max_completion_tokens" : "max_tokens"
+  const asked = request[maxKey]
+  const maxTokens = asked === undefined ? Math.min(DEFAULT_PROXY_MAX_TOKENS, model.defaultMaxTokens) : asked
+  if (typeof maxTokens !== "number" || !Number.isInteger(maxTokens) || maxTokens < 1 || maxTokens > model.maxTokens) {
+    return Result.fail(new ValidationError({
+      message: `${maxKey} must be a whole number from 1 to ${model.maxTokens}`,
+      issues: [{ path: `body.${maxKey}`, message: `must be 1 to ${model.maxTokens}` }]
+    }))
+  }
+  // The prompt is bounded by the bytes of everything but the answer's budget.
+  const promptText = JSON.stringify({ ...request, [maxKey]: undefined })
+  const inputBound = promptTokenBound({ prompt: promptText.length === 0 ? " " : promptText })
+  const microUsd = tokenCost(inputBound, model.inputPer1kMicroUsd) + tokenCost(maxTokens, model.outputPer1kMicroUsd)
+  return Result.succeed({
+    microUsd,
+    body: { ...request, [maxKey]: maxTokens },
+    model: model.id,
+    meter: (response) => {
+      const usage = readUsage(price.format, response.body)
+      // An upstream that reports no usage is charged its upper bound.
+      return usage === undefined
+        ? microUsd
+        : tokenCost(usage.input, model.inputPer1kMicroUsd) + tokenCost(usage.output, model.outputPer1kMicroUsd)
+    }
+  })
+}
+
+const priceFromSubmission = (price: SubmissionInput["pricing"][string]): EndpointPrice | null => {
+  if ("perCallUsdCents" in price) {
+    const micro = centsToMicroUsd(price.perCallUsdCents)
+    return Result.isSuccess(micro) ? { kind: "perCall", priceMicroUsd: micro.success } : null
+  }
+  const models = []
+  for (const [id, m] of Object.entries(price.models)) {
+    const input = centsToMicroUsd(m.inputPer1kTokens)
+    const output = centsToMicroUsd(m.outputPer1kTokens)
+    if (Result.isFailure(input) || Result.isFailure(output)) return null
+    models.push({
+      id,
+      inputPer1kMicroUsd: input.success,
+      outputPer1kMicroUsd: output.success,
+      maxTokens: m.maxTokens,
+      defaultMaxTokens: Math.min(DEFAULT_PROXY_MAX_TOKENS, m.maxTokens)
+    })
+  }
+  return { kind: "tokens", format: price.format, models }
+}
+
+export const serviceFromSubmission = (s: Submission): Service => ({
+  slug: s.slug,
+  name: s.name,
+  description: s.description,
+  baseUrl: s.baseUrl,
+  capabilities: s.capabilities,
+  origin: "registry",
+  endpoints: s.endpoints.map((e): ServiceEndpoint => {
+    const price = s.pricing[e.path]
+    return { ...e, price: price === undefined ? null : priceFromSubmission(price) }
+  })
+})
+
+export type ProxyError = SpendRefusal | ProviderFailure | NotFound | ValidationError | UnsafeUrl
+
+export class Services extends Context.Service<Services, {
+  readonly list: Effect.Effect<ReadonlyArray<Service>>
+  readonly get: (slug: string) => Effect.Effect<Service, NotFound>
+  readonly submit: (principal: Principal, input: SubmissionInput) => Effect.Effect<Submission, Forbidden | ValidationError | UnsafeUrl | Conflict>
+  readonly submissions: (principal: Principal, page: PageRequest) => Effect.Effect<Page<Submission>>
+  /** Operator: every submission, by status. */
+  readonly allSubmissions: (status: Submission["status"] | undefined, page: PageRequest) => Effect.Effect<Page<Submission>>
+  readonly review: (id: string, status: "approved" | "rejected", note: string | null) => Effect.Effect<Submission, NotFound | Conflict>
+  readonly proxy: (principal: Principal, slug: string, call: ProxyCall) => Effect.Effect<ProxyResult, ProxyError>
+}>()("spendgate/Services") {
+  static readonly layer = Layer.effect(
+    Services,
+    Effect.gen(function*() {
+      const transport = yield* ServiceTransport
+      const registry = yield* RegistryStore
+      const spend = yield* Spend
+      const outbound = yield* Effect.serviceOption(OutboundHttp)
+      const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms))
+
+      const list = Effect.map(registry.approved, (approved) => [
+        ...transport.operatorServices,
+        ...approved.map(serviceFromSubmission).filter((s) => !transport.operatorServices.some((o) => o.slug === s.slug))
+      ])
+
+      const get = (slug: string) =>
+        Effect.flatMap(list, (all) => {
+          const found = all.find((s) => s.slug === slug)
+          return found === undefined ? Effect.fail(new NotFound({ resource: `Service ${slug.slice(0, 64)}` })) : Effect.succeed(found)
+        })
+
+      const submit = Effect.fn("Services.submit")(function*(principal: Principal, input: SubmissionInput) {
+        yield* requireOwner(principal, "submit services")
+        const issues: Array<{ path: string; message: string }> = []
+        let url: URL | undefined
+        try {
+          url = new URL(input.baseUrl)
+        } catch {
+          issues.push({ path: "baseUrl", message: "Expected an absolute URL" })
+        }
+        if (url !== undefined && url.protocol !== "https:") issues.push({ path: "baseUrl", message: "Must be https" })
+        if (url !== undefined && (url.username !== "" || url.password !== "" || url.search !== "" || url.hash !== "")) {
+          issues.push({ path: "baseUrl", message: "No credentials, query or fragment" })
+        }
+        const seen = new Set<string>()
+        input.endpoints.forEach((e, i) => {
+          const key = `${e.method} ${e.path}`
+          if (seen.has(key)) issues.push({ path: `endpoints.${i}`, message: `${key} is listed twice` })
+          seen.add(key)
+          const price = input.pricing[e.path]
+          if (price === undefined) issues.push({ path: `pricing.${e.path}`, message: "Every endpoint needs a price" })
+          else if (priceFromSubmission(price) === null) issues.push({ path: `pricing.${e.path}`, message: "Prices are USD cents with at most 4 decimals" })
+        })
+        for (const path of Object.keys(input.pricing)) {
+          if (!input.endpoints.some((e) => e.path === path)) issues.push({ path: `pricing.${path}`, message: "Not a listed endpoint" })
+        }
+        if (issues.length > 0) return yield* new ValidationError({ message: `Invalid submission: ${issues[0]!.path}: ${issues[0]!.message}`, issues })
+        if (Option.isSome(outbound)) yield* outbound.value.check(input.baseUrl)
+        if (transport.operatorServices.some((s) => s.slug === input.slug)) {
+          return yield* new Conflict({ message: `The slug ${input.slug} is taken` })
+        }
+        const submission: Submission = {
+          ...input,
+          id: newSubmissionId(),
+          accountId: principal.agent.accountId,
+          agentId: principal.agent.id,
+          status: "pending",
+          createdAt: yield* now,
+          reviewedAt: null,
+          reviewNote: null
+        }
+        const inserted = yield* registry.insert(submission)
+        if (inserted === "SlugTaken") return yield* new Conflict({ message: `The slug ${input.slug} is taken` })
+        return submission
+      })
+
+      const submissions = (principal: Principal, page: PageRequest) =>
+        registry.list({ accountId: principal.agent.accountId }, page)
+
+      const allSubmissions = (status: Submission["status"] | undefined, page: PageRequest) => registry.list({ status }, page)
+
+      const review = Effect.fn("Services.review")(function*(id: string, status: "approved" | "rejected", note: string | null) {
+        const current = yield* registry.get(id)
+        if (Option.isNone(current)) return yield* new NotFound({ resource: "Submission" })
+        const reviewed = yield* registry.review(id, { status, note, at: yield* now })
+        if (Option.isNone(reviewed)) return yield* new Conflict({ message: `The submission is already ${current.value.status}` })
+        return reviewed.value
+      })
+
+      const proxy = (principal: Principal, slug: string, call: ProxyCall): Effect.Effect<ProxyResult, ProxyError> =>
+        Effect.gen(function*() {
+          const service = yield* get(slug)
+          const endpoint = service.endpoints.find((e) => e.method === call.method && e.path === call.path)
+          if (endpoint === undefined) {
+            return yield* new NotFound({ resource: `Endpoint ${call.method} ${call.path.slice(0, 100)} of ${slug}` })
+          }
+          if (endpoint.price === null) {
+            return yield* new ValidationError({
+              message: "This endpoint has no price, so it cannot be called through the proxy",
+              issues: [{ path: "path", message: "unpriced endpoint" }]
+            })
+          }
+          const quoted = quoteProxy(endpoint.price, call.body)
+          if (Result.isFailure(quoted)) return yield* Effect.fail(quoted.failure)
+          const quote = quoted.success
+          let latencyMs = 0
+          const run: Effect.Effect<{ readonly value: ProxyResponse; readonly actualMicroUsd: bigint }, ProviderFailure> = Effect.gen(
+            function*() {
+              const started = yield* Clock.currentTimeMillis
+              const answer = yield* transport.send(service, {
+                method: call.method,
+                path: call.path,
+                query: call.query ?? {},
+                headers: filterRequestHeaders(call.headers),
+                body: quote.body
+              }).pipe(
+                Effect.mapError((error) =>
+                  error instanceof UnsafeUrl
+                    ? new ProviderFailure({ provider: service.slug, reason: "blocked", message: error.reason })
+                    : error
+                )
+              )
+              latencyMs = (yield* Clock.currentTimeMillis) - started
+              if (answer.status >= 500) {
+                return yield* new ProviderFailure({ provider: service.slug, reason: "unavailable", message: `answered ${answer.status}` })
+              }
+              // A refusal by the upstream (4xx) did no billable work: nothing is charged.
+              return { value: answer, actualMicroUsd: answer.status >= 400 ? 0n : quote.meter(answer) }
+            }
+          )
+          const spent = yield* Effect.mapError(
+            spend.spend(principal, {
+              capability: service.capabilities[0] ?? "reason",
+              provider: `proxy:${service.slug}`,
+              quotedMicroUsd: quote.microUsd,
+              description: `proxy ${service.slug} ${call.method} ${call.path}${quote.model === undefined ? "" : ` (${quote.model})`}`,
+              run
+            }),
+            (error): ProxyError =>
+              error instanceof ProviderFailure && error.reason === "blocked"
+                ? new ValidationError({
+                  message: `This service may not be reached: ${error.message}`,
+                  issues: [{ path: "slug", message: error.message }]
+                })
+                : error
+          )
+          return { response: spent.value, receipt: spent.receipt, latencyMs, model: quote.model }
+        })
+
+      return Services.of({ list, get, submit, submissions, allSubmissions, review, proxy })
+    })
+  )
+}
