@@ -1,6 +1,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
-import { BadRequest } from "./errors.ts"
+import { BadRequest, Conflict, NotFound } from "./errors.ts"
+import { SubmissionResponse } from "./ServicesApi.ts"
 import { InvoiceResponse } from "./FundingApi.ts"
 import { AgentResponse } from "./resources.ts"
 import { IsoDate, TransactionResponse } from "./WalletApi.ts"
@@ -84,6 +85,8 @@ export const ServiceHealthResponse = Schema.Struct({
   }))
 })
 
+const Review = Schema.Struct({ note: Schema.optional(Schema.String.check(Schema.isMaxLength(2000))) })
+
 export class AdminApi extends HttpApiGroup.make("admin")
   .add(
     HttpApiEndpoint.get("stats", "/v1/admin/stats", {
@@ -125,6 +128,23 @@ export class AdminApi extends HttpApiGroup.make("admin")
       error: BadRequest
     }),
     HttpApiEndpoint.get("serviceHealth", "/v1/admin/service-health", { success: ServiceHealthResponse, error: BadRequest }),
+    HttpApiEndpoint.get("submissions", "/v1/admin/registry/submissions", {
+      query: { status: Schema.optional(Schema.Literals(["pending", "approved", "rejected"])), ...Paging },
+      success: list("submissions", Schema.Struct({ ...SubmissionResponse.fields, accountId: Schema.String })),
+      error: BadRequest
+    }),
+    HttpApiEndpoint.post("approve", "/v1/admin/registry/submissions/:id/approve", {
+      params: { id: Id },
+      payload: Review,
+      success: SubmissionResponse,
+      error: [BadRequest, NotFound, Conflict]
+    }),
+    HttpApiEndpoint.post("reject", "/v1/admin/registry/submissions/:id/reject", {
+      params: { id: Id },
+      payload: Review,
+      success: SubmissionResponse,
+      error: [BadRequest, NotFound, Conflict]
+    }),
     HttpApiEndpoint.get("rate", "/v1/admin/rate", { success: RateResponse, error: BadRequest }),
     HttpApiEndpoint.get("latePayments", "/v1/admin/late-payments", {
       query: {

@@ -8,7 +8,9 @@ import { ProviderHealth, ProviderStatuses } from "../../src/capabilities/Provide
 import type { AccountId, AgentId } from "../../src/domain/ids.ts"
 import { AdminStore } from "../../src/ports/AdminStore.ts"
 import { Store } from "../../src/ports/Store.ts"
+import { Services } from "../../src/services/Services.ts"
 import { agentJson } from "./handlers.ts"
+import { submissionJson } from "./servicesHandlers.ts"
 import { auditJson, transactionJson } from "./walletHandlers.ts"
 import { RateStatus } from "../rates/Exchanges.ts"
 import { Api } from "./Api.ts"
@@ -59,7 +61,22 @@ export const AdminHandlers = HttpApiBuilder.group(
     const health = yield* ProviderHealth
     const { all: providers } = yield* Providers
     const statuses = yield* Effect.serviceOption(ProviderStatuses)
+    const services = yield* Services
     return handlers
+      .handle("submissions", ({ query }) =>
+        Effect.gen(function*() {
+          const page = pageOf(query)
+          const result = yield* services.allSubmissions(query.status, page)
+          return {
+            submissions: result.items.map((s) => ({ ...submissionJson(s), accountId: s.accountId })),
+            total: result.total,
+            ...page
+          }
+        }))
+      .handle("approve", ({ params, payload }) =>
+        services.review(params.id, "approved", payload.note ?? null).pipe(Effect.map(submissionJson), Effect.mapError(toHttpError)))
+      .handle("reject", ({ params, payload }) =>
+        services.review(params.id, "rejected", payload.note ?? null).pipe(Effect.map(submissionJson), Effect.mapError(toHttpError)))
       .handle("stats", ({ query }) =>
         Effect.gen(function*() {
           const now = yield* Clock.currentTimeMillis
