@@ -1,6 +1,7 @@
 import { Effect, Result, Schema } from "effect"
 import { readFileSync } from "node:fs"
 import type { ModelInfo, UnitPrice } from "../src/capabilities/Provider.ts"
+import { ImageSize } from "../src/capabilities/schemas.ts"
 import { Capability } from "../src/domain/Capability.ts"
 import { centsToMicroUsd } from "../src/domain/Money.ts"
 import { InvalidConfig } from "./config.ts"
@@ -24,6 +25,18 @@ const ModelCard = Schema.Struct({
 const PriceCard = Schema.Union([
   Schema.Struct({ capability: Schema.Literal("reason"), models: Schema.Array(ModelCard).check(Schema.isMinLength(1)) }),
   Schema.Struct({
+    capability: Schema.Literal("imagine"),
+    model: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200)),
+    per: Schema.Literal("image"),
+    sizes: Schema.Record(Schema.String, Cents).check(
+      Schema.isMinProperties(1),
+      Schema.makeFilter((sizes: Record<string, number>) => {
+        const unknown = Object.keys(sizes).filter((size) => !(ImageSize.literals as ReadonlyArray<string>).includes(size))
+        return unknown.length === 0 ? undefined : `Unknown image size ${unknown[0]}`
+      })
+    )
+  }),
+  Schema.Struct({
     capability: Capability,
     per: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(32)),
     priceUsdCents: Cents
@@ -34,6 +47,7 @@ const PriceFile = Schema.Record(Schema.String, Schema.Unknown)
 
 export type PriceEntry =
   | { readonly kind: "models"; readonly models: ReadonlyArray<ModelInfo> }
+  | { readonly kind: "images"; readonly model: string; readonly sizes: Readonly<Partial<Record<typeof ImageSize.Type, bigint>>> }
   | { readonly kind: "unit"; readonly capability: Capability; readonly unitPrice: UnitPrice }
 
 const micro = (cents: number, where: string): Effect.Effect<bigint, InvalidConfig> => {
@@ -48,6 +62,13 @@ const parseEntry = (name: string, raw: unknown): Effect.Effect<PriceEntry, Inval
     const card = yield* Schema.decodeUnknownEffect(PriceCard)(raw).pipe(
       Effect.mapError((error) => new InvalidConfig({ message: `Invalid price card "${name}": ${error.message}` }))
     )
+    if ("sizes" in card) {
+      const sizes: Partial<Record<typeof ImageSize.Type, bigint>> = {}
+      for (const [size, cents] of Object.entries(card.sizes) as Array<[typeof ImageSize.Type, number]>) {
+        sizes[size] = yield* micro(cents, `${name}/${size}`)
+      }
+      return { kind: "images", model: card.model, sizes } as const
+    }
     if ("models" in card) {
       const models: Array<ModelInfo> = []
       for (const m of card.models) {

@@ -2,6 +2,7 @@ import { NodeHttpClient } from "@effect/platform-node"
 import { Config, Effect, Layer, Option, Redacted } from "effect"
 import type { HttpClient } from "effect/http"
 import { Providers } from "../src/capabilities/Capabilities.ts"
+import { ProviderStatuses } from "../src/capabilities/ProviderHealth.ts"
 import type { AnyProvider, ModelInfo, UnitPrice } from "../src/capabilities/Provider.ts"
 import type { Capability } from "../src/domain/Capability.ts"
 import { OutboundHttp } from "../src/ports/Net.ts"
@@ -10,7 +11,14 @@ import * as Transport from "./services/transport.ts"
 import { InvalidConfig } from "./config.ts"
 import * as SafeHttp from "./net/SafeHttp.ts"
 import { loadPriceCards, type PriceEntry } from "./priceCards.ts"
+import * as Resend from "./providers/email/resend.ts"
+import * as Smtp from "./providers/email/smtp.ts"
+import * as OpenAiImages from "./providers/imagine/openaiImages.ts"
 import * as Anthropic from "./providers/reason/anthropic.ts"
+import * as Twilio from "./providers/sms/twilio.ts"
+import * as Espeak from "./providers/speak/espeak.ts"
+import * as OpenAiSpeech from "./providers/speak/openaiSpeech.ts"
+import * as OpenAiTranscribe from "./providers/transcribe/openaiTranscribe.ts"
 import * as OpenAiCompatible from "./providers/reason/openaiCompatible.ts"
 import * as BuiltinRead from "./providers/read/builtin.ts"
 import * as Jina from "./providers/read/jina.ts"
@@ -28,8 +36,16 @@ import * as Tavily from "./providers/search/tavily.ts"
 
 type Builder = Effect.Effect<AnyProvider, never, HttpClient.HttpClient | OutboundHttp>
 
+type Probe = Effect.Effect<{ readonly ok: true } | { readonly ok: false; readonly reason: string }>
+
 export interface ProvidersConfig {
-  readonly builders: ReadonlyArray<{ readonly name: string; readonly capability: Capability; readonly build: Builder }>
+  readonly builders: ReadonlyArray<{
+    readonly name: string
+    readonly capability: Capability
+    readonly build: Builder
+    /** Whether the provider can work at all here (checked once at start-up). */
+    readonly probe?: Probe
+  }>
   readonly allowHosts: ReadonlyArray<string>
   /** Upstreams reachable through the proxy with the operator's credentials. */
   readonly operatorServices: ReadonlyArray<Transport.OperatorService>
@@ -82,7 +98,8 @@ export const loadProvidersConfig: Effect.Effect<ProvidersConfig, InvalidConfig> 
       },
       credentials
     })
-  const add = (name: string, capability: Capability, build: Builder) => builders.push({ name, capability, build })
+  const add = (name: string, capability: Capability, build: Builder, probe?: Probe) =>
+    builders.push(probe === undefined ? { name, capability, build } : { name, capability, build, probe })
 
   const openAiCompatible = (name: string, keyVar: string, baseUrl: string) =>
     Effect.gen(function*() {
@@ -197,6 +214,100 @@ export const loadProvidersConfig: Effect.Effect<ProvidersConfig, InvalidConfig> 
     add("firecrawl", "scrape", Firecrawl.make({ apiKey: Redacted.make(firecrawlKey.value), unitPrice }))
   }
 
+  // ---- imagine, speak, transcribe ----------------------------------------
+  const openAiKey = yield* env("OPENAI_API_KEY")
+  const openAiBase = Option.getOrElse(yield* env("OPENAI_BASE_URL"), () => "https://api.openai.com/v1")
+  if (Option.isSome(openAiKey)) {
+    const images = cards.get("openai-images")
+    if (images?.kind === "images") {
+      add("openai-images", "imagine", OpenAiImages.make({
+        baseUrl: openAiBase,
+        apiKey: Redacted.make(openAiKey.value),
+        model: images.model,
+        prices: images.sizes
+      }))
+    }
+    const speech = yield* unitPriceOf(cards, "openai-speech", "speak")
+    add("openai-speech", "speak", OpenAiSpeech.make({ baseUrl: openAiBase, apiKey: Redacted.make(openAiKey.value), unitPrice: speech }))
+    const transcribe = yield* unitPriceOf(cards, "openai-transcribe", "transcribe")
+    add("openai-transcribe", "transcribe", OpenAiTranscribe.make({
+      baseUrl: openAiBase,
+      apiKey: Redacted.make(openAiKey.value),
+      unitPrice: transcribe
+    }))
+  }
+  const whisper = yield* env("WHISPER_BASE_URL")
+  if (Option.isSome(whisper)) {
+    if (!/^https?:\/\//.test(whisper.value)) return yield* fail("WHISPER_BASE_URL must be an http(s) URL")
+    const key = yield* env("WHISPER_API_KEY")
+    const unitPrice = yield* unitPriceOf(cards, "whisper", "transcribe")
+    add("whisper", "transcribe", OpenAiTranscribe.make({
+      name: "whisper",
+      baseUrl: whisper.value,
+      ...(Option.isSome(key) ? { apiKey: Redacted.make(key.value) } : {}),
+      model: Option.getOrElse(yield* env("WHISPER_MODEL"), () => "whisper-1"),
+      unitPrice
+    }))
+  }
+  if (Option.getOrElse(yield* env("BUILTIN_SPEAK"), () => "on") !== "off") {
+    const unitPrice = yield* unitPriceOf(cards, "espeak", "speak")
+    add(
+      "espeak",
+      "speak",
+      Espeak.make({ unitPrice }),
+      Espeak.probe().pipe(
+        Effect.as({ ok: true } as const),
+        Effect.catch((failure) => Effect.succeed({ ok: false, reason: failure.message } as const))
+      )
+    )
+  }
+
+  // ---- email, sms ------------------------------------------------------
+  const smtpHost = yield* env("SMTP_HOST")
+  if (Option.isSome(smtpHost)) {
+    const from = yield* env("SMTP_FROM")
+    if (Option.isNone(from)) return yield* fail("SMTP_FROM is required when SMTP_HOST is set")
+    const port = Number(Option.getOrElse(yield* env("SMTP_PORT"), () => "587"))
+    if (!Number.isInteger(port) || port < 1 || port > 65535) return yield* fail("SMTP_PORT must be a port number")
+    const user = yield* env("SMTP_USER")
+    const pass = yield* env("SMTP_PASSWORD")
+    const unitPrice = yield* unitPriceOf(cards, "smtp", "email")
+    add("smtp", "email", Smtp.make({
+      host: smtpHost.value,
+      port,
+      secure: Option.getOrElse(yield* env("SMTP_SECURE"), () => "false") === "true",
+      requireTls: Option.getOrElse(yield* env("SMTP_REQUIRE_TLS"), () => "true") === "true",
+      ...(Option.isSome(user) ? { auth: { user: user.value, pass: Redacted.make(Option.getOrElse(pass, () => "")) } } : {}),
+      from: from.value,
+      unitPrice
+    }))
+  }
+  const resendKey = yield* env("RESEND_API_KEY")
+  if (Option.isSome(resendKey)) {
+    const from = yield* env("RESEND_FROM")
+    if (Option.isNone(from)) return yield* fail("RESEND_FROM is required when RESEND_API_KEY is set")
+    const unitPrice = yield* unitPriceOf(cards, "resend", "email")
+    add("resend", "email", Resend.make({ apiKey: Redacted.make(resendKey.value), from: from.value, unitPrice }))
+  }
+  const twilioSid = yield* env("TWILIO_ACCOUNT_SID")
+  if (Option.isSome(twilioSid)) {
+    const token = yield* env("TWILIO_AUTH_TOKEN")
+    if (Option.isNone(token)) return yield* fail("TWILIO_AUTH_TOKEN is required when TWILIO_ACCOUNT_SID is set")
+    const from = yield* env("TWILIO_FROM")
+    const service = yield* env("TWILIO_MESSAGING_SERVICE_SID")
+    if (Option.isSome(from) === Option.isSome(service)) {
+      return yield* fail("set exactly one of TWILIO_FROM and TWILIO_MESSAGING_SERVICE_SID")
+    }
+    const unitPrice = yield* unitPriceOf(cards, "twilio", "sms")
+    add("twilio", "sms", Twilio.make({
+      accountSid: twilioSid.value,
+      authToken: Redacted.make(token.value),
+      ...(Option.isSome(from) ? { from: from.value } : {}),
+      ...(Option.isSome(service) ? { messagingServiceSid: service.value } : {}),
+      unitPrice
+    }))
+  }
+
   const allowHosts = Option.match(yield* env("URL_ALLOW_HOSTS"), {
     onNone: () => [] as Array<string>,
     onSome: (list) => list.split(",").map((h) => h.trim()).filter((h) => h !== "")
@@ -205,7 +316,9 @@ export const loadProvidersConfig: Effect.Effect<ProvidersConfig, InvalidConfig> 
 })
 
 /** OutboundHttp (URL safety), the configured providers and the proxy's transport, over Node's HTTP client. */
-export const providersLayer = (config: ProvidersConfig): Layer.Layer<Providers | OutboundHttp | ServiceTransport> => {
+export const providersLayer = (
+  config: ProvidersConfig
+): Layer.Layer<Providers | OutboundHttp | ServiceTransport | ProviderStatuses> => {
   const outbound = SafeHttp.layer({ allowHosts: config.allowHosts })
   const http = NodeHttpClient.layerUndici
   const providers = Layer.effect(
@@ -213,5 +326,18 @@ export const providersLayer = (config: ProvidersConfig): Layer.Layer<Providers |
     Effect.map(Effect.forEach(config.builders, (b) => b.build), (all) => ({ all }))
   ).pipe(Layer.provide(Layer.mergeAll(http, outbound)))
   const transport = Transport.layer({ operatorServices: config.operatorServices }).pipe(Layer.provide(Layer.mergeAll(http, outbound)))
-  return Layer.mergeAll(providers, outbound, transport)
+  const statuses = Layer.effect(
+    ProviderStatuses,
+    Effect.gen(function*() {
+      const found = new Map<string, { readonly ok: true } | { readonly ok: false; readonly reason: string }>()
+      for (const b of config.builders) {
+        if (b.probe === undefined) continue
+        const status = yield* b.probe
+        found.set(b.name, status)
+        if (!status.ok) yield* Effect.logWarning(`Provider ${b.name} (${b.capability}) is unavailable: ${status.reason}`)
+      }
+      return ProviderStatuses.of({ of: (name) => found.get(name) })
+    })
+  )
+  return Layer.mergeAll(providers, outbound, transport, statuses)
 }
