@@ -1,4 +1,5 @@
 import { Effect } from "effect"
+import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { microUsdToCents, msatToSats } from "../../src/domain/Money.ts"
 import type { Service, Submission } from "../../src/services/Service.ts"
@@ -65,6 +66,16 @@ export const ServicesHandlers = HttpApiBuilder.group(
       .handle("proxy", ({ params, payload }) =>
         Effect.gen(function*() {
           const principal = yield* CurrentPrincipal
+          const wantsStream = typeof payload.body === "object" && payload.body !== null &&
+            (payload.body as { stream?: unknown }).stream === true
+          if (wantsStream) {
+            const streamed = yield* services.proxyStream(principal, params.slug, payload).pipe(Effect.mapError(toHttpError))
+            return HttpServerResponse.stream(streamed.body, {
+              status: streamed.status,
+              headers: { ...streamed.headers, "cache-control": "no-cache" },
+              contentType: streamed.headers["content-type"] ?? "text/event-stream"
+            })
+          }
           const result = yield* services.proxy(principal, params.slug, payload).pipe(Effect.mapError(toHttpError))
           const { receipt } = result
           return {

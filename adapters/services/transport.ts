@@ -23,6 +23,9 @@ export interface TransportOptions {
   readonly operatorServices: ReadonlyArray<OperatorService>
   readonly timeoutMs?: number
   readonly maxResponseBytes?: number
+  /** A streamed answer is cut (and the call failed) past this many bytes or this long. */
+  readonly maxStreamBytes?: number
+  readonly streamTimeoutMs?: number
 }
 
 const DROPPED_RESPONSE_HEADERS = new Set([
@@ -62,15 +65,20 @@ export const layer = (options: TransportOptions): Layer.Layer<ServiceTransport, 
       const outbound = yield* Effect.serviceOption(OutboundHttp)
       const timeoutMs = options.timeoutMs ?? 60_000
       const maxBytes = options.maxResponseBytes ?? 4 * 1024 * 1024
+      const maxStreamBytes = options.maxStreamBytes ?? 16 * 1024 * 1024
+      const streamTimeoutMs = options.streamTimeoutMs ?? 10 * 60_000
       const credentialsOf = new Map(options.operatorServices.map((o) => [o.service.slug, o.credentials]))
 
-      const send = (service: Service, request: Parameters<ServiceTransport["Service"]["send"]>[1]) =>
+      type Request = Parameters<ServiceTransport["Service"]["send"]>[1]
+      const failure = (service: Service) => (reason: ProviderFailure["reason"], message: string) =>
+        new ProviderFailure({ provider: service.slug, reason, message })
+
+      /** Builds the upstream request (operator credentials injected) and opens it. */
+      const open = (service: Service, request: Request) =>
         Effect.gen(function*() {
           const url = new URL(service.baseUrl.replace(/\/+$/, "") + request.path)
           for (const [k, v] of Object.entries(request.query)) url.searchParams.set(k, v)
           if (service.origin === "registry" && Option.isSome(outbound)) yield* outbound.value.check(url.toString())
-          const fail = (reason: ProviderFailure["reason"], message: string) =>
-            new ProviderFailure({ provider: service.slug, reason, message })
           let outgoing = HttpClientRequest.make(request.method as HttpMethod.HttpMethod)(url.toString()).pipe(
             HttpClientRequest.setHeaders(request.headers)
           )
@@ -81,9 +89,42 @@ export const layer = (options: TransportOptions): Layer.Layer<ServiceTransport, 
           if (request.body !== undefined && request.method !== "GET") {
             outgoing = HttpClientRequest.bodyJsonUnsafe(outgoing, request.body)
           }
-          const response = yield* client.execute(outgoing).pipe(
-            Effect.mapError((error) => fail("network", error.message.slice(0, 300)))
+          return yield* client.execute(outgoing).pipe(
+            Effect.mapError((error) => failure(service)("network", error.message.slice(0, 300)))
           )
+        })
+
+      const stream = (service: Service, request: Request) =>
+        Effect.gen(function*() {
+          const response = yield* open(service, request).pipe(
+            Effect.timeoutOrElse({
+              duration: timeoutMs,
+              orElse: () => Effect.fail(failure(service)("timeout", `no answer in ${timeoutMs} ms`))
+            })
+          )
+          let received = 0
+          const body = response.stream.pipe(
+            Stream.mapError((error) => failure(service)("network", String(error).slice(0, 300))),
+            Stream.mapEffect((chunk) =>
+              Effect.suspend(() => {
+                received += chunk.length
+                return received > maxStreamBytes
+                  ? Effect.fail(failure(service)("too_large", `the stream is longer than ${maxStreamBytes} bytes`))
+                  : Effect.succeed(chunk)
+              })
+            ),
+            Stream.timeoutOrElse({
+              duration: streamTimeoutMs,
+              orElse: () => Stream.fail(failure(service)("timeout", `the stream ran longer than ${streamTimeoutMs} ms`))
+            })
+          )
+          return { status: response.status, headers: filterResponseHeaders(response.headers), body }
+        })
+
+      const send = (service: Service, request: Request) =>
+        Effect.gen(function*() {
+          const fail = failure(service)
+          const response = yield* open(service, request)
           let received = 0
           const chunks: Array<Uint8Array> = []
           yield* response.stream.pipe(
@@ -122,7 +163,7 @@ export const layer = (options: TransportOptions): Layer.Layer<ServiceTransport, 
           })
         )
 
-      return ServiceTransport.of({ operatorServices: options.operatorServices.map((o) => o.service), send })
+      return ServiceTransport.of({ operatorServices: options.operatorServices.map((o) => o.service), send, stream })
     })
   )
 

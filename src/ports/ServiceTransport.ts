@@ -1,4 +1,4 @@
-import { Context, type Effect } from "effect"
+import { Context, type Effect, type Scope, type Stream } from "effect"
 import type { ProviderFailure } from "../capabilities/Provider.ts"
 import type { Service } from "../services/Service.ts"
 import type { UnsafeUrl } from "./Net.ts"
@@ -27,8 +27,20 @@ export interface ProxyResponse {
   readonly body: unknown
 }
 
+export interface StreamingResponse {
+  readonly status: number
+  readonly headers: Readonly<Record<string, string>>
+  /** The body as it arrives; the connection closes with the enclosing scope. */
+  readonly body: Stream.Stream<Uint8Array, ProviderFailure>
+}
+
 export class ServiceTransport extends Context.Service<ServiceTransport, {
   /** The services the operator configured (with credentials held by the adapter). */
   readonly operatorServices: ReadonlyArray<Service>
   readonly send: (service: Service, request: ProxyRequest) => Effect.Effect<ProxyResponse, ProviderFailure | UnsafeUrl>
+  /** Like `send`, but hands the body over as a stream (server-sent events). */
+  readonly stream: (
+    service: Service,
+    request: ProxyRequest
+  ) => Effect.Effect<StreamingResponse, ProviderFailure | UnsafeUrl, Scope.Scope>
 }>()("spendgate/ServiceTransport") {}

@@ -1,4 +1,4 @@
-import { Clock, Context, Effect, Layer, Option, Result, Schema } from "effect"
+import { type Cause, Clock, Context, Deferred, Effect, Layer, Option, Queue, Result, Schema, Stream } from "effect"
 import { requireOwner } from "../agents/Access.ts"
 import { promptTokenBound, tokenCost } from "../capabilities/pricing.ts"
 import { ProviderFailure } from "../capabilities/Provider.ts"
@@ -10,6 +10,8 @@ import { RegistryStore } from "../ports/RegistryStore.ts"
 import { type ProxyResponse, ServiceTransport } from "../ports/ServiceTransport.ts"
 import type { Page, PageRequest } from "../ports/Store.ts"
 import { Spend, type SpendReceipt } from "../wallet/Spend.ts"
+import { microUsdToCents, msatToSats } from "../domain/Money.ts"
+import { usageTracker } from "./sse.ts"
 import {
   type EndpointPrice,
   HTTP_METHODS,
@@ -65,6 +67,14 @@ interface ProxyQuote {
   readonly body: unknown
   readonly model: string | undefined
   readonly meter: (response: ProxyResponse) => bigint
+  /** Token-priced endpoints: the streaming details. */
+  readonly tokens?: {
+    readonly format: "openai-chat" | "anthropic-messages"
+    readonly stream: boolean
+    /** The prompt part of the quote: what a stream that ends without a usage report is charged. */
+    readonly inputMicroUsd: bigint
+    readonly cost: (usage: { readonly input: number; readonly output: number }) => bigint
+  }
 }
 
 const readUsage = (format: "openai-chat" | "anthropic-messages", body: unknown) => {
@@ -92,12 +102,7 @@ export const quoteProxy = (
   const modelId = request["model"]
   const model = price.models.find((m) => m.id === modelId)
   if (model === undefined) return Result.fail(new NotFound({ resource: `Model ${String(modelId).slice(0, 100)}` }))
-  if (request["stream"] === true) {
-    return Result.fail(new ValidationError({
-      message: "Streaming responses are not proxied yet; send stream: false",
-      issues: [{ path: "body.stream", message: "not supported yet" }]
-    }))
-  }
+  const stream = request["stream"] === true
   const maxKey = price.format === "openai-chat" && request["max_completion_tokens"] !== undefined ? "max_completion_tokens" : "max_tokens"
   const asked = request[maxKey]
   const maxTokens = asked === undefined ? Math.min(DEFAULT_PROXY_MAX_TOKENS, model.defaultMaxTokens) : asked
@@ -110,18 +115,23 @@ export const quoteProxy = (
   // The prompt is bounded by the bytes of everything but the answer's budget.
   const promptText = JSON.stringify({ ...request, [maxKey]: undefined })
   const inputBound = promptTokenBound({ prompt: promptText.length === 0 ? " " : promptText })
-  const microUsd = tokenCost(inputBound, model.inputPer1kMicroUsd) + tokenCost(maxTokens, model.outputPer1kMicroUsd)
+  const inputMicroUsd = tokenCost(inputBound, model.inputPer1kMicroUsd)
+  const microUsd = inputMicroUsd + tokenCost(maxTokens, model.outputPer1kMicroUsd)
+  const cost = (usage: { readonly input: number; readonly output: number }) =>
+    tokenCost(usage.input, model.inputPer1kMicroUsd) + tokenCost(usage.output, model.outputPer1kMicroUsd)
+  const forwarded: Record<string, unknown> = { ...request, [maxKey]: maxTokens }
+  // OpenAI reports a stream's usage only when asked; the last chunk then carries it.
+  if (stream && price.format === "openai-chat") forwarded["stream_options"] = { include_usage: true }
   return Result.succeed({
     microUsd,
-    body: { ...request, [maxKey]: maxTokens },
+    body: forwarded,
     model: model.id,
     meter: (response) => {
       const usage = readUsage(price.format, response.body)
       // An upstream that reports no usage is charged its upper bound.
-      return usage === undefined
-        ? microUsd
-        : tokenCost(usage.input, model.inputPer1kMicroUsd) + tokenCost(usage.output, model.outputPer1kMicroUsd)
-    }
+      return usage === undefined ? microUsd : cost(usage)
+    },
+    tokens: { format: price.format, stream, inputMicroUsd, cost }
   })
 }
 
@@ -159,7 +169,32 @@ export const serviceFromSubmission = (s: Submission): Service => ({
   })
 })
 
+/** The charge of a streamed call, as its final event carries it (the API's metadata shape). */
+export const metadataJson = (receipt: SpendReceipt, provider: string, model: string | undefined) => ({
+  chargedUsdCents: microUsdToCents(receipt.chargedMicroUsd),
+  ...(receipt.chargedMsat === null ? {} : { chargedSats: msatToSats(receipt.chargedMsat) }),
+  quotedUsdCents: microUsdToCents(receipt.quotedMicroUsd),
+  balanceAfter: microUsdToCents(receipt.balanceAfterMicroUsd),
+  auditId: receipt.auditId,
+  provider,
+  latencyMs: receipt.latencyMs,
+  ...(model === undefined ? {} : { model }),
+  debited: { usdCents: microUsdToCents(receipt.debitedUsdMicro), sats: msatToSats(receipt.debitedSatsMsat) }
+})
+
 export type ProxyError = SpendRefusal | ProviderFailure | NotFound | ValidationError | UnsafeUrl
+
+export interface StreamedProxy {
+  readonly status: number
+  readonly headers: Readonly<Record<string, string>>
+  /**
+   * The upstream's events as they arrive, then one last event
+   * `event: spendgate.metadata` with the charge. Ending the stream early (the
+   * client went away) stops the upstream; the call is then charged what the
+   * upstream reported, or the prompt part of the quote when no usage arrived.
+   */
+  readonly body: Stream.Stream<Uint8Array>
+}
 
 export class Services extends Context.Service<Services, {
   readonly list: Effect.Effect<ReadonlyArray<Service>>
@@ -170,6 +205,8 @@ export class Services extends Context.Service<Services, {
   readonly allSubmissions: (status: Submission["status"] | undefined, page: PageRequest) => Effect.Effect<Page<Submission>>
   readonly review: (id: string, status: "approved" | "rejected", note: string | null) => Effect.Effect<Submission, NotFound | Conflict>
   readonly proxy: (principal: Principal, slug: string, call: ProxyCall) => Effect.Effect<ProxyResult, ProxyError>
+  /** A `stream: true` chat call: the answer streams through as it arrives. */
+  readonly proxyStream: (principal: Principal, slug: string, call: ProxyCall) => Effect.Effect<StreamedProxy, ProxyError>
 }>()("spendgate/Services") {
   static readonly layer = Layer.effect(
     Services,
@@ -249,6 +286,103 @@ export class Services extends Context.Service<Services, {
         return reviewed.value
       })
 
+      const resolve = (slug: string, call: ProxyCall) =>
+        Effect.gen(function*() {
+          const service = yield* get(slug)
+          const endpoint = service.endpoints.find((e) => e.method === call.method && e.path === call.path)
+          if (endpoint === undefined) {
+            return yield* new NotFound({ resource: `Endpoint ${call.method} ${call.path.slice(0, 100)} of ${slug}` })
+          }
+          if (endpoint.price === null) {
+            return yield* new ValidationError({
+              message: "This endpoint has no price, so it cannot be called through the proxy",
+              issues: [{ path: "path", message: "unpriced endpoint" }]
+            })
+          }
+          const quoted = quoteProxy(endpoint.price, call.body)
+          if (Result.isFailure(quoted)) return yield* Effect.fail(quoted.failure)
+          return { service, quote: quoted.success }
+        })
+
+      const blockedAsCallerError = (error: SpendRefusal | ProviderFailure): ProxyError =>
+        error instanceof ProviderFailure && error.reason === "blocked"
+          ? new ValidationError({
+            message: `This service may not be reached: ${error.message}`,
+            issues: [{ path: "slug", message: error.message }]
+          })
+          : error
+
+      const proxyStream = (principal: Principal, slug: string, call: ProxyCall): Effect.Effect<StreamedProxy, ProxyError> =>
+        Effect.gen(function*() {
+          const { service, quote } = yield* resolve(slug, call)
+          const tokens = quote.tokens
+          if (tokens === undefined || !tokens.stream) {
+            return yield* new ValidationError({
+              message: "Only token-priced chat endpoints stream; send stream: true to one of them",
+              issues: [{ path: "body.stream", message: "not a streaming call" }]
+            })
+          }
+          const queue = yield* Queue.bounded<Uint8Array, Cause.Done>(64)
+          const head = yield* Deferred.make<{ readonly status: number; readonly headers: Readonly<Record<string, string>> }, ProxyError>()
+          const tracker = usageTracker(tokens.format)
+          const gone = yield* Deferred.make<void>()
+          const run: Effect.Effect<{ readonly value: undefined; readonly actualMicroUsd: bigint }, ProviderFailure> = Effect.scoped(
+            Effect.gen(function*() {
+              const upstream = yield* transport.stream(service, {
+                method: call.method,
+                path: call.path,
+                query: call.query ?? {},
+                headers: filterRequestHeaders(call.headers),
+                body: quote.body
+              }).pipe(
+                Effect.mapError((error) =>
+                  error instanceof UnsafeUrl
+                    ? new ProviderFailure({ provider: service.slug, reason: "blocked", message: error.reason })
+                    : error
+                )
+              )
+              if (upstream.status >= 500) {
+                return yield* new ProviderFailure({ provider: service.slug, reason: "unavailable", message: `answered ${upstream.status}` })
+              }
+              yield* Deferred.succeed(head, { status: upstream.status, headers: upstream.headers })
+              yield* upstream.body.pipe(
+                Stream.runForEachWhile((chunk) => {
+                  tracker.push(chunk)
+                  return Queue.offer(queue, chunk)
+                }),
+                // Output already reached the caller: a broken stream is settled, not retried.
+                Effect.catch(() => Effect.void),
+                // The caller went away: stop reading (the upstream connection closes with the scope).
+                Effect.raceFirst(Deferred.await(gone))
+              )
+              if (upstream.status >= 400) return { value: undefined, actualMicroUsd: 0n }
+              const usage = tracker.usage()
+              return { value: undefined, actualMicroUsd: usage === undefined ? tokens.inputMicroUsd : tokens.cost(usage) }
+            })
+          )
+          yield* spend.spend(principal, {
+            capability: service.capabilities[0] ?? "reason",
+            provider: `proxy:${service.slug}`,
+            quotedMicroUsd: quote.microUsd,
+            description: `proxy ${service.slug} ${call.method} ${call.path} stream${quote.model === undefined ? "" : ` (${quote.model})`}`,
+            run
+          }).pipe(
+            Effect.flatMap(({ receipt }) =>
+              Queue.offer(queue, new TextEncoder().encode(`event: spendgate.metadata\ndata: ${JSON.stringify(metadataJson(receipt, service.slug, quote.model))}\n\n`))
+            ),
+            Effect.catch((error) => Deferred.fail(head, blockedAsCallerError(error))),
+            Effect.ensuring(Queue.end(queue)),
+            Effect.forkDetach
+          )
+          const started = yield* Deferred.await(head)
+          return {
+            ...started,
+            body: Stream.fromQueue(queue).pipe(
+              Stream.ensuring(Effect.andThen(Queue.shutdown(queue), Deferred.succeed(gone, undefined)))
+            )
+          }
+        })
+
       const proxy = (principal: Principal, slug: string, call: ProxyCall): Effect.Effect<ProxyResult, ProxyError> =>
         Effect.gen(function*() {
           const service = yield* get(slug)
@@ -309,7 +443,7 @@ export class Services extends Context.Service<Services, {
           return { response: spent.value, receipt: spent.receipt, latencyMs, model: quote.model }
         })
 
-      return Services.of({ list, get, submit, submissions, allSubmissions, review, proxy })
+      return Services.of({ list, get, submit, submissions, allSubmissions, review, proxy, proxyStream })
     })
   )
 }
