@@ -7,6 +7,7 @@ import { InvalidConfig, loadServerConfig } from "../config.ts"
 import { devPayers, followersLayer, loadPaymentConfig, railRoutes, railsLayer, rateLayer } from "../payments.ts"
 import { loadProvidersConfig, providersLayer } from "../providersConfig.ts"
 import { describeStorage, storeLayer } from "../sql/Database.ts"
+import { describeRateLimits, loadRateLimitConfig, rateLimitOptions } from "./rateLimit.ts"
 import { serverLayer } from "./server.ts"
 
 /**
@@ -21,6 +22,8 @@ const main = Effect.gen(function*() {
   yield* Effect.logInfo(
     `Rails: lightning = ${payments.lightning.kind}, card = ${payments.card.kind}, BTC/USD rate = ${payments.rate.kind}`
   )
+  const rateLimits = yield* loadRateLimitConfig
+  yield* Effect.logInfo(`Rate limits: ${describeRateLimits(rateLimits)}`)
   const capabilities = yield* loadProvidersConfig
   yield* Effect.logInfo(
     `Providers: ${capabilities.builders.map((b) => `${b.capability}/${b.name}`).join(", ") || "none"}`
@@ -31,6 +34,7 @@ const main = Effect.gen(function*() {
     devRails: devPayers(payments),
     extraRoutes: railRoutes(payments),
     adminToken: config.adminToken,
+    rateLimits: rateLimitOptions(rateLimits),
     logRequests: config.logLevel === "Debug" || config.logLevel === "Trace" || config.logLevel === "All"
   }).pipe(
     Layer.provide(Layer.mergeAll(Spend.sweeper(), Funding.expirer(), followersLayer(payments))),

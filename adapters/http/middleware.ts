@@ -1,7 +1,7 @@
 import { Context } from "effect"
 import { HttpApiMiddleware, HttpApiSecurity } from "effect/http-api"
 import type { Principal } from "../../src/domain/Agent.ts"
-import { BadRequest, Conflict, Forbidden, NotFound, Unauthorized } from "./errors.ts"
+import { BadRequest, Conflict, Forbidden, NotFound, TooManyRequests, Unauthorized } from "./errors.ts"
 
 /** The contract's middleware: bearer-key authentication and Idempotency-Key handling. */
 
@@ -12,7 +12,7 @@ export class Authentication extends HttpApiMiddleware.Service<Authentication, {
   requires: never
 }>()("spendgate/http/Authentication", {
   security: { bearer: HttpApiSecurity.bearer },
-  error: [Unauthorized, Forbidden]
+  error: [Unauthorized, Forbidden, TooManyRequests]
 }) {}
 
 /**

@@ -14,7 +14,8 @@ import { devRoutes } from "./devRoutes.ts"
 import { ServicesHandlers } from "./servicesHandlers.ts"
 import { Api } from "./Api.ts"
 import { envelopeMiddleware } from "./envelope.ts"
-import { AgentsHandlers, AuthenticationLive, PublicHandlers } from "./handlers.ts"
+import { AgentsHandlers, PublicHandlers } from "./handlers.ts"
+import { RateLimitedAuthenticationLive, type RateLimitOptions } from "./rateLimit.ts"
 import { FundingHandlers } from "./fundingHandlers.ts"
 import { WalletHandlers } from "./walletHandlers.ts"
 import { IdempotencyKeysLive } from "./idempotency.ts"
@@ -29,6 +30,8 @@ export interface HttpOptions {
   readonly announce?: boolean
   /** Mount the development payer routes of the dev rails (see devRoutes.ts). */
   readonly devRails?: { readonly lightning: boolean; readonly card: boolean }
+  /** Per-agent and per-account limits and where they are counted (in process by default). */
+  readonly rateLimits?: RateLimitOptions
   /** ADMIN_TOKEN; the admin API answers 404 without one. */
   readonly adminToken?: Option.Option<Redacted.Redacted<string>>
   /** Routes outside the /v1 contract, e.g. a payment rail's webhook. */
@@ -46,7 +49,7 @@ export const routes = (options: Omit<HttpOptions, "port" | "host"> = {}) =>
     HttpApiScalar.layer(Api, { path: "/docs" }),
     envelopeMiddleware(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes })
   ).pipe(
-    Layer.provideMerge(AuthenticationLive),
+    Layer.provideMerge(RateLimitedAuthenticationLive(options.rateLimits)),
     Layer.provideMerge(IdempotencyKeysLive),
     Layer.provideMerge(AdminAuthenticationLive(options.adminToken ?? Option.none()))
   )

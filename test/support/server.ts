@@ -6,6 +6,7 @@ import { serverLayer } from "../../adapters/http/server.ts"
 import * as PgliteClient from "../../adapters/sql/PgliteClient.ts"
 import { storeOverClient } from "../../adapters/sql/Database.ts"
 import { rateLayer } from "../../adapters/payments.ts"
+import type { RateLimitOptions } from "../../adapters/http/rateLimit.ts"
 import * as DevCard from "../../adapters/rails/DevCard.ts"
 import * as DevLightning from "../../adapters/rails/DevLightning.ts"
 import { registryOnly } from "../../adapters/services/transport.ts"
@@ -47,6 +48,8 @@ export const startServer = async (
     readonly adminToken?: string
     /** How the proxy reaches services (only approved registry services by default). */
     readonly transport?: Layer.Layer<ServiceTransport>
+    /** Rate limits (the real 100/1000 per minute by default). */
+    readonly rateLimits?: RateLimitOptions
     /** Capability providers (none by default). */
     readonly providers?: Layer.Layer<Providers>
     /** URL safety for caller-chosen URLs (read, scrape). */
@@ -64,6 +67,7 @@ export const startServer = async (
     host: "127.0.0.1",
     announce: false,
     devRails: { lightning: true, card: options.card === undefined },
+    ...(options.rateLimits === undefined ? {} : { rateLimits: options.rateLimits }),
     ...(options.card === undefined ? {} : { extraRoutes: options.card.routes }),
     adminToken: options.adminToken === undefined ? Option.none() : Option.some(Redacted.make(options.adminToken)),
     ...(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes })
