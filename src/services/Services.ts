@@ -304,6 +304,23 @@ export class Services extends Context.Service<Services, {
           return { service, quote: quoted.success }
         })
 
+      const upstreamRequest = (call: ProxyCall, quote: ProxyQuote) => ({
+        method: call.method,
+        path: call.path,
+        query: call.query ?? {},
+        headers: filterRequestHeaders(call.headers),
+        body: quote.body
+      })
+
+      /** A refused address found while calling is the caller's problem, not the provider's. */
+      const blockedAsFailure = (service: Service) => (error: ProviderFailure | UnsafeUrl): ProviderFailure =>
+        error instanceof UnsafeUrl
+          ? new ProviderFailure({ provider: service.slug, reason: "blocked", message: error.reason })
+          : error
+
+      const describe = (service: Service, call: ProxyCall, quote: ProxyQuote, suffix: string) =>
+        `proxy ${service.slug} ${call.method} ${call.path}${suffix}${quote.model === undefined ? "" : ` (${quote.model})`}`
+
       const blockedAsCallerError = (error: SpendRefusal | ProviderFailure): ProxyError =>
         error instanceof ProviderFailure && error.reason === "blocked"
           ? new ValidationError({
@@ -328,18 +345,8 @@ export class Services extends Context.Service<Services, {
           const gone = yield* Deferred.make<void>()
           const run: Effect.Effect<{ readonly value: undefined; readonly actualMicroUsd: bigint }, ProviderFailure> = Effect.scoped(
             Effect.gen(function*() {
-              const upstream = yield* transport.stream(service, {
-                method: call.method,
-                path: call.path,
-                query: call.query ?? {},
-                headers: filterRequestHeaders(call.headers),
-                body: quote.body
-              }).pipe(
-                Effect.mapError((error) =>
-                  error instanceof UnsafeUrl
-                    ? new ProviderFailure({ provider: service.slug, reason: "blocked", message: error.reason })
-                    : error
-                )
+              const upstream = yield* transport.stream(service, upstreamRequest(call, quote)).pipe(
+                Effect.mapError(blockedAsFailure(service))
               )
               if (upstream.status >= 500) {
                 return yield* new ProviderFailure({ provider: service.slug, reason: "unavailable", message: `answered ${upstream.status}` })
@@ -364,7 +371,7 @@ export class Services extends Context.Service<Services, {
             capability: service.capabilities[0] ?? "reason",
             provider: `proxy:${service.slug}`,
             quotedMicroUsd: quote.microUsd,
-            description: `proxy ${service.slug} ${call.method} ${call.path} stream${quote.model === undefined ? "" : ` (${quote.model})`}`,
+            description: describe(service, call, quote, " stream"),
             run
           }).pipe(
             Effect.flatMap(({ receipt }) =>
@@ -385,37 +392,12 @@ export class Services extends Context.Service<Services, {
 
       const proxy = (principal: Principal, slug: string, call: ProxyCall): Effect.Effect<ProxyResult, ProxyError> =>
         Effect.gen(function*() {
-          const service = yield* get(slug)
-          const endpoint = service.endpoints.find((e) => e.method === call.method && e.path === call.path)
-          if (endpoint === undefined) {
-            return yield* new NotFound({ resource: `Endpoint ${call.method} ${call.path.slice(0, 100)} of ${slug}` })
-          }
-          if (endpoint.price === null) {
-            return yield* new ValidationError({
-              message: "This endpoint has no price, so it cannot be called through the proxy",
-              issues: [{ path: "path", message: "unpriced endpoint" }]
-            })
-          }
-          const quoted = quoteProxy(endpoint.price, call.body)
-          if (Result.isFailure(quoted)) return yield* Effect.fail(quoted.failure)
-          const quote = quoted.success
+          const { service, quote } = yield* resolve(slug, call)
           let latencyMs = 0
           const run: Effect.Effect<{ readonly value: ProxyResponse; readonly actualMicroUsd: bigint }, ProviderFailure> = Effect.gen(
             function*() {
               const started = yield* Clock.currentTimeMillis
-              const answer = yield* transport.send(service, {
-                method: call.method,
-                path: call.path,
-                query: call.query ?? {},
-                headers: filterRequestHeaders(call.headers),
-                body: quote.body
-              }).pipe(
-                Effect.mapError((error) =>
-                  error instanceof UnsafeUrl
-                    ? new ProviderFailure({ provider: service.slug, reason: "blocked", message: error.reason })
-                    : error
-                )
-              )
+              const answer = yield* transport.send(service, upstreamRequest(call, quote)).pipe(Effect.mapError(blockedAsFailure(service)))
               latencyMs = (yield* Clock.currentTimeMillis) - started
               if (answer.status >= 500) {
                 return yield* new ProviderFailure({ provider: service.slug, reason: "unavailable", message: `answered ${answer.status}` })
@@ -429,16 +411,10 @@ export class Services extends Context.Service<Services, {
               capability: service.capabilities[0] ?? "reason",
               provider: `proxy:${service.slug}`,
               quotedMicroUsd: quote.microUsd,
-              description: `proxy ${service.slug} ${call.method} ${call.path}${quote.model === undefined ? "" : ` (${quote.model})`}`,
+              description: describe(service, call, quote, ""),
               run
             }),
-            (error): ProxyError =>
-              error instanceof ProviderFailure && error.reason === "blocked"
-                ? new ValidationError({
-                  message: `This service may not be reached: ${error.message}`,
-                  issues: [{ path: "slug", message: error.message }]
-                })
-                : error
+            blockedAsCallerError
           )
           return { response: spent.value, receipt: spent.receipt, latencyMs, model: quote.model }
         })
