@@ -23,7 +23,12 @@ const scalar = fc.oneof(
 const value = fc.letrec((tie) => ({
   node: fc.oneof({ depthSize: "small" }, scalar, fc.array(tie("node"), { maxLength: 4 }), fc.dictionary(fc.string({ maxLength: 8 }), tie("node"), { maxKeys: 4 }))
 })).node
-const fieldNames = ["name", "role", "killed", "maxPerCallUsdCents", "maxPerDayUsdCents", "allowedCapabilities", "extra", "__proto__", "constructor"]
+const fieldNames = [
+  "name", "role", "killed", "maxPerCallUsdCents", "maxPerDayUsdCents", "allowedCapabilities", "extra", "__proto__", "constructor",
+  "amountSats", "amountUsdCents", "prompt", "model", "maxTokens", "temperature", "query", "numResults", "url", "selectors",
+  "code", "language", "timeout", "text", "voice", "format", "audio", "to", "subject", "body", "size", "n",
+  "method", "path", "headers", "slug", "baseUrl", "endpoints", "pricing", "capabilities", "contact", "description"
+]
 const body = fc.oneof(
   value,
   fc.dictionary(fc.constantFrom(...fieldNames), value, { maxKeys: 5 })
@@ -50,7 +55,7 @@ describe.each(storeBackends.slice(0, 2))("fuzzing every endpoint over %s", (_nam
   })
   afterAll(() => server?.close())
 
-  const allowed = new Set([200, 201, 400, 401, 403, 404, 409, 413, 415])
+  const allowed = new Set([200, 201, 400, 401, 402, 403, 404, 409, 413, 415, 503])
 
   const check = async (method: string, path: string, payload: unknown, raw?: string) => {
     const res = await api.call(method, path, raw === undefined ? { key: ownerKey, body: payload } : {
@@ -110,6 +115,35 @@ describe.each(storeBackends.slice(0, 2))("fuzzing every endpoint over %s", (_nam
         await check("GET", `/v1/agents/${encodeURIComponent(id)}/policy`, undefined)
         await check("GET", `/v1/agents?${qs}`, undefined)
       }),
+      { numRuns: RUNS }
+    )
+  })
+
+  it("every POST that moves money or creates something", async () => {
+    const paths = [
+      "/v1/wallet/fund",
+      "/v1/wallet/fund-card",
+      "/v1/registry/submit",
+      "/v1/proxy/openai",
+      ...["reason", "search", "read", "scrape", "execute", "imagine", "speak", "transcribe", "email", "sms", "teleport"]
+        .map((c) => `/v1/capabilities/${c}`)
+    ]
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom(...paths), body, async (path, payload) => void (await check("POST", path, payload))),
+      { numRuns: RUNS * 3 }
+    )
+  })
+
+  it("GET lists with random query strings", async () => {
+    const query = fc.dictionary(
+      fc.constantFrom("limit", "offset", "type", "agentId", "startDate", "endDate", "status", "x"),
+      fc.oneof(fc.string({ maxLength: 12 }), fc.constantFrom("2026-02-30", "2026-01-01", "-1", "1e3", "charge", "paid")),
+      { maxKeys: 4 }
+    )
+    const paths = ["/v1/wallet/transactions", "/v1/wallet/invoices", "/v1/registry/submissions", "/v1/services", "/v1/capabilities"]
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom(...paths), query, async (path, q) =>
+        void (await check("GET", `${path}?${new URLSearchParams(q).toString()}`, undefined))),
       { numRuns: RUNS }
     )
   })
