@@ -12,6 +12,8 @@ import { InvalidConfig } from "./config.ts"
 import * as SafeHttp from "./net/SafeHttp.ts"
 import { loadPriceCards, type PriceEntry } from "./priceCards.ts"
 import * as Resend from "./providers/email/resend.ts"
+import * as Piston from "./providers/execute/piston.ts"
+import * as Sandbox from "./providers/execute/sandbox.ts"
 import * as Smtp from "./providers/email/smtp.ts"
 import * as OpenAiImages from "./providers/imagine/openaiImages.ts"
 import * as Anthropic from "./providers/reason/anthropic.ts"
@@ -260,6 +262,30 @@ export const loadProvidersConfig: Effect.Effect<ProvidersConfig, InvalidConfig> 
         Effect.catch((failure) => Effect.succeed({ ok: false, reason: failure.message } as const))
       )
     )
+  }
+
+  // ---- execute -----------------------------------------------------------
+  if (Option.getOrElse(yield* env("BUILTIN_EXECUTE"), () => "on") !== "off") {
+    const unitPrice = yield* unitPriceOf(cards, "sandbox", "execute")
+    const maxTimeout = Number(Option.getOrElse(yield* env("EXECUTE_MAX_TIMEOUT_MS"), () => "30000"))
+    if (!Number.isInteger(maxTimeout) || maxTimeout < 100 || maxTimeout > 60_000) {
+      return yield* fail("EXECUTE_MAX_TIMEOUT_MS must be a whole number of milliseconds from 100 to 60000")
+    }
+    const options = { unitPrice, maxTimeoutMs: maxTimeout }
+    add(
+      "sandbox",
+      "execute",
+      Sandbox.make(options),
+      Sandbox.probe(options).pipe(
+        Effect.map((status) => (status.ok ? { ok: true } as const : { ok: false, reason: status.reason } as const))
+      )
+    )
+  }
+  const piston = yield* env("PISTON_URL")
+  if (Option.isSome(piston)) {
+    if (!/^https?:\/\//.test(piston.value)) return yield* fail("PISTON_URL must be an http(s) URL")
+    const unitPrice = yield* unitPriceOf(cards, "piston", "execute")
+    add("piston", "execute", Piston.make({ baseUrl: piston.value, unitPrice }))
   }
 
   // ---- email, sms ------------------------------------------------------

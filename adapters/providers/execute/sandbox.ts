@@ -1,0 +1,935 @@
+/**
+ * `execute` on this machine: each call runs in a fresh bubblewrap sandbox
+ * (Debian/Ubuntu package `bubblewrap`, `/usr/bin/bwrap`).
+ *
+ * Isolation, per call:
+ *
+ * - Every namespace bwrap supports is new (`--unshare-all`: user, mount, PID,
+ *   network, IPC, UTS, cgroup). The network namespace has only a loopback
+ *   device of its own: no route out, no DNS (there is no /etc/resolv.conf
+ *   either), and the host's 127.0.0.1 is not reachable. Further user
+ *   namespaces are refused inside (`--disable-userns`).
+ * - The file system is a read-only tmpfs root holding: /usr read-only, the
+ *   /bin, /sbin, /lib* entries as the host has them (symlinks into /usr on a
+ *   merged-/usr system, read-only binds otherwise), /etc/ld.so.cache and
+ *   /etc/alternatives read-only and nothing else of /etc (no passwd, shadow,
+ *   hosts, resolv.conf, certificates), a new /proc of the sandbox's own PID
+ *   namespace (host processes are invisible; PID 1 is bwrap's init), a minimal
+ *   /dev with a 4 MiB /dev/shm, and /tmp: a directory made for this call with
+ *   `mkdtemp` on the host, also the working directory, removed afterwards
+ *   whatever happened (finished, killed, interrupted). No /root, /home, /work,
+ *   /var, /run. The code is written there as `main.py`, `main.js` or
+ *   `main.sh`; it never appears on a command line. Directories a killed
+ *   gateway left behind are removed by the next `make` (those untouched for
+ *   ten minutes).
+ * - The environment is `PATH`, `HOME=/tmp` and `LANG=C.UTF-8` only. bwrap
+ *   itself is started with an empty environment too, because the sandbox's
+ *   PID 1 is a fork of bwrap and its /proc/1/environ shows what bwrap was
+ *   given: started with the gateway's environment it would show every key.
+ * - The code runs as uid/gid 65534 with no capabilities, no new privileges,
+ *   in a session of its own (`--new-session`, so it cannot push keystrokes
+ *   into a terminal). When the gateway runs as root, bwrap itself is started
+ *   as uid/gid 65534 (host "nobody"), so the sandbox is unprivileged on the
+ *   host as well; that is also what makes the process limit bite (the kernel
+ *   never applies RLIMIT_NPROC to a process whose host uid is 0).
+ * - `--die-with-parent`: if the gateway dies, its sandboxes die with it.
+ * - File descriptors the gateway inherited without close-on-exec (from a
+ *   supervisor, say) are closed by the launcher before the code starts.
+ *
+ * Limits, set by a small bash launcher inside the sandbox (`ulimit`, hard and
+ * soft, which the code cannot raise again) before it `exec`s the interpreter:
+ *
+ * - Memory, per process: RLIMIT_DATA and RLIMIT_AS at `memoryBytes` for
+ *   Python and bash (a 4 GB allocation fails with MemoryError or its
+ *   equivalent). Node's V8 reserves about 600 MB of address space at start
+ *   that it never touches; JavaScript gets `memoryBytes` + 640 MiB of
+ *   RLIMIT_DATA and 2 GiB more of RLIMIT_AS, and `--max-old-space-size` at
+ *   `memoryBytes`, so what it can really use is about `memoryBytes` (a 4 GB
+ *   Buffer fails with "Array buffer allocation failed"). Worker threads need
+ *   their own reservations and do not start under the default limit.
+ *   Rlimits bound each process, not the sandbox as a whole: the worst case is
+ *   `maxProcesses` × the limit. Running the gateway in a memory-limited
+ *   cgroup (container) bounds the total.
+ * - Processes: RLIMIT_NPROC at `maxProcesses` (threads count, bwrap's init
+ *   counts). It counts per user namespace, so each sandbox has its own
+ *   budget and a fork bomb stops at it.
+ * - Files: at most `maxFileBytes` per file written (RLIMIT_FSIZE), 256 open
+ *   files, no core dumps. The whole tree in /tmp is not capped; a call is
+ *   bounded by its wall time.
+ * - Wall time: min(timeout ?? `defaultTimeoutMs`, `maxTimeoutMs`). At expiry
+ *   bwrap's process group is SIGKILLed; its init dies with it (die-with-parent)
+ *   and the kernel then kills every process of the PID namespace, daemons
+ *   included. The answer says `timedOut: true`, `exitCode: null`. When the
+ *   program ends by itself, whatever it left running (background jobs,
+ *   `setsid` daemons) dies the same way, with the init. A call returns only
+ *   once the init is gone, so nothing of a sandbox outlives its call.
+ * - Output: stdout and stderr are kept up to `maxOutputBytes` each (cut on a
+ *   character boundary, `truncated: true`). Past that, output is read and
+ *   thrown away so that the program is never blocked on a full pipe, up to
+ *   64 MiB in all; a program that writes more than that is killed at once
+ *   (`exitCode: null`), so an endless writer cannot keep the gateway busy.
+ * - At most `maxConcurrent` sandboxes run at once (default 4); a call waits
+ *   for a slot at most its own timeout, then fails as `rate_limited`.
+ *
+ * The exit code is the program's. A program that dies of a signal it got
+ * inside the sandbox (its own kill, a segfault) is reported as 128 + the
+ * signal number, as a shell would.
+ *
+ * Interpreters: `pythonPath` (default /usr/bin/python3, run with `-u -B`:
+ * unbuffered, so output printed before a timeout is not lost), `nodePath`
+ * (default `process.execPath`, the Node 24 the gateway itself runs on; the
+ * system's /usr/bin/node may be given instead), `bashPath` (default
+ * /bin/bash; also the launcher, so the sandbox needs it). An interpreter under
+ * /usr is used in place; one elsewhere (as node_modules/node/bin/node is) is
+ * bound read-only, as one file, at /opt/sandbox/<language>/<name>: it must
+ * not need files of its own beside it (Node does not).
+ *
+ * Availability: `make` runs `probe` once: a trivial program in each language
+ * through the real sandbox and limits. If bwrap is missing or cannot create
+ * the namespaces, the provider's `status` is `{ ok: false, reason }` and every
+ * `run` fails with `unavailable` and that reason; code is never run outside a
+ * sandbox. A language whose interpreter does not work is listed in
+ * `status.unavailable` and its calls fail the same way.
+ *
+ * Pricing (per second of wall time, from the operator's price card): the
+ * quote is price × ceil(timeout s), the whole timeout. The charge is price ×
+ * ceil(measured wall seconds), at least one second, from the start of bwrap
+ * to the end of the last output, never more than the quote; a call that
+ * timed out is charged the quote's seconds.
+ *
+ * The command line, for a Python call on a merged-/usr system:
+ *
+ *   bwrap --unshare-all --unshare-user --disable-userns --uid 65534 --gid 65534
+ *     --hostname sandbox --die-with-parent --new-session --cap-drop ALL
+ *     --clearenv --setenv PATH /usr/local/bin:/usr/bin:/bin --setenv HOME /tmp
+ *     --setenv LANG C.UTF-8
+ *     --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/sbin /sbin
+ *     --symlink usr/lib /lib --symlink usr/lib64 /lib64
+ *     --ro-bind-try /etc/ld.so.cache /etc/ld.so.cache
+ *     --ro-bind-try /etc/alternatives /etc/alternatives
+ *     --proc /proc --dev /dev --size 4194304 --tmpfs /dev/shm
+ *     --bind <tmp>/spendgate-sandbox-XXXXXX /tmp --chdir /tmp --remount-ro /
+ *     --json-status-fd 3
+ *     -- /usr/bin/bash -c '<launcher>' sandbox /usr/bin/python3.11 -u -B /tmp/main.py
+ *
+ * where the launcher is `ulimit -c 0 -n 256 -f <KiB> -d <KiB> -v <KiB> -u <n>`,
+ * the loop closing descriptors above 2, and `exec "$@"`. `sandboxCommand`
+ * builds it.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { accessSync, constants as fsConstants, lstatSync, readFileSync, readlinkSync, realpathSync } from "node:fs"
+import * as fs from "node:fs/promises"
+import { tmpdir } from "node:os"
+import * as path from "node:path"
+import { StringDecoder } from "node:string_decoder"
+import { Duration, Effect, Result, Semaphore } from "effect"
+import { type Metered, type Provider, ProviderFailure, type Quote, type UnitPrice } from "../../../src/capabilities/Provider.ts"
+import { type ExecuteInput, type ExecuteOutput, MAX_EXECUTE_TIMEOUT_MS } from "../../../src/capabilities/schemas.ts"
+
+export const PROVIDER_NAME = "sandbox"
+export const DEFAULT_TIMEOUT_MS = 10_000
+export const DEFAULT_MAX_TIMEOUT_MS = 30_000
+/** No configuration can allow more than the capability's own limit. */
+export const HARD_MAX_TIMEOUT_MS = MAX_EXECUTE_TIMEOUT_MS
+export const DEFAULT_MEMORY_BYTES = 256 * 1024 * 1024
+export const DEFAULT_MAX_PROCESSES = 64
+export const DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024
+export const DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
+export const DEFAULT_MAX_CONCURRENT = 4
+export const DEFAULT_BWRAP_PATH = "/usr/bin/bwrap"
+export const DEFAULT_PYTHON_PATH = "/usr/bin/python3"
+export const DEFAULT_BASH_PATH = "/bin/bash"
+/** Who the code runs as inside the sandbox, and who bwrap runs as when the gateway is root. */
+export const SANDBOX_UID = 65534
+export const SANDBOX_GID = 65534
+/** Address space V8 reserves at start without using it (measured: about 575 MB of RLIMIT_DATA for Node 24). */
+export const NODE_DATA_RESERVE_BYTES = 640 * 1024 * 1024
+/** Further address space Node needs for its heap and code ranges (measured: Node 24 needs about 1.75 GiB of RLIMIT_AS to run a 256 MiB heap). */
+export const NODE_ADDRESS_RESERVE_BYTES = 2 * 1024 * 1024 * 1024
+/** Output read and discarded past the caps, in all, before the program is killed. */
+export const DISCARD_LIMIT_BYTES = 64 * 1024 * 1024
+const SHM_BYTES = 4 * 1024 * 1024
+const OPEN_FILES = 256
+/** A sandbox that was killed must be gone within this; past it the call ends anyway. */
+const KILL_GRACE_MS = 5_000
+const PROBE_TIMEOUT_MS = 15_000
+const CALL_DIR_PREFIX = "spendgate-sandbox-"
+/** A call directory untouched for this long belongs to no running call. */
+const STALE_AFTER_MS = 10 * 60 * 1000
+/** What bwrap writes to its status descriptor is small; anything past this is ignored. */
+const MAX_STATUS_CHARS = 16 * 1024
+const SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
+/** Mirrored from the host when present: symlinks stay symlinks, directories are bound read-only. */
+const SYSTEM_ENTRIES = ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"]
+const SYSTEM_FILES = ["/etc/ld.so.cache", "/etc/alternatives"]
+
+export type Language = ExecuteInput["language"]
+export const LANGUAGES: ReadonlyArray<Language> = ["python", "javascript", "bash"]
+
+export interface SandboxOptions {
+  /** Provider name in the catalogue and in failures; default "sandbox". */
+  readonly name?: string | undefined
+  /** From the operator's price card: `per: "second"` of wall time. */
+  readonly unitPrice: UnitPrice
+  /** Longest wall time a call may ask for; default 30 s, at most 60 s. */
+  readonly maxTimeoutMs?: number | undefined
+  /** Wall time of a call that names none; default 10 s (never above maxTimeoutMs). */
+  readonly defaultTimeoutMs?: number | undefined
+  /** Memory per process; default 256 MiB. */
+  readonly memoryBytes?: number | undefined
+  /** Processes and threads per sandbox; default 64. */
+  readonly maxProcesses?: number | undefined
+  /** Kept per stream (stdout, stderr); default 1 MiB. */
+  readonly maxOutputBytes?: number | undefined
+  /** Largest file the code may write; default 64 MiB. */
+  readonly maxFileBytes?: number | undefined
+  /** Sandboxes running at once; default 4. */
+  readonly maxConcurrent?: number | undefined
+  /** Where the per-call directories are made; default the OS temp dir. Must be reachable by uid 65534 when the gateway is root. */
+  readonly tempDir?: string | undefined
+  readonly bwrapPath?: string | undefined
+  readonly nodePath?: string | undefined
+  readonly pythonPath?: string | undefined
+  readonly bashPath?: string | undefined
+}
+
+/** What the start-up probe found. `unavailable` names the languages that cannot run here, with why. */
+export type SandboxStatus =
+  | { readonly ok: true; readonly unavailable: { readonly [L in Language]?: string } }
+  | { readonly ok: false; readonly reason: string }
+
+/** The provider, with the probe's verdict for the health endpoint. */
+export interface SandboxProvider extends Provider<"execute"> {
+  readonly status: SandboxStatus
+}
+
+// ---------------------------------------------------------------------------
+// Settings
+// ---------------------------------------------------------------------------
+
+interface Interpreter {
+  /** Why it cannot be used, found before anything ran. */
+  readonly problem: string | undefined
+  /** The executable inside the sandbox. */
+  readonly sandboxPath: string
+  /** A read-only bind of the host file when it lives outside the mirrored system directories. */
+  readonly bind: readonly [host: string, sandbox: string] | undefined
+  /** Arguments before the file. */
+  readonly flags: ReadonlyArray<string>
+  readonly fileName: string
+  readonly dataBytes: number
+  readonly addressBytes: number
+}
+
+interface Settings {
+  readonly name: string
+  readonly unitPrice: UnitPrice
+  readonly maxTimeoutMs: number
+  readonly defaultTimeoutMs: number
+  readonly memoryBytes: number
+  readonly maxProcesses: number
+  readonly maxOutputBytes: number
+  readonly maxFileBytes: number
+  readonly maxConcurrent: number
+  readonly tempDir: string
+  readonly bwrapPath: string
+  /** Read-only system mounts, in bwrap arguments. */
+  readonly system: ReadonlyArray<string>
+  readonly launcher: Interpreter
+  readonly interpreters: { readonly [L in Language]: Interpreter }
+  /** Start bwrap as this uid/gid (the gateway runs as root). */
+  readonly dropTo: { readonly uid: number; readonly gid: number } | undefined
+}
+
+const MiB = 1024 * 1024
+
+/** The system part of the sandbox's file system, following the host's layout; also the roots an interpreter may sit under. */
+const systemLayout = (): { readonly args: ReadonlyArray<string>; readonly roots: ReadonlyArray<string> } => {
+  const args = ["--ro-bind", "/usr", "/usr"]
+  const roots = ["/usr"]
+  for (const entry of SYSTEM_ENTRIES) {
+    let stat
+    try {
+      stat = lstatSync(entry)
+    } catch {
+      continue
+    }
+    if (stat.isSymbolicLink()) {
+      args.push("--symlink", readlinkSync(entry), entry)
+    } else if (stat.isDirectory()) {
+      args.push("--ro-bind", entry, entry)
+      roots.push(entry)
+    }
+  }
+  for (const file of SYSTEM_FILES) args.push("--ro-bind-try", file, file)
+  return { args, roots }
+}
+
+const isUnder = (file: string, root: string) => file.startsWith(`${root}/`)
+
+const interpreterOf = (
+  language: Language,
+  configured: string,
+  roots: ReadonlyArray<string>,
+  memoryBytes: number
+): Interpreter => {
+  const fileName = language === "python" ? "main.py" : language === "javascript" ? "main.js" : "main.sh"
+  const flags = language === "python"
+    ? ["-u", "-B"]
+    : language === "javascript"
+    ? [`--max-old-space-size=${Math.max(16, Math.floor(memoryBytes / MiB))}`]
+    : []
+  const dataBytes = language === "javascript" ? memoryBytes + NODE_DATA_RESERVE_BYTES : memoryBytes
+  const addressBytes = language === "javascript" ? dataBytes + NODE_ADDRESS_RESERVE_BYTES : memoryBytes
+  const base = { flags, fileName, dataBytes, addressBytes }
+  if (!path.isAbsolute(configured)) {
+    return { ...base, problem: `${language}: the interpreter path must be absolute, got "${configured}"`, sandboxPath: configured, bind: undefined }
+  }
+  let real: string
+  try {
+    real = realpathSync(configured)
+    accessSync(real, fsConstants.X_OK)
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    const why = code === "ENOENT" ? "does not exist" : code === "EACCES" ? "is not executable" : `cannot be used (${code ?? "error"})`
+    return { ...base, problem: `${language}: ${configured} ${why}`, sandboxPath: configured, bind: undefined }
+  }
+  if (roots.some((root) => isUnder(real, root))) return { ...base, problem: undefined, sandboxPath: real, bind: undefined }
+  const inside = `/opt/sandbox/${language}/${path.basename(real)}`
+  return { ...base, problem: undefined, sandboxPath: inside, bind: [real, inside] }
+}
+
+const settingsOf = (options: SandboxOptions): Settings => {
+  const name = options.name ?? PROVIDER_NAME
+  if (name.trim() === "" || name.length > 64) throw new RangeError("sandbox: name must be 1 to 64 characters")
+  if (options.unitPrice.per !== "second" || options.unitPrice.priceMicroUsd < 0n) {
+    throw new RangeError(`${name}: the price must be a non-negative amount per second`)
+  }
+  const integer = (field: string, value: number | undefined, fallback: number, min: number, max: number) => {
+    const resolved = value ?? fallback
+    if (!Number.isSafeInteger(resolved) || resolved < min || resolved > max) {
+      throw new RangeError(`${name}: ${field} must be an integer from ${min} to ${max}`)
+    }
+    return resolved
+  }
+  const maxTimeoutMs = integer("maxTimeoutMs", options.maxTimeoutMs, DEFAULT_MAX_TIMEOUT_MS, 1, HARD_MAX_TIMEOUT_MS)
+  const defaultTimeoutMs = integer(
+    "defaultTimeoutMs",
+    options.defaultTimeoutMs,
+    Math.min(DEFAULT_TIMEOUT_MS, maxTimeoutMs),
+    1,
+    maxTimeoutMs
+  )
+  const memoryBytes = integer("memoryBytes", options.memoryBytes, DEFAULT_MEMORY_BYTES, 16 * MiB, 64 * 1024 * MiB)
+  const maxProcesses = integer("maxProcesses", options.maxProcesses, DEFAULT_MAX_PROCESSES, 8, 4096)
+  const maxOutputBytes = integer("maxOutputBytes", options.maxOutputBytes, DEFAULT_MAX_OUTPUT_BYTES, 1024, 64 * MiB)
+  const maxFileBytes = integer("maxFileBytes", options.maxFileBytes, DEFAULT_MAX_FILE_BYTES, 1024, 1024 * 1024 * MiB)
+  const maxConcurrent = integer("maxConcurrent", options.maxConcurrent, DEFAULT_MAX_CONCURRENT, 1, 1024)
+  const tempDir = options.tempDir ?? tmpdir()
+  if (!path.isAbsolute(tempDir)) throw new RangeError(`${name}: tempDir must be an absolute path`)
+  const { args: system, roots } = systemLayout()
+  const interpreters = {
+    python: interpreterOf("python", options.pythonPath ?? DEFAULT_PYTHON_PATH, roots, memoryBytes),
+    javascript: interpreterOf("javascript", options.nodePath ?? process.execPath, roots, memoryBytes),
+    bash: interpreterOf("bash", options.bashPath ?? DEFAULT_BASH_PATH, roots, memoryBytes)
+  }
+  return {
+    name,
+    unitPrice: options.unitPrice,
+    maxTimeoutMs,
+    defaultTimeoutMs,
+    memoryBytes,
+    maxProcesses,
+    maxOutputBytes,
+    maxFileBytes,
+    maxConcurrent,
+    tempDir,
+    bwrapPath: options.bwrapPath ?? DEFAULT_BWRAP_PATH,
+    system,
+    launcher: interpreters.bash,
+    interpreters,
+    dropTo: process.getuid?.() === 0 ? { uid: SANDBOX_UID, gid: SANDBOX_GID } : undefined
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The command line
+// ---------------------------------------------------------------------------
+
+const KiB = (bytes: number) => String(Math.max(1, Math.floor(bytes / 1024)))
+
+/**
+ * Sets the limits (hard and soft), closes every inherited descriptor above
+ * stderr, then becomes the interpreter. A limit that cannot be set stops the
+ * run: the code never starts without them.
+ */
+const launcherScript = (settings: Settings, interpreter: Interpreter): string =>
+  [
+    `ulimit -c 0 -n ${OPEN_FILES} -f ${KiB(settings.maxFileBytes)} -d ${KiB(interpreter.dataBytes)}` +
+    ` -v ${KiB(interpreter.addressBytes)} -u ${settings.maxProcesses}` +
+    ` || { echo "sandbox: the resource limits could not be set" >&2; exit 125; }`,
+    // No redirection here: bash would park stderr on a spare descriptor, which the loop would then close.
+    `for f in /proc/self/fd/*; do n=\${f##*/}; if [ "$n" -gt 2 ] && [ -e "$f" ]; then eval "exec $n>&-"; fi; done`,
+    `exec "$@"`
+  ].join("\n")
+
+/** bwrap's arguments for one run of `language`, with `dir` as /tmp. */
+const sandboxArguments = (settings: Settings, language: Language, dir: string): Array<string> => {
+  const interpreter = settings.interpreters[language]
+  const binds: Array<string> = []
+  for (const used of new Set([interpreter, settings.launcher])) {
+    if (used.bind !== undefined) binds.push("--ro-bind", used.bind[0], used.bind[1])
+  }
+  return [
+    "--unshare-all",
+    "--unshare-user",
+    "--disable-userns",
+    "--uid",
+    String(SANDBOX_UID),
+    "--gid",
+    String(SANDBOX_GID),
+    "--hostname",
+    "sandbox",
+    "--die-with-parent",
+    "--new-session",
+    "--cap-drop",
+    "ALL",
+    "--clearenv",
+    "--setenv",
+    "PATH",
+    SANDBOX_PATH,
+    "--setenv",
+    "HOME",
+    "/tmp",
+    "--setenv",
+    "LANG",
+    "C.UTF-8",
+    ...settings.system,
+    ...binds,
+    "--proc",
+    "/proc",
+    "--dev",
+    "/dev",
+    "--size",
+    String(SHM_BYTES),
+    "--tmpfs",
+    "/dev/shm",
+    "--bind",
+    dir,
+    "/tmp",
+    "--chdir",
+    "/tmp",
+    "--remount-ro",
+    "/",
+    "--json-status-fd",
+    "3",
+    "--",
+    settings.launcher.sandboxPath,
+    "-c",
+    launcherScript(settings, interpreter),
+    "sandbox",
+    interpreter.sandboxPath,
+    ...interpreter.flags,
+    `/tmp/${interpreter.fileName}`
+  ]
+}
+
+/** The command a call in `language` runs, with `dir` as its /tmp: for documentation and debugging. */
+export const sandboxCommand = (
+  options: SandboxOptions,
+  language: Language,
+  dir: string
+): { readonly file: string; readonly args: ReadonlyArray<string> } => {
+  const settings = settingsOf(options)
+  return { file: settings.bwrapPath, args: sandboxArguments(settings, language, dir) }
+}
+
+// ---------------------------------------------------------------------------
+// The per-call directory
+// ---------------------------------------------------------------------------
+
+const makeCallDir = (settings: Settings): Promise<string> =>
+  fs.mkdtemp(path.join(settings.tempDir, CALL_DIR_PREFIX)).then(async (dir) => {
+    try {
+      await fs.chmod(dir, 0o700)
+      if (settings.dropTo !== undefined) await fs.chown(dir, settings.dropTo.uid, settings.dropTo.gid)
+      return dir
+    } catch (error) {
+      await removeTree(dir)
+      throw error
+    }
+  })
+
+/**
+ * Makes every directory of the tree writable and searchable again (the code
+ * may have locked some), never through a symbolic link. Only needed when the
+ * gateway is not root (root removes locked directories anyway); it runs once
+ * the sandbox is gone, so nothing swaps a directory for a link meanwhile.
+ */
+const unlockTree = async (dir: string): Promise<void> => {
+  try {
+    if (!(await fs.lstat(dir)).isDirectory()) return
+    await fs.chmod(dir, 0o700)
+    for (const entry of await fs.readdir(dir, { withFileTypes: true })) {
+      if (entry.isDirectory()) await unlockTree(path.join(dir, entry.name))
+    }
+  } catch {
+    // Whatever cannot be unlocked is reported by the removal that follows.
+  }
+}
+
+const removeTree = async (dir: string): Promise<void> => {
+  try {
+    await fs.rm(dir, { recursive: true, force: true, maxRetries: 2 })
+  } catch (error) {
+    if (process.getuid?.() === 0) throw error
+    await unlockTree(dir)
+    await fs.rm(dir, { recursive: true, force: true, maxRetries: 2 })
+  }
+}
+
+/**
+ * Removes call directories left behind by a gateway that was killed mid-call
+ * (SIGKILL, power loss). Only those untouched for `STALE_AFTER_MS`: no call
+ * lives that long, so a directory of another running gateway is never taken.
+ */
+const sweepStale = async (settings: Settings): Promise<number> => {
+  let removed = 0
+  const now = Date.now()
+  for (const entry of await fs.readdir(settings.tempDir, { withFileTypes: true })) {
+    if (!entry.isDirectory() || !entry.name.startsWith(CALL_DIR_PREFIX)) continue
+    const dir = path.join(settings.tempDir, entry.name)
+    try {
+      const stat = await fs.lstat(dir)
+      if (now - stat.mtimeMs < STALE_AFTER_MS) continue
+      await removeTree(dir)
+      removed++
+    } catch {
+      // Gone already, or not ours to remove.
+    }
+  }
+  return removed
+}
+
+// ---------------------------------------------------------------------------
+// One sandboxed process
+// ---------------------------------------------------------------------------
+
+/** What happened to one run, as the process saw it. */
+interface Outcome {
+  /** bwrap reported the sandbox up (its init's pid); false means bwrap failed to set it up. */
+  readonly started: boolean
+  /** spawn itself failed (bwrap missing, not executable). */
+  readonly spawnError: NodeJS.ErrnoException | undefined
+  readonly stdout: string
+  readonly stderr: string
+  readonly truncated: boolean
+  readonly timedOut: boolean
+  /** Killed for writing more than the discard limit. */
+  readonly flooded: boolean
+  /** The program's exit status as bwrap reported it, else bwrap's own. */
+  readonly exitCode: number | null
+  readonly durationMs: number
+}
+
+interface Running {
+  readonly done: Promise<Outcome>
+  /** SIGKILLs the sandbox and resolves once it is gone (or after a grace period). */
+  readonly stop: () => Promise<void>
+}
+
+/** One stream kept up to `cap` bytes, decoded as UTF-8 without splitting a character at the cut. */
+const collector = (cap: number) => {
+  const decoder = new StringDecoder("utf8")
+  let text = ""
+  let kept = 0
+  let cut = false
+  return {
+    /** Returns the bytes of the chunk that were thrown away. */
+    push(chunk: Buffer): number {
+      const room = cap - kept
+      if (chunk.byteLength <= room) {
+        text += decoder.write(chunk)
+        kept += chunk.byteLength
+        return 0
+      }
+      if (room > 0) {
+        text += decoder.write(chunk.subarray(0, room))
+        kept = cap
+      }
+      cut = true
+      return chunk.byteLength - Math.max(room, 0)
+    },
+    get truncated() {
+      return cut
+    },
+    /** A cut stream drops the incomplete character at its end; a whole one flushes it. */
+    finish: () => (cut ? text : text + decoder.end())
+  }
+}
+
+/** This process's PID namespace; a sandbox's init is in another one. */
+let ownPidNamespace: string | undefined
+const pidNamespaceOf = (pid: number | "self"): string | undefined => {
+  try {
+    return readlinkSync(`/proc/${pid}/ns/pid`)
+  } catch {
+    return undefined
+  }
+}
+
+/** The sandbox's init, by its host pid, is still running (and is still that process: another PID namespace, not a zombie). */
+const initAlive = (pid: number): boolean => {
+  ownPidNamespace ??= pidNamespaceOf("self")
+  const namespace = pidNamespaceOf(pid)
+  if (namespace === undefined || ownPidNamespace === undefined || namespace === ownPidNamespace) return false
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+    const state = stat.charAt(stat.lastIndexOf(")") + 2)
+    return state !== "Z" && state !== "X" && state !== ""
+  } catch {
+    return false
+  }
+}
+
+/**
+ * bwrap returns as soon as the program's exit status is known, while the
+ * kernel may still be killing what the program left running. The sandbox's
+ * init only finishes dying once every process of its PID namespace is gone,
+ * so waiting for it means nothing of the sandbox is left when a call ends.
+ * Should it linger, it is killed directly, which takes the namespace with it.
+ */
+const awaitTeardown = async (initPid: number | undefined): Promise<void> => {
+  if (initPid === undefined) return
+  const startedAt = performance.now()
+  let killed = false
+  while (initAlive(initPid) && performance.now() - startedAt < KILL_GRACE_MS) {
+    if (!killed && performance.now() - startedAt > 100) {
+      killed = true
+      try {
+        process.kill(initPid, "SIGKILL")
+      } catch {
+        // Gone meanwhile.
+      }
+    }
+    await new Promise((resolve) => setTimeout(resolve, 5))
+  }
+}
+
+const start = (
+  settings: Settings,
+  args: ReadonlyArray<string>,
+  timeoutMs: number
+): Running => {
+  const startedAt = performance.now()
+  let child: ChildProcess
+  try {
+    child = spawn(settings.bwrapPath, args, {
+      stdio: ["ignore", "pipe", "pipe", "pipe"],
+      // Nothing of the gateway's environment: the sandbox's PID 1 is a fork of bwrap and shows bwrap's environment in /proc/1/environ.
+      env: {},
+      // A process group of its own, so that all of it can be killed at once.
+      detached: true,
+      ...(settings.dropTo === undefined ? {} : settings.dropTo)
+    })
+  } catch (error) {
+    const outcome: Outcome = {
+      started: false,
+      spawnError: error as NodeJS.ErrnoException,
+      stdout: "",
+      stderr: "",
+      truncated: false,
+      timedOut: false,
+      flooded: false,
+      exitCode: null,
+      durationMs: 0
+    }
+    return { done: Promise.resolve(outcome), stop: () => Promise.resolve() }
+  }
+
+  const stdout = collector(settings.maxOutputBytes)
+  const stderr = collector(settings.maxOutputBytes)
+  let status = ""
+  let discarded = 0
+  let timedOut = false
+  let flooded = false
+  let spawnError: NodeJS.ErrnoException | undefined
+  let closed = false
+  const closedWaiters: Array<() => void> = []
+
+  const kill = () => {
+    if (closed) return
+    try {
+      if (child.pid !== undefined) process.kill(-child.pid, "SIGKILL")
+    } catch {
+      // Already gone, or never started.
+    }
+    try {
+      child.kill("SIGKILL")
+    } catch {
+      // Already gone.
+    }
+  }
+  const exitReported = () => /"exit-code"\s*:/.test(status)
+
+  const timer = setTimeout(() => {
+    // A program that finished at the very deadline has not timed out.
+    if (closed || exitReported()) return
+    timedOut = true
+    kill()
+  }, timeoutMs)
+
+  const onOutput = (target: ReturnType<typeof collector>) => (chunk: Buffer) => {
+    discarded += target.push(chunk)
+    if (discarded > DISCARD_LIMIT_BYTES && !flooded && !timedOut) {
+      flooded = true
+      kill()
+    }
+  }
+  child.stdout!.on("data", onOutput(stdout))
+  child.stderr!.on("data", onOutput(stderr))
+  const statusStream = child.stdio[3]
+  statusStream?.on("data", (chunk: Buffer) => {
+    if (status.length < MAX_STATUS_CHARS) status += chunk.toString("utf8")
+  })
+  for (const stream of [child.stdout, child.stderr, statusStream]) stream?.on("error", () => {})
+
+  const done = new Promise<Outcome>((resolve) => {
+    const finish = (code: number | null) => {
+      if (closed) return
+      closed = true
+      clearTimeout(timer)
+      const durationMs = Math.max(0, Math.round(performance.now() - startedAt))
+      const initPid = /"child-pid"\s*:\s*(\d+)/.exec(status)
+      const reported = /"exit-code"\s*:\s*(-?\d+)/.exec(status)
+      const exitCode = timedOut || flooded ? null : reported !== null ? Number(reported[1]) : code
+      const outcome: Outcome = {
+        started: initPid !== null,
+        spawnError,
+        stdout: stdout.finish(),
+        stderr: stderr.finish(),
+        truncated: stdout.truncated || stderr.truncated,
+        timedOut,
+        flooded,
+        exitCode,
+        durationMs
+      }
+      void awaitTeardown(initPid === null ? undefined : Number(initPid[1])).then(() => {
+        resolve(outcome)
+        for (const waiter of closedWaiters.splice(0)) waiter()
+      })
+    }
+    child.on("error", (error: NodeJS.ErrnoException) => {
+      spawnError = error
+      // No process: no "close" may follow; finish now.
+      if (child.pid === undefined) finish(null)
+    })
+    child.on("close", (code) => finish(code))
+  })
+
+  const stop = () =>
+    new Promise<void>((resolve) => {
+      if (closed) return resolve()
+      kill()
+      const grace = setTimeout(() => {
+        // Never seen in practice; the call must end regardless. Streams are dropped so nothing more is read.
+        for (const stream of child.stdio) stream?.destroy()
+        resolve()
+      }, KILL_GRACE_MS)
+      closedWaiters.push(() => {
+        clearTimeout(grace)
+        resolve()
+      })
+    })
+
+  return { done, stop }
+}
+
+// ---------------------------------------------------------------------------
+// Running code
+// ---------------------------------------------------------------------------
+
+const failure = (provider: string, reason: ProviderFailure["reason"], message: string) =>
+  new ProviderFailure({ provider, reason, message })
+
+const oneLine = (text: string, max = 300): string => {
+  const line = text.replace(/[\s\u0000-\u001f\u007f]+/g, " ").trim()
+  return line.length > max ? `${line.slice(0, max - 1)}…` : line
+}
+
+const describeError = (error: unknown): string => {
+  if (!(error instanceof Error)) return String(error)
+  const code = (error as NodeJS.ErrnoException).code
+  return code === undefined ? error.message : `${code}: ${error.message}`
+}
+
+const spawnProblem = (settings: Settings, error: NodeJS.ErrnoException): string =>
+  error.code === "ENOENT"
+    ? `bubblewrap is not installed: no executable at ${settings.bwrapPath} (install the bubblewrap package)`
+    : error.code === "EACCES"
+    ? `bubblewrap at ${settings.bwrapPath} cannot be executed (permission denied)`
+    : `bubblewrap could not be started: ${oneLine(describeError(error), 200)}`
+
+/**
+ * Runs `code` once in a fresh sandbox. The directory and the process belong to
+ * the scope: an interrupted call kills the sandbox, waits for it to be gone,
+ * then removes the directory.
+ */
+const runSandboxed = (settings: Settings, language: Language, code: string, timeoutMs: number) =>
+  Effect.scoped(
+    Effect.gen(function*() {
+      const dir = yield* Effect.acquireRelease(
+        Effect.tryPromise({
+          try: () => makeCallDir(settings),
+          catch: (error) =>
+            failure(settings.name, "unavailable", `no directory for the sandbox in ${settings.tempDir}: ${oneLine(describeError(error), 200)}`)
+        }),
+        (dir) => Effect.promise(() => removeTree(dir).catch(() => undefined))
+      )
+      const interpreter = settings.interpreters[language]
+      yield* Effect.tryPromise({
+        try: () => fs.writeFile(path.join(dir, interpreter.fileName), code, { encoding: "utf8", mode: 0o644 }),
+        catch: (error) => failure(settings.name, "unavailable", `the code could not be written: ${oneLine(describeError(error), 200)}`)
+      })
+      const running = yield* Effect.acquireRelease(
+        Effect.sync(() => start(settings, sandboxArguments(settings, language, dir), timeoutMs)),
+        (running) => Effect.promise(() => running.stop())
+      )
+      return yield* Effect.promise(() => running.done)
+    })
+  )
+
+/** The sandbox failed to come up, or the process never ran: the reason, else undefined. */
+const setupProblem = (settings: Settings, outcome: Outcome): string | undefined => {
+  if (outcome.started) return undefined
+  if (outcome.spawnError !== undefined) return spawnProblem(settings, outcome.spawnError)
+  if (outcome.timedOut) return `the sandbox did not start within the time limit`
+  const said = oneLine(outcome.stderr, 300)
+  return `bubblewrap could not create the sandbox${said === "" ? ` (exit status ${outcome.exitCode})` : `: ${said}`}`
+}
+
+const PROBES: { readonly [L in Language]: string } = {
+  python: "print('ok')\n",
+  javascript: "console.log('ok')\n",
+  bash: "echo ok\n"
+}
+
+const probeLanguage = (settings: Settings, language: Language): Effect.Effect<string | undefined> => {
+  const interpreter = settings.interpreters[language]
+  if (interpreter.problem !== undefined) return Effect.succeed(interpreter.problem)
+  return runSandboxed(settings, language, PROBES[language], PROBE_TIMEOUT_MS).pipe(
+    Effect.map((outcome) => {
+      const problem = setupProblem(settings, outcome)
+      if (problem !== undefined) return problem
+      if (outcome.exitCode === 0 && outcome.stdout === "ok\n") return undefined
+      const said = oneLine(outcome.stderr, 200)
+      return `${language}: a trivial program failed in the sandbox (${outcome.timedOut ? "timed out" : `exit status ${outcome.exitCode}`})${
+        said === "" ? "" : `: ${said}`
+      }`
+    }),
+    Effect.catch((error: ProviderFailure) => Effect.succeed(error.message))
+  )
+}
+
+const probeWith = (settings: Settings): Effect.Effect<SandboxStatus> =>
+  Effect.gen(function*() {
+    try {
+      accessSync(settings.bwrapPath, fsConstants.X_OK)
+    } catch (error) {
+      return { ok: false, reason: spawnProblem(settings, error as NodeJS.ErrnoException) } as const
+    }
+    // bash is also the launcher: without it nothing runs.
+    const launcher = yield* probeLanguage(settings, "bash")
+    if (launcher !== undefined) return { ok: false, reason: launcher } as const
+    const others = yield* Effect.forEach(["python", "javascript"] as const, (language) =>
+      Effect.map(probeLanguage(settings, language), (problem) => [language, problem] as const), { concurrency: "unbounded" })
+    const unavailable: { [L in Language]?: string } = {}
+    for (const [language, problem] of others) if (problem !== undefined) unavailable[language] = problem
+    return { ok: true, unavailable } as const
+  })
+
+/**
+ * Runs a trivial program in each language through the real sandbox: whether
+ * bwrap works here (namespaces, mounts, limits) and which interpreters do.
+ * A bad option (a defect) is reported as not ok as well.
+ */
+export const probe = (options: SandboxOptions): Effect.Effect<SandboxStatus> =>
+  Effect.suspend(() => probeWith(settingsOf(options))).pipe(
+    Effect.catchDefect((defect) => Effect.succeed({ ok: false, reason: oneLine(describeError(defect), 300) } as const))
+  )
+
+// ---------------------------------------------------------------------------
+// The provider
+// ---------------------------------------------------------------------------
+
+const secondsOf = (ms: number): bigint => BigInt(Math.max(1, Math.ceil(ms / 1000)))
+
+export const make = (options: SandboxOptions): Effect.Effect<SandboxProvider> =>
+  Effect.gen(function*() {
+    const settings = yield* Effect.sync(() => settingsOf(options))
+    const { name } = settings
+    const price = settings.unitPrice.priceMicroUsd
+    const swept = yield* Effect.promise(() => sweepStale(settings).catch(() => 0))
+    if (swept > 0) yield* Effect.logInfo(`${name}: removed ${swept} sandbox directories left by an earlier run`)
+    const status = yield* probeWith(settings)
+    if (!status.ok) yield* Effect.logWarning(`${name}: code execution is unavailable: ${status.reason}`)
+    else {
+      for (const language of LANGUAGES) {
+        const problem = status.unavailable[language]
+        if (problem !== undefined) yield* Effect.logWarning(`${name}: ${language} is unavailable: ${problem}`)
+      }
+    }
+    const slots = yield* Semaphore.make(settings.maxConcurrent)
+
+    const timeoutOf = (input: ExecuteInput) => Math.min(input.timeout ?? settings.defaultTimeoutMs, settings.maxTimeoutMs)
+
+    const quote = (input: ExecuteInput): Result.Result<Quote, never> =>
+      Result.succeed({ microUsd: price * secondsOf(timeoutOf(input)) })
+
+    const run = Effect.fn("Sandbox.run")(function*(input: ExecuteInput, quoted: Quote) {
+      if (!status.ok) return yield* failure(name, "unavailable", status.reason)
+      const problem = status.unavailable[input.language]
+      if (problem !== undefined) return yield* failure(name, "unavailable", problem)
+      const timeoutMs = timeoutOf(input)
+      const outcome = yield* Effect.scoped(Effect.gen(function*() {
+        yield* slots.takeScoped(1).pipe(
+          Effect.timeoutOrElse({
+            duration: Duration.millis(timeoutMs),
+            orElse: () => Effect.fail(failure(name, "rate_limited", `all ${settings.maxConcurrent} sandboxes are busy`))
+          })
+        )
+        return yield* runSandboxed(settings, input.language, input.code, timeoutMs)
+      }))
+      const setup = setupProblem(settings, outcome)
+      if (setup !== undefined) return yield* failure(name, "unavailable", setup)
+      const seconds = outcome.timedOut ? secondsOf(timeoutMs) : secondsOf(outcome.durationMs)
+      const charge = price * seconds
+      const output: ExecuteOutput = {
+        stdout: outcome.stdout,
+        stderr: outcome.stderr,
+        exitCode: outcome.exitCode,
+        timedOut: outcome.timedOut,
+        durationMs: outcome.durationMs,
+        truncated: outcome.truncated
+      }
+      const metered: Metered<ExecuteOutput> = {
+        output,
+        actualMicroUsd: charge < quoted.microUsd ? charge : quoted.microUsd
+      }
+      return metered
+    }, (effect) =>
+      effect.pipe(
+        Effect.catchDefect((defect) =>
+          Effect.fail(failure(name, "unavailable", `unexpected failure: ${oneLine(describeError(defect), 200)}`))
+        )
+      ))
+
+    return {
+      name,
+      capability: "execute",
+      unitPrice: settings.unitPrice,
+      status,
+      quote,
+      run: (input, quoted) => run(input, quoted)
+    } satisfies SandboxProvider
+  })
