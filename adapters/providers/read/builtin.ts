@@ -33,6 +33,7 @@ import TurndownService from "turndown"
 import { type Provider, ProviderFailure, type UnitPrice } from "../../../src/capabilities/Provider.ts"
 import type { ReadInput, ReadOutput } from "../../../src/capabilities/schemas.ts"
 import { type FetchFailed, OutboundHttp, type UnsafeUrl } from "../../../src/ports/Net.ts"
+import { positiveInteger } from "../http.ts"
 
 export const DEFAULT_NAME = "readability"
 export const DEFAULT_MAX_BYTES = 5 * 1024 * 1024
@@ -63,14 +64,6 @@ export interface Options {
 // ---------------------------------------------------------------------------
 // Settings
 // ---------------------------------------------------------------------------
-
-export const positiveInteger = (adapter: string, field: string, value: number | undefined, fallback: number): number => {
-  const resolved = value ?? fallback
-  if (!Number.isSafeInteger(resolved) || resolved <= 0) {
-    throw new RangeError(`${adapter}: ${field} must be a positive integer, got ${resolved}`)
-  }
-  return resolved
-}
 
 export const checkFlatPrice = (adapter: string, name: string, unitPrice: UnitPrice): void => {
   if (name.trim() === "") throw new RangeError(`${adapter}: name must not be empty`)

@@ -20,8 +20,9 @@
  * Errors: `{ data: null, code, name, status, message, readableMessage }`.
  * 401/403 and other 4xx are `rejected`, 408 `timeout`, 429 `rate_limited`,
  * 5xx `unavailable`; no answer within `timeoutMs` is `timeout`, an answer
- * over `maxResponseBytes` `too_large`, an unreadable one `malformed` (the
- * exchange itself is the reason adapters' `exchangeJson`).
+ * over `maxResponseBytes` `too_large`, an unreadable one `malformed`, a
+ * refused connection `network` (the exchange itself is the shared one,
+ * ../http.ts).
  *
  * URL safety: Jina fetches the page from its own network, so nothing is sent
  * from here to the caller's address. The address is still checked by the
@@ -29,12 +30,20 @@
  * and `scrape` before money is held, whenever the port is provided, as the
  * server always does), so this adapter does not need the port.
  */
-import { Effect, Redacted, Result } from "effect"
+import { Effect, type Redacted, Result } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
 import { type Provider, ProviderFailure, type UnitPrice } from "../../../src/capabilities/Provider.ts"
 import type { ReadInput, ReadOutput } from "../../../src/capabilities/schemas.ts"
-import { exchangeJson, isRecord } from "../reason/openaiCompatible.ts"
-import { checkFlatPrice, clip, cut, MAX_OUTPUT_CHARS, normalizeLines, oneLineOrNull, positiveInteger } from "./builtin.ts"
+import {
+  baseUrlOf,
+  type ErrorDetail,
+  exchangeJson,
+  isRecord,
+  keySecrets,
+  positiveInteger,
+  type Upstream
+} from "../http.ts"
+import { checkFlatPrice, clip, cut, MAX_OUTPUT_CHARS, normalizeLines, oneLineOrNull } from "./builtin.ts"
 
 export const DEFAULT_NAME = "jina"
 export const DEFAULT_BASE_URL = "https://r.jina.ai"
@@ -55,20 +64,8 @@ export interface Options {
   readonly maxResponseBytes?: number | undefined
 }
 
-const checkBaseUrl = (name: string, baseUrl: string): string => {
-  let url: URL
-  try {
-    url = new URL(baseUrl)
-  } catch {
-    throw new RangeError(`${name}: baseUrl is not a URL: ${JSON.stringify(baseUrl)}`)
-  }
-  if (url.protocol !== "https:" && url.protocol !== "http:") throw new RangeError(`${name}: baseUrl must be http(s)`)
-  if (url.search !== "" || url.hash !== "") throw new RangeError(`${name}: baseUrl must not carry a query or fragment`)
-  return url.href.replace(/\/+$/, "")
-}
-
 /** Jina's error body: `readableMessage` is meant for people, `name` is the error class. */
-const jinaErrorDetail = (body: unknown) => {
+const jinaErrorDetail = (body: unknown): ErrorDetail | undefined => {
   if (!isRecord(body)) return undefined
   const message = typeof body.readableMessage === "string" && body.readableMessage.trim() !== ""
     ? body.readableMessage
@@ -138,7 +135,7 @@ export const make = (options: Options): Effect.Effect<Provider<"read">, never, H
       try: () => {
         checkFlatPrice("read/jina", name, options.unitPrice)
         return {
-          baseUrl: checkBaseUrl(name, options.baseUrl ?? DEFAULT_BASE_URL),
+          baseUrl: baseUrlOf(name, options.baseUrl ?? DEFAULT_BASE_URL, { allowCredentials: true }),
           timeoutMs: positiveInteger(name, "timeoutMs", options.timeoutMs, DEFAULT_TIMEOUT_MS),
           maxResponseBytes: positiveInteger(name, "maxResponseBytes", options.maxResponseBytes, DEFAULT_MAX_RESPONSE_BYTES)
         }
@@ -147,21 +144,21 @@ export const make = (options: Options): Effect.Effect<Provider<"read">, never, H
     }).pipe(Effect.orDie)
     const client = yield* HttpClient.HttpClient
     const { unitPrice, apiKey } = options
-    const secrets = apiKey === undefined ? [] : [Redacted.value(apiKey)]
+    const upstream: Upstream = {
+      provider: name,
+      timeoutMs: settings.timeoutMs,
+      maxResponseBytes: settings.maxResponseBytes,
+      secrets: keySecrets(apiKey),
+      unreachable: "network",
+      errorDetail: jinaErrorDetail,
+      requestIdHeader: "x-request-id"
+    }
 
     const run = Effect.fn("Jina.run")(function*(input: ReadInput) {
       let request = HttpClientRequest.get(`${settings.baseUrl}/${input.url}`, { acceptJson: true })
       if (apiKey !== undefined) request = HttpClientRequest.bearerToken(request, apiKey)
-      const answer = yield* exchangeJson(client, {
-        provider: name,
-        request,
-        timeoutMs: settings.timeoutMs,
-        maxResponseBytes: settings.maxResponseBytes,
-        secrets,
-        errorDetail: jinaErrorDetail,
-        requestIdHeader: "x-request-id"
-      })
-      const parsed = parseAnswer(answer.body, input.url)
+      const answer = yield* exchangeJson(client, upstream, request)
+      const parsed = parseAnswer(answer, input.url)
       if (Result.isFailure(parsed)) {
         return yield* new ProviderFailure({ provider: name, reason: parsed.failure.reason, message: clip(`${name}: ${parsed.failure.message}`) })
       }

@@ -35,13 +35,22 @@
  * 4xx / malformed / too_large / network as `ProviderFailure`, never a defect.
  */
 import { Effect, Redacted, Result } from "effect"
-import { HttpClient, HttpClientRequest } from "effect/http"
-import type { Metered, ModelInfo, Provider, Quote } from "../../../src/capabilities/Provider.ts"
+import { HttpClient } from "effect/http"
+import type { ModelInfo, Provider, Quote } from "../../../src/capabilities/Provider.ts"
 import { ProviderFailure } from "../../../src/capabilities/Provider.ts"
-import { meterReason, quoteReason } from "../../../src/capabilities/pricing.ts"
+import { quoteReason } from "../../../src/capabilities/pricing.ts"
 import type { ReasonInput, ReasonOutput } from "../../../src/capabilities/schemas.ts"
 import { ValidationError } from "../../../src/domain/errors.ts"
-import { checkSettings, clip, exchangeJson, isRecord, quotedModel, quotedUsage, tokenCount } from "./openaiCompatible.ts"
+import { clip, type ErrorDetail, exchangeJson, isRecord, jsonPost } from "../http.ts"
+import {
+  checkSettings,
+  meteredAnswer,
+  type ParsedAnswer,
+  quotedModel,
+  quotedUsage,
+  reasonUpstream,
+  tokenCount
+} from "./openaiCompatible.ts"
 
 export const DEFAULT_BASE_URL = "https://api.anthropic.com"
 export const DEFAULT_VERSION = "2023-06-01"
@@ -70,16 +79,14 @@ export interface Options {
 }
 
 /** `{ "type": "error", "error": { "type": "overloaded_error", "message": "Overloaded" }, "request_id": "req_…" }` */
-const anthropicErrorDetail = (body: unknown) => {
+const anthropicErrorDetail = (body: unknown): ErrorDetail | undefined => {
   if (!isRecord(body) || !isRecord(body.error)) return undefined
   const { message, type } = body.error
   if (typeof message !== "string" || message.trim() === "") return undefined
   return { message, type: typeof type === "string" && type !== "" ? type : undefined }
 }
 
-type Parsed = { readonly output: ReasonOutput; readonly reported: boolean; readonly model: string | undefined }
-
-const parseMessage = (body: unknown, billedUsage: () => ReasonOutput["usage"]): Result.Result<Parsed, string> => {
+const parseMessage = (body: unknown, billedUsage: () => ReasonOutput["usage"]): Result.Result<ParsedAnswer, string> => {
   if (!isRecord(body)) return Result.fail("the answer is not a JSON object")
   if (body.type === "error") {
     const detail = anthropicErrorDetail(body)
@@ -153,7 +160,7 @@ export const make = (options: Options): Effect.Effect<Provider<"reason">, never,
     const client = yield* HttpClient.HttpClient
     const { models } = options
     const url = `${settings.baseUrl}/v1/messages`
-    const secrets = [Redacted.value(options.apiKey)]
+    const upstream = reasonUpstream(name, settings, options.apiKey, anthropicErrorDetail, "request-id")
 
     const quote = (input: ReasonInput) => {
       const refusal = temperatureRefusal(version, input.temperature)
@@ -177,31 +184,9 @@ export const make = (options: Options): Effect.Effect<Provider<"reason">, never,
         messages: [{ role: "user", content: input.prompt }],
         ...(input.temperature === undefined ? {} : { temperature: input.temperature })
       }
-      const request = HttpClientRequest.post(url, {
-        headers: { "x-api-key": Redacted.value(options.apiKey), "anthropic-version": version },
-        acceptJson: true
-      }).pipe(HttpClientRequest.bodyText(JSON.stringify(body), "application/json"))
-
-      const answer = yield* exchangeJson(client, {
-        provider: name,
-        request,
-        timeoutMs: settings.timeoutMs,
-        maxResponseBytes: settings.maxResponseBytes,
-        secrets,
-        errorDetail: anthropicErrorDetail,
-        requestIdHeader: "request-id"
-      })
-      const parsed = parseMessage(answer.body, () => quotedUsage(input, maxTokens))
-      if (Result.isFailure(parsed)) {
-        return yield* new ProviderFailure({ provider: name, reason: "malformed", message: `${name}: ${parsed.failure}` })
-      }
-      const { output, reported } = parsed.success
-      const metered: Metered<ReasonOutput> = {
-        output,
-        actualMicroUsd: reported ? meterReason(model, output.usage) : quote.microUsd,
-        model: parsed.success.model ?? model.id
-      }
-      return metered
+      const request = jsonPost(url, body, { "x-api-key": Redacted.value(options.apiKey), "anthropic-version": version })
+      const answer = yield* exchangeJson(client, upstream, request)
+      return yield* meteredAnswer(name, model, quote, parseMessage(answer, () => quotedUsage(input, maxTokens)))
     })
 
     return { name, capability: "reason", models, quote, run } satisfies Provider<"reason">

@@ -30,6 +30,7 @@ import { type Provider, ProviderFailure, type Quote, type UnitPrice } from "../.
 import type { ScrapeInput, ScrapeOutput } from "../../../src/capabilities/schemas.ts"
 import { ValidationError } from "../../../src/domain/errors.ts"
 import { OutboundHttp } from "../../../src/ports/Net.ts"
+import { positiveInteger } from "../http.ts"
 import {
   baseUrlOf,
   checkFlatPrice,
@@ -43,7 +44,6 @@ import {
   mimeOf,
   oneLineOrNull,
   parseDocument,
-  positiveInteger,
   resolveUrl,
   sniff,
   visibleText

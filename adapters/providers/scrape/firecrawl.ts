@@ -26,18 +26,27 @@
  * (`rejected`), 408 (`timeout`), 429 (`rate_limited`), 5xx (`unavailable`);
  * a 200 with `success: false` is `rejected` with Firecrawl's message. No
  * answer within `timeoutMs` is `timeout`, an answer over `maxResponseBytes`
- * `too_large`, an unreadable one `malformed` (the exchange itself is the
- * reason adapters' `exchangeJson`).
+ * `too_large`, an unreadable one `malformed`, a refused connection
+ * `network` (the exchange itself is the shared one, ../http.ts).
  *
  * URL safety, as for Jina: Firecrawl fetches the page from its own network;
  * the core checks the address with `OutboundHttp.check` before money is held.
  */
-import { Effect, Redacted, Result } from "effect"
+import { Effect, type Redacted, Result } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
 import { type Provider, ProviderFailure, type UnitPrice } from "../../../src/capabilities/Provider.ts"
 import type { ScrapeInput, ScrapeOutput } from "../../../src/capabilities/schemas.ts"
-import { exchangeJson, isRecord } from "../reason/openaiCompatible.ts"
-import { checkFlatPrice, clip, positiveInteger } from "../read/builtin.ts"
+import {
+  baseUrlOf,
+  type ErrorDetail,
+  exchangeJson,
+  isRecord,
+  jsonPost,
+  keySecrets,
+  positiveInteger,
+  type Upstream
+} from "../http.ts"
+import { checkFlatPrice, clip } from "../read/builtin.ts"
 import { quoteScrape, scrapeHtml } from "./builtin.ts"
 
 export const DEFAULT_NAME = "firecrawl"
@@ -63,20 +72,8 @@ export interface Options {
   readonly maxResponseBytes?: number | undefined
 }
 
-const checkBaseUrl = (name: string, baseUrl: string): string => {
-  let url: URL
-  try {
-    url = new URL(baseUrl)
-  } catch {
-    throw new RangeError(`${name}: baseUrl is not a URL: ${JSON.stringify(baseUrl)}`)
-  }
-  if (url.protocol !== "https:" && url.protocol !== "http:") throw new RangeError(`${name}: baseUrl must be http(s)`)
-  if (url.search !== "" || url.hash !== "") throw new RangeError(`${name}: baseUrl must not carry a query or fragment`)
-  return url.href.replace(/\/+$/, "")
-}
-
 /** Firecrawl's error body: `{ success: false, error, details? }`. */
-const firecrawlErrorDetail = (body: unknown) => {
+const firecrawlErrorDetail = (body: unknown): ErrorDetail | undefined => {
   if (!isRecord(body)) return undefined
   if (typeof body.error === "string" && body.error.trim() !== "") {
     return { message: body.error, type: typeof body.code === "string" && body.code !== "" ? body.code : undefined }
@@ -138,7 +135,7 @@ export const make = (options: Options): Effect.Effect<Provider<"scrape">, never,
       try: () => {
         checkFlatPrice("scrape/firecrawl", name, options.unitPrice)
         return {
-          baseUrl: checkBaseUrl(name, options.baseUrl ?? DEFAULT_BASE_URL),
+          baseUrl: baseUrlOf(name, options.baseUrl ?? DEFAULT_BASE_URL, { allowCredentials: true }),
           timeoutMs: positiveInteger(name, "timeoutMs", options.timeoutMs, DEFAULT_TIMEOUT_MS),
           maxResponseBytes: positiveInteger(name, "maxResponseBytes", options.maxResponseBytes, DEFAULT_MAX_RESPONSE_BYTES)
         }
@@ -147,26 +144,24 @@ export const make = (options: Options): Effect.Effect<Provider<"scrape">, never,
     }).pipe(Effect.orDie)
     const client = yield* HttpClient.HttpClient
     const { unitPrice, apiKey } = options
-    const secrets = apiKey === undefined ? [] : [Redacted.value(apiKey)]
+    const upstream: Upstream = {
+      provider: name,
+      timeoutMs: settings.timeoutMs,
+      maxResponseBytes: settings.maxResponseBytes,
+      secrets: keySecrets(apiKey),
+      unreachable: "network",
+      errorDetail: firecrawlErrorDetail,
+      requestIdHeader: "x-request-id"
+    }
     const upstreamTimeoutMs = Math.min(300_000, Math.max(1_000, settings.timeoutMs - UPSTREAM_TIMEOUT_MARGIN_MS))
     const fail = (reason: ProviderFailure["reason"], message: string) => new ProviderFailure({ provider: name, reason, message })
 
     const run = Effect.fn("Firecrawl.run")(function*(input: ScrapeInput) {
       const body = { url: input.url, formats: ["rawHtml", "links"], onlyMainContent: false, timeout: upstreamTimeoutMs }
-      let request = HttpClientRequest.post(`${settings.baseUrl}${SCRAPE_PATH}`, { acceptJson: true }).pipe(
-        HttpClientRequest.bodyText(JSON.stringify(body), "application/json")
-      )
+      let request = jsonPost(`${settings.baseUrl}${SCRAPE_PATH}`, body)
       if (apiKey !== undefined) request = HttpClientRequest.bearerToken(request, apiKey)
-      const answer = yield* exchangeJson(client, {
-        provider: name,
-        request,
-        timeoutMs: settings.timeoutMs,
-        maxResponseBytes: settings.maxResponseBytes,
-        secrets,
-        errorDetail: firecrawlErrorDetail,
-        requestIdHeader: "x-request-id"
-      })
-      const parsed = parseAnswer(answer.body, input.url)
+      const answer = yield* exchangeJson(client, upstream, request)
+      const parsed = parseAnswer(answer, input.url)
       if (Result.isFailure(parsed)) return yield* fail(parsed.failure.reason, clip(`${name}: ${parsed.failure.message}`, 300))
       const page = parsed.success
       const scraped = yield* Effect.try({

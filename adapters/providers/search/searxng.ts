@@ -1,7 +1,25 @@
-import { Clock, Duration, Effect, Result, type Scope, Stream } from "effect"
-import { HttpClient, type HttpClientError, HttpClientRequest, type HttpClientResponse } from "effect/http"
-import { type Provider, ProviderFailure, type UnitPrice } from "../../../src/capabilities/Provider.ts"
+import { Clock, Duration, Effect, Result } from "effect"
+import { HttpClient, HttpClientRequest } from "effect/http"
+import type { Provider, ProviderFailure, UnitPrice } from "../../../src/capabilities/Provider.ts"
 import type { SearchInput, SearchOutput } from "../../../src/capabilities/schemas.ts"
+import {
+  baseUrlOf,
+  checkUnitPrice,
+  clip,
+  defectsUnavailable,
+  type ErrorDetail,
+  exchangeJson,
+  failure,
+  isRecord,
+  positiveInteger,
+  positiveNumber,
+  providerName,
+  type Upstream
+} from "../http.ts"
+import { type Candidate, describe, normalize } from "./results.ts"
+
+export { MAX_UPSTREAM_MESSAGE_CHARS } from "../http.ts"
+export { MAX_SNIPPET_CHARS, MAX_TITLE_CHARS, MAX_URL_CHARS } from "./results.ts"
 
 /**
  * `search` through a self-hosted SearXNG instance (its JSON search API; no key).
@@ -36,13 +54,6 @@ export const MAX_PAGES = 5
 export const DEFAULT_NUM_RESULTS = 10
 export const DEFAULT_TIMEOUT_MS = 15_000
 export const DEFAULT_MAX_RESPONSE_BYTES = 2 * 1024 * 1024
-export const MAX_TITLE_CHARS = 500
-export const MAX_SNIPPET_CHARS = 2000
-export const MAX_URL_CHARS = 2048
-/** Longest upstream error text kept in a failure message. */
-export const MAX_UPSTREAM_MESSAGE_CHARS = 300
-/** An error answer is read this far for its message, and no further. */
-const ERROR_BODY_BYTES = 16 * 1024
 
 export const JSON_DISABLED_MESSAGE = "JSON output is disabled on this SearXNG instance"
 
@@ -65,251 +76,43 @@ export interface SearXNGOptions {
 interface Settings {
   readonly name: string
   readonly url: string
-  /** No key is sent; kept so that the shared helpers below stay the same for every provider. */
-  readonly apiKey: string
   readonly unitPrice: UnitPrice
   readonly timeoutMs: number
-  readonly maxResponseBytes: number
+  readonly upstream: Upstream
+}
+
+/**
+ * SearXNG's errors are mostly HTML or plain text pages, whose text is kept
+ * (`errorText: "page"`); a JSON one says `error` or `message`.
+ */
+const searxngErrorDetail = (body: unknown): ErrorDetail | undefined => {
+  if (!isRecord(body)) return undefined
+  for (const key of ["error", "message"] as const) {
+    if (typeof body[key] === "string") return { message: body[key] }
+  }
+  return undefined
 }
 
 /** Checks the options once; a bad value is a deployment error (a defect naming it). */
 const settingsOf = (options: SearXNGOptions): Settings => {
-  const name = options.name ?? PROVIDER_NAME
-  if (name.trim() === "" || name.length > 64) throw new Error(`SearXNG: provider name must be 1 to 64 characters`)
-  const base = options.baseUrl
-  let parsed: URL
-  try {
-    parsed = new URL(base)
-  } catch {
-    throw new Error(`${name}: baseUrl is not a URL: ${JSON.stringify(base)}`)
-  }
-  if (parsed.protocol !== "https:" && parsed.protocol !== "http:") {
-    throw new Error(`${name}: baseUrl must be an http(s) URL, got ${parsed.protocol}`)
-  }
-  if (parsed.search !== "" || parsed.hash !== "" || parsed.username !== "" || parsed.password !== "") {
-    throw new Error(`${name}: baseUrl must not carry credentials, a query or a fragment`)
-  }
-  if (options.unitPrice.per !== "query" || options.unitPrice.priceMicroUsd < 0n) {
-    throw new Error(`${name}: the price must be a non-negative amount per query`)
-  }
-  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS
-  if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) throw new Error(`${name}: timeoutMs must be a positive number`)
-  const maxResponseBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES
-  if (!Number.isSafeInteger(maxResponseBytes) || maxResponseBytes <= 0) {
-    throw new Error(`${name}: maxResponseBytes must be a positive integer`)
-  }
-  return {
-    name,
-    url: parsed.href.replace(/\/+$/, "") + SEARCH_PATH,
-    apiKey: "",
-    unitPrice: options.unitPrice,
+  const name = providerName("SearXNG", options.name ?? PROVIDER_NAME)
+  const url = baseUrlOf(name, options.baseUrl) + SEARCH_PATH
+  const unitPrice = checkUnitPrice(name, options.unitPrice, "query")
+  const timeoutMs = positiveNumber(name, "timeoutMs", options.timeoutMs, DEFAULT_TIMEOUT_MS)
+  const upstream: Upstream = {
+    provider: name,
     timeoutMs,
-    maxResponseBytes
+    maxResponseBytes: positiveInteger(name, "maxResponseBytes", options.maxResponseBytes, DEFAULT_MAX_RESPONSE_BYTES),
+    errorDetail: searxngErrorDetail,
+    errorText: "page",
+    // Without `json` in the instance's `search.formats`, SearXNG answers 403 to every search.
+    onErrorStatus: (status) => (status === 403 ? { message: JSON_DISABLED_MESSAGE } : undefined)
   }
-}
-
-// ---------------------------------------------------------------------------
-// Failures
-
-const failure = (provider: string, reason: ProviderFailure["reason"], message: string) =>
-  new ProviderFailure({ provider, reason, message })
-
-/** One line, without the key, at most `max` characters. */
-const clip = (text: string, secret: string, max = MAX_UPSTREAM_MESSAGE_CHARS): string => {
-  const scrubbed = secret === "" ? text : text.split(secret).join("[redacted]")
-  const line = scrubbed.replace(/[\s\u0000-\u001f\u007f]+/g, " ").trim()
-  return line.length > max ? `${line.slice(0, max - 1)}…` : line
-}
-
-const describeCause = (cause: unknown): string | undefined => {
-  if (!(cause instanceof Error)) return undefined
-  // Node and undici errors carry a code (ECONNREFUSED, UND_ERR_SOCKET, ...), sometimes on an inner cause.
-  const code = (cause as { code?: unknown }).code
-  if (typeof code === "string") return code
-  return describeCause((cause as { cause?: unknown }).cause) ?? cause.message
-}
-
-const transportFailure = (settings: Settings, error: HttpClientError.HttpClientError): ProviderFailure => {
-  const reason = error.reason
-  const cause = describeCause("cause" in reason ? reason.cause : undefined)
-  const detail = cause === undefined ? "" : `: ${clip(cause, settings.apiKey, 120)}`
-  switch (reason._tag) {
-    case "TransportError":
-      return failure(settings.name, "unavailable", `${settings.name} is unreachable${detail}`)
-    case "DecodeError":
-      return failure(settings.name, "network", `the connection to ${settings.name} broke during its answer${detail}`)
-    default:
-      return failure(settings.name, "unavailable", `the request to ${settings.name} failed (${reason._tag})${detail}`)
-  }
-}
-
-const statusFailure = (settings: Settings, status: number, upstream: string): ProviderFailure => {
-  const detail = upstream === "" ? "" : `: ${upstream}`
-  const name = settings.name
-  if (status === 429) return failure(name, "rate_limited", `${name} is rate limiting requests (HTTP 429)${detail}`)
-  if (status >= 400 && status < 500) return failure(name, "rejected", `${name} refused the request (HTTP ${status})${detail}`)
-  return failure(name, "unavailable", `${name} answered HTTP ${status}${detail}`)
-}
-
-// ---------------------------------------------------------------------------
-// Transport
-
-interface Reply {
-  readonly status: number
-  readonly bytes: Uint8Array
-  /** The body went past the limit (only what fits was kept). */
-  readonly overflow: boolean
-}
-
-/** Reads at most `limit` bytes; stops reading (and so drops the connection) past that. */
-const readBody = (response: HttpClientResponse.HttpClientResponse, limit: number) =>
-  Effect.suspend(() => {
-    const chunks: Array<Uint8Array> = []
-    let size = 0
-    let overflow = false
-    return Stream.runForEachWhile(response.stream, (chunk) => {
-      const room = limit - size
-      if (chunk.byteLength > room) {
-        overflow = true
-        if (room > 0) chunks.push(chunk.slice(0, room))
-        size += Math.max(room, 0)
-        return Effect.succeed(false)
-      }
-      chunks.push(chunk)
-      size += chunk.byteLength
-      return Effect.succeed(true)
-    }).pipe(Effect.map(() => ({ bytes: Buffer.concat(chunks, size), overflow })))
-  })
-
-/**
- * Sends one request and reads its answer. The request lives in this scope:
- * once the answer is read, fails or the call times out, the connection is
- * closed, so a slow or endless body is never left running.
- */
-const exchange = (
-  client: HttpClient.HttpClient.With<HttpClientError.HttpClientError, Scope.Scope>,
-  settings: Settings,
-  request: HttpClientRequest.HttpClientRequest
-): Effect.Effect<Reply, ProviderFailure> =>
-  Effect.scoped(Effect.gen(function*() {
-    const response = yield* client.execute(request)
-    const ok = response.status >= 200 && response.status < 300
-    const limit = ok ? settings.maxResponseBytes : ERROR_BODY_BYTES
-    const declared = Number(response.headers["content-length"])
-    if (ok && Number.isFinite(declared) && declared > limit) {
-      return { status: response.status, bytes: new Uint8Array(0), overflow: true }
-    }
-    const { bytes, overflow } = yield* readBody(response, limit)
-    return { status: response.status, bytes, overflow }
-  })).pipe(Effect.catchTag("HttpClientError", (error) => Effect.fail(transportFailure(settings, error))))
-
-const NOT_JSON = Symbol("not JSON")
-
-const parseJson = (bytes: Uint8Array): unknown => {
-  try {
-    return JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes))
-  } catch {
-    return NOT_JSON
-  }
-}
-
-const isRecord = (value: unknown): value is Record<string, unknown> =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
-
-/** SearXNG's errors are HTML or plain text pages: their text, tags removed. */
-const upstreamMessage = (bytes: Uint8Array, secret: string): string => {
-  const json = parseJson(bytes)
-  if (isRecord(json)) {
-    for (const key of ["error", "message"] as const) {
-      if (typeof json[key] === "string") return clip(json[key], secret)
-    }
-  }
-  return clip(new TextDecoder().decode(bytes).replace(/<[^>]*>/g, " "), secret)
-}
-
-/** The decoded JSON of a successful answer, or the failure its status or body stands for. */
-const answerOf = (settings: Settings, reply: Reply): Result.Result<unknown, ProviderFailure> => {
-  if (reply.status < 200 || reply.status >= 300) {
-    return Result.fail(statusFailure(settings, reply.status, upstreamMessage(reply.bytes, settings.apiKey)))
-  }
-  if (reply.overflow) {
-    return Result.fail(
-      failure(settings.name, "too_large", `${settings.name}'s answer is larger than ${settings.maxResponseBytes} bytes`)
-    )
-  }
-  const json = parseJson(reply.bytes)
-  if (json === NOT_JSON) return Result.fail(failure(settings.name, "malformed", `${settings.name}'s answer is not JSON`))
-  return Result.succeed(json)
-}
-
-// ---------------------------------------------------------------------------
-// Results
-
-type SearchResult = SearchOutput["results"][number]
-
-interface Candidate {
-  readonly title: unknown
-  readonly url: unknown
-  readonly snippet: unknown
-}
-
-/** Cuts to at most `max` characters (an ellipsis included), never inside a surrogate pair. */
-const bound = (text: string, max: number): string => {
-  if (text.length <= max) return text
-  let end = max - 1
-  const last = text.charCodeAt(end - 1)
-  if (last >= 0xd800 && last <= 0xdbff) end -= 1
-  return `${text.slice(0, end)}…`
-}
-
-const oneLine = (text: string): string => text.replace(/[\s\u0000-\u001f\u007f]+/g, " ").trim()
-
-/** An absolute http(s) URL without whitespace or control characters, within bounds. */
-const httpUrl = (value: unknown): string | undefined => {
-  if (typeof value !== "string") return undefined
-  const text = value.trim()
-  if (text === "" || text.length > MAX_URL_CHARS || /[\s\u0000-\u001f\u007f]/.test(text)) return undefined
-  try {
-    const url = new URL(text)
-    return url.protocol === "http:" || url.protocol === "https:" ? text : undefined
-  } catch {
-    return undefined
-  }
-}
-
-/**
- * The first `limit` usable results in the upstream's order: results without
- * a valid http(s) URL and repeated URLs are dropped, text is cleaned and
- * bounded, positions count from 1.
- */
-const normalize = (
-  candidates: ReadonlyArray<Candidate>,
-  limit: number,
-  clean: (text: string) => string
-): Array<SearchResult> => {
-  const results: Array<SearchResult> = []
-  const seen = new Set<string>()
-  for (const candidate of candidates) {
-    if (results.length >= limit) break
-    const url = httpUrl(candidate.url)
-    if (url === undefined || seen.has(url)) continue
-    seen.add(url)
-    const text = (value: unknown, max: number) => bound(typeof value === "string" ? oneLine(clean(value)) : "", max)
-    results.push({
-      title: text(candidate.title, MAX_TITLE_CHARS),
-      url,
-      snippet: text(candidate.snippet, MAX_SNIPPET_CHARS),
-      position: results.length + 1
-    })
-  }
-  return results
+  return { name, url, unitPrice, timeoutMs, upstream }
 }
 
 // ---------------------------------------------------------------------------
 // SearXNG's answer
-
-const describe = (value: unknown): string =>
-  value === undefined ? "missing" : value === null ? "null" : Array.isArray(value) ? "an array" : typeof value
 
 interface Page {
   readonly candidates: ReadonlyArray<Candidate>
@@ -344,7 +147,7 @@ const parsePage = (settings: Settings, json: unknown): Result.Result<Page, Provi
 export const make = (options: SearXNGOptions): Effect.Effect<Provider<"search">, never, HttpClient.HttpClient> =>
   Effect.gen(function*() {
     const settings = yield* Effect.sync(() => settingsOf(options))
-    const client = HttpClient.withScope(yield* HttpClient.HttpClient)
+    const client = yield* HttpClient.HttpClient
     const price = settings.unitPrice.priceMicroUsd
 
     const timedOut = () =>
@@ -359,13 +162,11 @@ export const make = (options: SearXNGOptions): Effect.Effect<Provider<"search">,
           urlParams: pageno === 1 ? { q: query, format: "json" } : { q: query, format: "json", pageno: String(pageno) },
           acceptJson: true
         })
-        const reply = yield* exchange(client, settings, request).pipe(
+        // The exchange's own limit is the whole call's; the pages share it.
+        const json = yield* exchangeJson(client, settings.upstream, request).pipe(
           Effect.timeoutOrElse({ duration: Duration.millis(remaining), orElse: () => Effect.fail(timedOut()) })
         )
-        if (reply.status === 403) return yield* failure(settings.name, "rejected", JSON_DISABLED_MESSAGE)
-        const json = answerOf(settings, reply)
-        if (Result.isFailure(json)) return yield* json.failure
-        const page = parsePage(settings, json.success)
+        const page = parsePage(settings, json)
         if (Result.isFailure(page)) return yield* page.failure
         return page.success
       })
@@ -376,12 +177,12 @@ export const make = (options: SearXNGOptions): Effect.Effect<Provider<"search">,
         const deadline = (yield* Clock.currentTimeMillis) + settings.timeoutMs
         const first = yield* fetchPage(input.query, 1, deadline)
         const candidates: Array<Candidate> = [...first.candidates]
-        let results = normalize(candidates, limit, (text) => text)
+        let results = normalize(candidates, limit)
         if (results.length === 0 && first.unresponsive.length > 0) {
           return yield* failure(
             settings.name,
             "unavailable",
-            clip(`${settings.name} found nothing: its engines failed: ${first.unresponsive.join(", ")}`, "")
+            clip(`${settings.name} found nothing: its engines failed: ${first.unresponsive.join(", ")}`)
           )
         }
         for (let pageno = 2; pageno <= MAX_PAGES && results.length > 0 && results.length < limit; pageno++) {
@@ -389,7 +190,7 @@ export const make = (options: SearXNGOptions): Effect.Effect<Provider<"search">,
           if (page._tag === "None") break
           candidates.push(...page.value.candidates)
           const before = results.length
-          results = normalize(candidates, limit, (text) => text)
+          results = normalize(candidates, limit)
           if (results.length === before) break
         }
         const output: SearchOutput = {
@@ -399,19 +200,8 @@ export const make = (options: SearXNGOptions): Effect.Effect<Provider<"search">,
         }
         return { output, actualMicroUsd: price }
       },
-      (effect) =>
-        effect.pipe(
-          // A bug in the HTTP stack must not surface as a defect of the call: the hold is released
-          // and the next provider tried, as for any upstream failure.
-          Effect.catchDefect((defect) => {
-            const text = clip(String(defect), "", 200)
-            return Effect.logError(`${settings.name}: unexpected failure`, text).pipe(
-              Effect.andThen(Effect.fail(failure(settings.name, "unavailable", `unexpected failure: ${text}`)))
-            )
-          }),
-          // No trace headers go to the instance.
-          Effect.provideService(HttpClient.TracerPropagationEnabled, false)
-        )
+      // No trace headers go to the instance (http.ts).
+      defectsUnavailable(settings.name)
     )
 
     return {

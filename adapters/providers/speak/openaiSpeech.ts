@@ -20,14 +20,15 @@
  * charge are both ceil(characters × price / 1000), characters counted as
  * Unicode code points, as the upstream bills on the input text alone.
  *
- * Failures are those of the shared OpenAI media exchange (openaiImages.ts).
+ * Failures are those of the shared OpenAI media exchange (../openaiMedia.ts).
  */
 import { Effect, type Redacted, Result } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
 import type { Metered, Provider, Quote, UnitPrice } from "../../../src/capabilities/Provider.ts"
 import type { SpeakInput, SpeakOutput } from "../../../src/capabilities/schemas.ts"
 import type { ValidationError } from "../../../src/domain/errors.ts"
-import { checkUnitPrice, invalid, mediaFailure, mediaSettings, sendMedia } from "../imagine/openaiImages.ts"
+import { checkUnitPrice } from "../http.ts"
+import { invalid, mediaFailure, mediaSettings, sendMedia } from "../openaiMedia.ts"
 import { characterCount, priceOfCharacters, readWav, withTrueSizes } from "./espeak.ts"
 
 export const DEFAULT_NAME = "openai-speech"

@@ -34,7 +34,7 @@
  * The charge never exceeds the quote: audio below 8 kbit/s, or a compressed
  * file by URL longer than `maxDurationSeconds`, is charged the quote.
  *
- * Failures are those of the shared OpenAI media exchange (openaiImages.ts),
+ * Failures are those of the shared OpenAI media exchange (../openaiMedia.ts),
  * plus the fetch's: `blocked`, `timeout`, `too_large`, `rejected` (the audio
  * URL answered an error, nothing, or not audio), `network`.
  */
@@ -45,18 +45,8 @@ import { ProviderFailure } from "../../../src/capabilities/Provider.ts"
 import type { TranscribeInput, TranscribeOutput } from "../../../src/capabilities/schemas.ts"
 import type { ValidationError } from "../../../src/domain/errors.ts"
 import { type FetchFailed, OutboundHttp, type UnsafeUrl } from "../../../src/ports/Net.ts"
-import {
-  checkUnitPrice,
-  clip,
-  invalid,
-  isRecord,
-  jsonOf,
-  type MediaSettings,
-  mediaFailure,
-  mediaSettings,
-  positiveInteger,
-  sendMedia
-} from "../imagine/openaiImages.ts"
+import { checkUnitPrice, clip, isRecord, positiveInteger } from "../http.ts"
+import { invalid, type MediaSettings, mediaFailure, mediaSettings, sendMediaJson } from "../openaiMedia.ts"
 import { readWav, type WavInfo } from "../speak/espeak.ts"
 
 export const DEFAULT_NAME = "openai-transcribe"
@@ -316,10 +306,7 @@ export const make = (options: Options): Effect.Effect<Provider<"transcribe">, ne
       if (language !== undefined) form.append("language", language)
       const request = HttpClientRequest.post(url, { acceptJson: true }).pipe(HttpClientRequest.bodyFormData(form))
 
-      const reply = yield* sendMedia(client, settings, request)
-      const json = jsonOf(settings, reply)
-      if (Result.isFailure(json)) return yield* json.failure
-      const body = json.success
+      const body = yield* sendMediaJson(client, settings, request)
       const malformed = (what: string) => new ProviderFailure({ provider: name, reason: "malformed", message: `${name}: ${what}` })
       if (!isRecord(body)) return yield* malformed("the answer is not a JSON object")
       if (typeof body.text !== "string") return yield* malformed("the answer has no text")
