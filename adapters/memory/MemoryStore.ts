@@ -4,6 +4,7 @@ import type { Agent, Policy } from "../../src/domain/Agent.ts"
 import type { AccountId, AgentId } from "../../src/domain/ids.ts"
 import type { AuditRecord, Reservation, Transaction, Wallet } from "../../src/domain/Ledger.ts"
 import { newAuditId, utcDay } from "../../src/domain/Ledger.ts"
+import { creditEntries, heldReservation, releaseAudit, reserveAudit, settleEntries } from "../../src/wallet/entries.ts"
 import { AdminStore } from "../../src/ports/AdminStore.ts"
 import type { RegistryStore } from "../../src/ports/RegistryStore.ts"
 import * as MemoryRegistryStore from "./MemoryRegistryStore.ts"
@@ -274,19 +275,7 @@ const makeMemoryLedger = (shared: {
   const releaseHeld = (reservation: Reservation, auditId: string, reason: string, now: Date) =>
     Effect.gen(function*() {
       const wallet = walletOf(reservation.accountId)
-      const record = yield* appendAudit({
-        id: auditId,
-        accountId: reservation.accountId,
-        kind: "release",
-        agentId: reservation.agentId,
-        reservationId: reservation.id,
-        transactionId: null,
-        amountMicroUsd: reservation.quotedMicroUsd,
-        usdDeltaMicro: reservation.heldUsdMicro,
-        satsDeltaMsat: reservation.heldSatsMsat,
-        details: JSON.stringify({ reason }),
-        createdAt: now
-      })
+      const record = yield* appendAudit(releaseAudit(reservation, auditId, reason, now))
       setWallet({
         ...wallet,
         usdMicro: wallet.usdMicro + reservation.heldUsdMicro,
@@ -303,37 +292,9 @@ const makeMemoryLedger = (shared: {
         const existing = creditKeys.get(key)
         if (existing !== undefined) return { _tag: "Duplicate", transaction: existing } as const
         const wallet = walletOf(input.accountId)
-        const usd = input.pocket === "usd" ? input.amount : 0n
-        const sats = input.pocket === "sats" ? input.amount : 0n
         if (input.amount <= 0n) return yield* Effect.die(new Error("credit amount must be positive"))
-        const transaction: Transaction = {
-          id: input.transactionId,
-          accountId: input.accountId,
-          agentId: input.agentId,
-          type: "credit",
-          amountMicroUsd: input.valueMicroUsd,
-          usdMicro: usd,
-          satsMsat: sats,
-          rateMicroUsdPerBtc: input.rateMicroUsdPerBtc,
-          description: input.description,
-          capability: null,
-          provider: null,
-          auditId: input.auditId,
-          createdAt: input.now
-        }
-        yield* appendAudit({
-          id: input.auditId,
-          accountId: input.accountId,
-          kind: "credit",
-          agentId: input.agentId,
-          reservationId: null,
-          transactionId: transaction.id,
-          amountMicroUsd: input.valueMicroUsd,
-          usdDeltaMicro: usd,
-          satsDeltaMsat: sats,
-          details: JSON.stringify({ key: input.creditKey }),
-          createdAt: input.now
-        })
+        const { transaction, audit: draft, usdMicro: usd, satsMsat: sats } = creditEntries(input)
+        yield* appendAudit(draft)
         const next = { ...wallet, usdMicro: wallet.usdMicro + usd, satsMsat: wallet.satsMsat + sats }
         setWallet(next)
         transactions.push(transaction)
@@ -449,37 +410,10 @@ const makeMemoryLedger = (shared: {
         })
         if (Result.isFailure(decision)) return Result.fail(decision.failure)
         const plan = decision.success
-        const reservation: Reservation = {
-          id: input.reservationId,
-          accountId: input.accountId,
-          agentId: input.agentId,
-          capability: input.capability,
-          provider: input.provider,
-          quotedMicroUsd: input.quotedMicroUsd,
-          heldUsdMicro: plan.fromUsdMicro,
-          heldSatsMsat: plan.fromSatsMsat,
-          rateMicroUsdPerBtc: input.rate?.rate.microUsdPerBtc ?? null,
-          day: input.day,
-          status: "held",
-          settledMicroUsd: null,
-          createdAt: input.now,
-          expiresAt: input.expiresAt
-        }
+        const reservation = heldReservation(input, plan)
         const next = { ...wallet, usdMicro: wallet.usdMicro - plan.fromUsdMicro, satsMsat: wallet.satsMsat - plan.fromSatsMsat }
         if (next.usdMicro < 0n || next.satsMsat < 0n) return yield* Effect.die(new Error("hold larger than the wallet"))
-        yield* appendAudit({
-          id: input.auditId,
-          accountId: input.accountId,
-          kind: "reserve",
-          agentId: input.agentId,
-          reservationId: reservation.id,
-          transactionId: null,
-          amountMicroUsd: input.quotedMicroUsd,
-          usdDeltaMicro: -plan.fromUsdMicro,
-          satsDeltaMsat: -plan.fromSatsMsat,
-          details: JSON.stringify({ capability: input.capability, provider: input.provider }),
-          createdAt: input.now
-        })
+        yield* appendAudit(reserveAudit(input, plan))
         setWallet(next)
         reservations.set(reservation.id, reservation)
         addDaily(input.agentId, input.day, input.quotedMicroUsd)
@@ -494,41 +428,14 @@ const makeMemoryLedger = (shared: {
         if (reservation.status !== "held") return { _tag: "NotHeld", reservation } as const
         const plan = input.plan(reservation)
         const wallet = walletOf(reservation.accountId)
-        const transaction: Transaction = {
-          id: input.transactionId,
-          accountId: reservation.accountId,
-          agentId: reservation.agentId,
-          type: "charge",
-          amountMicroUsd: plan.chargedMicroUsd,
-          usdMicro: plan.chargeUsdMicro,
-          satsMsat: plan.chargeSatsMsat,
-          rateMicroUsdPerBtc: reservation.rateMicroUsdPerBtc,
-          description: input.description,
-          capability: reservation.capability,
-          provider: reservation.provider,
-          auditId: input.auditId,
-          createdAt: input.now
-        }
-        yield* appendAudit({
-          id: input.auditId,
-          accountId: reservation.accountId,
-          kind: "settle",
-          agentId: reservation.agentId,
-          reservationId: reservation.id,
-          transactionId: transaction.id,
-          amountMicroUsd: plan.chargedMicroUsd,
-          usdDeltaMicro: plan.refundUsdMicro,
-          satsDeltaMsat: plan.refundSatsMsat,
-          details: JSON.stringify({ capability: reservation.capability, provider: reservation.provider }),
-          createdAt: input.now
-        })
+        const { transaction, audit: draft, reservation: settled } = settleEntries(reservation, plan, input)
+        yield* appendAudit(draft)
         const next = {
           ...wallet,
           usdMicro: wallet.usdMicro + plan.refundUsdMicro,
           satsMsat: wallet.satsMsat + plan.refundSatsMsat
         }
         setWallet(next)
-        const settled: Reservation = { ...reservation, status: "settled", settledMicroUsd: plan.chargedMicroUsd }
         reservations.set(reservation.id, settled)
         addDaily(reservation.agentId, reservation.day, plan.chargedMicroUsd - reservation.quotedMicroUsd)
         transactions.push(transaction)

@@ -16,6 +16,7 @@ import {
 } from "../../src/domain/Ledger.ts"
 import { type Invoice, type InvoiceStatus, type InvoiceType, paidInTime } from "../../src/domain/Invoice.ts"
 import type { CreditInput, FundingStore, LedgerStore, Page } from "../../src/ports/Store.ts"
+import { creditEntries, heldReservation, releaseAudit, reserveAudit, settleEntries } from "../../src/wallet/entries.ts"
 
 /**
  * The ledger half of the SQL store. Every write locks the account's wallet
@@ -273,19 +274,7 @@ export const makeSqlLedger = (
       const locked = yield* lockHeld(input.accountId, input.reservationId)
       if (locked === null || locked.reservation.status !== "held") return "NotHeld" as const
       const { reservation, wallet } = locked
-      const audit = yield* seal(wallet, {
-        id: input.auditId,
-        accountId: reservation.accountId,
-        kind: "release",
-        agentId: reservation.agentId,
-        reservationId: reservation.id,
-        transactionId: null,
-        amountMicroUsd: reservation.quotedMicroUsd,
-        usdDeltaMicro: reservation.heldUsdMicro,
-        satsDeltaMsat: reservation.heldSatsMsat,
-        details: JSON.stringify({ reason: input.reason }),
-        createdAt: input.now
-      })
+      const audit = yield* seal(wallet, releaseAudit(reservation, input.auditId, input.reason, input.now))
       yield* applyWrites(reservation.accountId, reservation.heldUsdMicro, reservation.heldSatsMsat, audit, [
         sql`UPDATE reservations SET status = 'released' WHERE id = ${reservation.id}`,
         lowerDaily(reservation.agentId, reservation.day, reservation.quotedMicroUsd)
@@ -300,36 +289,8 @@ export const makeSqlLedger = (
           SELECT * FROM transactions WHERE account_id = ${input.accountId} AND credit_key = ${input.creditKey}`
         if (existing[0] !== undefined) return { _tag: "Duplicate", transaction: toTransaction(existing[0]) } as const
         if (input.amount <= 0n) return yield* Effect.die(new Error("credit amount must be positive"))
-        const usd = input.pocket === "usd" ? input.amount : 0n
-        const sats = input.pocket === "sats" ? input.amount : 0n
-        const audit = yield* seal(wallet, {
-          id: input.auditId,
-          accountId: input.accountId,
-          kind: "credit",
-          agentId: input.agentId,
-          reservationId: null,
-          transactionId: input.transactionId,
-          amountMicroUsd: input.valueMicroUsd,
-          usdDeltaMicro: usd,
-          satsDeltaMsat: sats,
-          details: JSON.stringify({ key: input.creditKey }),
-          createdAt: input.now
-        })
-        const transaction: Transaction = {
-          id: input.transactionId,
-          accountId: input.accountId,
-          agentId: input.agentId,
-          type: "credit",
-          amountMicroUsd: input.valueMicroUsd,
-          usdMicro: usd,
-          satsMsat: sats,
-          rateMicroUsdPerBtc: input.rateMicroUsdPerBtc,
-          description: input.description,
-          capability: null,
-          provider: null,
-          auditId: input.auditId,
-          createdAt: input.now
-        }
+        const { transaction, audit: draft, usdMicro: usd, satsMsat: sats } = creditEntries(input)
+        const audit = yield* seal(wallet, draft)
         const next = yield* applyWrites(input.accountId, usd, sats, audit, [insertTransaction(transaction, input.creditKey)])
         return { _tag: "Credited", transaction, wallet: next } as const
     })
@@ -512,35 +473,8 @@ export const makeSqlLedger = (
         })
         if (Result.isFailure(decision)) return Result.fail(decision.failure)
         const plan = decision.success
-        const audit = yield* seal(locked, {
-          id: input.auditId,
-          accountId: input.accountId,
-          kind: "reserve",
-          agentId: input.agentId,
-          reservationId: input.reservationId,
-          transactionId: null,
-          amountMicroUsd: input.quotedMicroUsd,
-          usdDeltaMicro: -plan.fromUsdMicro,
-          satsDeltaMsat: -plan.fromSatsMsat,
-          details: JSON.stringify({ capability: input.capability, provider: input.provider }),
-          createdAt: input.now
-        })
-        const reservation: Reservation = {
-          id: input.reservationId,
-          accountId: input.accountId,
-          agentId: input.agentId,
-          capability: input.capability,
-          provider: input.provider,
-          quotedMicroUsd: input.quotedMicroUsd,
-          heldUsdMicro: plan.fromUsdMicro,
-          heldSatsMsat: plan.fromSatsMsat,
-          rateMicroUsdPerBtc: input.rate?.rate.microUsdPerBtc ?? null,
-          day: input.day,
-          status: "held",
-          settledMicroUsd: null,
-          createdAt: input.now,
-          expiresAt: input.expiresAt
-        }
+        const audit = yield* seal(locked, reserveAudit(input, plan))
+        const reservation = heldReservation(input, plan)
         yield* applyWrites(input.accountId, -plan.fromUsdMicro, -plan.fromSatsMsat, audit, [
           sql`INSERT INTO reservations ${
             sql.insert({
@@ -572,34 +506,9 @@ export const makeSqlLedger = (
         const { reservation, wallet } = locked
         if (reservation.status !== "held") return { _tag: "NotHeld", reservation } as const
         const plan = input.plan(reservation)
-        const audit = yield* seal(wallet, {
-          id: input.auditId,
-          accountId: reservation.accountId,
-          kind: "settle",
-          agentId: reservation.agentId,
-          reservationId: reservation.id,
-          transactionId: input.transactionId,
-          amountMicroUsd: plan.chargedMicroUsd,
-          usdDeltaMicro: plan.refundUsdMicro,
-          satsDeltaMsat: plan.refundSatsMsat,
-          details: JSON.stringify({ capability: reservation.capability, provider: reservation.provider }),
-          createdAt: input.now
-        })
-        const transaction: Transaction = {
-          id: input.transactionId,
-          accountId: reservation.accountId,
-          agentId: reservation.agentId,
-          type: "charge",
-          amountMicroUsd: plan.chargedMicroUsd,
-          usdMicro: plan.chargeUsdMicro,
-          satsMsat: plan.chargeSatsMsat,
-          rateMicroUsdPerBtc: reservation.rateMicroUsdPerBtc,
-          description: input.description,
-          capability: reservation.capability,
-          provider: reservation.provider,
-          auditId: input.auditId,
-          createdAt: input.now
-        }
+        const entries = settleEntries(reservation, plan, input)
+        const transaction = entries.transaction
+        const audit = yield* seal(wallet, entries.audit)
         const next = yield* applyWrites(reservation.accountId, plan.refundUsdMicro, plan.refundSatsMsat, audit, [
           sql`UPDATE reservations SET status = 'settled', settled_micro_usd = ${plan.chargedMicroUsd}
               WHERE id = ${reservation.id}`,
@@ -610,7 +519,7 @@ export const makeSqlLedger = (
           _tag: "Settled",
           transaction,
           wallet: next,
-          reservation: { ...reservation, status: "settled", settledMicroUsd: plan.chargedMicroUsd }
+          reservation: entries.reservation
         } as const
       })).pipe(Effect.orDie),
 

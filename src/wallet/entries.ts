@@ -1,0 +1,133 @@
+import type { UnhashedAuditRecord } from "../audit/chain.ts"
+import type { Reservation, Transaction } from "../domain/Ledger.ts"
+import type { CreditInput, ReserveInput, SettleInput } from "../ports/Store.ts"
+import type { HoldPlan, SettlePlan } from "./decide.ts"
+
+/**
+ * What the ledger records for each step, built once here so that every
+ * Store implementation writes exactly the same rows and audit records.
+ * (Sequence numbers and hashes are added by the store, which holds the
+ * account's chain head under its lock.)
+ */
+
+export type AuditDraft = Omit<UnhashedAuditRecord, "seq" | "prevHash">
+
+export const heldReservation = (input: ReserveInput, plan: HoldPlan): Reservation => ({
+  id: input.reservationId,
+  accountId: input.accountId,
+  agentId: input.agentId,
+  capability: input.capability,
+  provider: input.provider,
+  quotedMicroUsd: input.quotedMicroUsd,
+  heldUsdMicro: plan.fromUsdMicro,
+  heldSatsMsat: plan.fromSatsMsat,
+  rateMicroUsdPerBtc: input.rate?.rate.microUsdPerBtc ?? null,
+  day: input.day,
+  status: "held",
+  settledMicroUsd: null,
+  createdAt: input.now,
+  expiresAt: input.expiresAt
+})
+
+export const reserveAudit = (input: ReserveInput, plan: HoldPlan): AuditDraft => ({
+  id: input.auditId,
+  accountId: input.accountId,
+  kind: "reserve",
+  agentId: input.agentId,
+  reservationId: input.reservationId,
+  transactionId: null,
+  amountMicroUsd: input.quotedMicroUsd,
+  usdDeltaMicro: -plan.fromUsdMicro,
+  satsDeltaMsat: -plan.fromSatsMsat,
+  details: JSON.stringify({ capability: input.capability, provider: input.provider }),
+  createdAt: input.now
+})
+
+export const settleEntries = (
+  reservation: Reservation,
+  plan: SettlePlan,
+  input: SettleInput
+): { readonly transaction: Transaction; readonly audit: AuditDraft; readonly reservation: Reservation } => ({
+  transaction: {
+    id: input.transactionId,
+    accountId: reservation.accountId,
+    agentId: reservation.agentId,
+    type: "charge",
+    amountMicroUsd: plan.chargedMicroUsd,
+    usdMicro: plan.chargeUsdMicro,
+    satsMsat: plan.chargeSatsMsat,
+    rateMicroUsdPerBtc: reservation.rateMicroUsdPerBtc,
+    description: input.description,
+    capability: reservation.capability,
+    provider: reservation.provider,
+    auditId: input.auditId,
+    createdAt: input.now
+  },
+  audit: {
+    id: input.auditId,
+    accountId: reservation.accountId,
+    kind: "settle",
+    agentId: reservation.agentId,
+    reservationId: reservation.id,
+    transactionId: input.transactionId,
+    amountMicroUsd: plan.chargedMicroUsd,
+    usdDeltaMicro: plan.refundUsdMicro,
+    satsDeltaMsat: plan.refundSatsMsat,
+    details: JSON.stringify({ capability: reservation.capability, provider: reservation.provider }),
+    createdAt: input.now
+  },
+  reservation: { ...reservation, status: "settled", settledMicroUsd: plan.chargedMicroUsd }
+})
+
+export const releaseAudit = (reservation: Reservation, auditId: string, reason: string, now: Date): AuditDraft => ({
+  id: auditId,
+  accountId: reservation.accountId,
+  kind: "release",
+  agentId: reservation.agentId,
+  reservationId: reservation.id,
+  transactionId: null,
+  amountMicroUsd: reservation.quotedMicroUsd,
+  usdDeltaMicro: reservation.heldUsdMicro,
+  satsDeltaMsat: reservation.heldSatsMsat,
+  details: JSON.stringify({ reason }),
+  createdAt: now
+})
+
+export const creditEntries = (
+  input: CreditInput
+): { readonly transaction: Transaction; readonly audit: AuditDraft; readonly usdMicro: bigint; readonly satsMsat: bigint } => {
+  const usdMicro = input.pocket === "usd" ? input.amount : 0n
+  const satsMsat = input.pocket === "sats" ? input.amount : 0n
+  return {
+    usdMicro,
+    satsMsat,
+    transaction: {
+      id: input.transactionId,
+      accountId: input.accountId,
+      agentId: input.agentId,
+      type: "credit",
+      amountMicroUsd: input.valueMicroUsd,
+      usdMicro,
+      satsMsat,
+      rateMicroUsdPerBtc: input.rateMicroUsdPerBtc,
+      description: input.description,
+      capability: null,
+      provider: null,
+      auditId: input.auditId,
+      createdAt: input.now
+    },
+    audit: {
+      id: input.auditId,
+      accountId: input.accountId,
+      kind: "credit",
+      agentId: input.agentId,
+      reservationId: null,
+      transactionId: input.transactionId,
+      amountMicroUsd: input.valueMicroUsd,
+      usdDeltaMicro: usdMicro,
+      satsDeltaMsat: satsMsat,
+      details: JSON.stringify({ key: input.creditKey }),
+      createdAt: input.now
+    }
+  }
+}
