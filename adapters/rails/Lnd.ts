@@ -30,8 +30,13 @@ import {
  * after the sink has recorded it, so after a crash or a dropped connection
  * the worst case is a notice delivered twice (harmless: recording is
  * idempotent), never a lost one. A `settle_index` of 0 means "no replay"
- * to LND, so a fresh cursor only sees settlements from the moment it first
- * connects.
+ * to LND, so while no cursor has been saved yet the subscriber first catches
+ * up with `GET /v1/invoices` (ListInvoices, forwards by `add_index`, in pages):
+ * every settled invoice found is delivered, the highest `settle_index` is
+ * saved once all of them are recorded, and the subscription starts from it,
+ * so LND replays whatever settled between the listing and the subscription.
+ * The one gap left: on a node that has never settled any invoice, a payment
+ * settled in the moment between that (empty) listing and the subscription.
  */
 
 export const RAIL_NAME = "lnd"
@@ -55,6 +60,12 @@ export const DEFAULT_REQUEST_TIMEOUT_MS = 10_000
 export const MAX_RESPONSE_BYTES = 64 * 1024
 /** Longest line accepted from the invoice stream; longer ones are skipped. */
 export const MAX_STREAM_LINE_BYTES = 1024 * 1024
+/** Invoices asked for per ListInvoices page while catching up. */
+export const LIST_PAGE_SIZE = 100
+/** Largest ListInvoices page read (an invoice with many HTLCs can run to kilobytes). */
+export const MAX_LIST_PAGE_BYTES = 16 * 1024 * 1024
+/** Limit for one ListInvoices page, from connecting to the end of the answer. */
+export const LIST_PAGE_TIMEOUT_MS = 30_000
 /** Reconnection backoff of the subscriber: doubles from the first delay up to the cap. */
 export const RECONNECT_FIRST_DELAY_MS = 100
 export const RECONNECT_MAX_DELAY_MS = 30_000
@@ -254,6 +265,27 @@ const parseAddInvoice = (body: Uint8Array): LightningInvoiceCreated | string => 
   return { paymentRequest: paymentRequest.trim(), paymentHash }
 }
 
+/** A ListInvoices answer, checked: its invoices (each checked when read) and the next offset. */
+const parseListPage = (
+  body: Uint8Array
+): { readonly invoices: ReadonlyArray<unknown>; readonly lastIndexOffset: bigint } | string => {
+  let json: unknown
+  try {
+    json = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(body))
+  } catch {
+    return "LND's ListInvoices answer is not JSON"
+  }
+  if (!isRecord(json)) return "LND's ListInvoices answer is not a JSON object"
+  // grpc-gateway leaves out empty repeated fields unless told to emit defaults.
+  const invoices = json.invoices === undefined || json.invoices === null ? [] : json.invoices
+  if (!Array.isArray(invoices)) return "LND's ListInvoices answer has invoices that are not a list"
+  const lastIndexOffset = json.last_index_offset === undefined || json.last_index_offset === null
+    ? 0n
+    : uintField(json.last_index_offset)
+  if (lastIndexOffset === undefined) return "LND's ListInvoices answer has a malformed last_index_offset"
+  return { invoices, lastIndexOffset }
+}
+
 export const make = (config: LndConfig): Effect.Effect<LightningRail["Service"], never, HttpClient.HttpClient> =>
   Effect.gen(function*() {
     const endpoint = yield* endpointOf(config)
@@ -407,6 +439,11 @@ const parseUpdate = (text: string): Update => {
   }
   const invoice = message.result
   if (!isRecord(invoice)) return { _tag: "Skip", warning: "a message without a result object" }
+  return parseInvoice(invoice)
+}
+
+/** One Invoice message, from the stream or from a ListInvoices page: a settlement or nothing. */
+const parseInvoice = (invoice: Record<string, unknown>): Update => {
   if (!isSettledState(invoice.state)) return { _tag: "Skip" }
   const paymentHash = hashField(invoice.r_hash)
   if (paymentHash === undefined) {
@@ -461,7 +498,7 @@ const follow = (endpoint: Endpoint): Effect.Effect<void, never, PaymentSink | Ht
     const sink = yield* PaymentSink
     const client = HttpClient.withScope(yield* HttpClient.HttpClient)
 
-    const deliver = (settlement: Settlement, cursor: { value: bigint }) =>
+    const deliver = (settlement: Settlement, cursor: { value: bigint }, save = true) =>
       Effect.gen(function*() {
         // settle_date is in seconds; a settled invoice without a usable one is dated on arrival.
         const settledAt = settlement.settleDate !== undefined && settlement.settleDate > 0n
@@ -479,7 +516,7 @@ const follow = (endpoint: Endpoint): Effect.Effect<void, never, PaymentSink | Ht
         }).pipe(asRailError("the payment sink failed to record a settlement"))
         yield* Effect.logDebug(`settled invoice ${settlement.paymentHash}: ${outcome}`)
         // Only once the notice is recorded, and never backwards.
-        if (settlement.settleIndex !== undefined && settlement.settleIndex > cursor.value) {
+        if (save && settlement.settleIndex !== undefined && settlement.settleIndex > cursor.value) {
           yield* sink.saveCursor(RAIL_NAME, settlement.settleIndex.toString()).pipe(
             asRailError("the payment sink failed to save the cursor")
           )
@@ -502,12 +539,77 @@ const follow = (endpoint: Endpoint): Effect.Effect<void, never, PaymentSink | Ht
       }
     }
 
+    /** One ListInvoices page after `offset` (an add_index), oldest first. */
+    const listPage = (offset: bigint) =>
+      Effect.scoped(Effect.gen(function*() {
+        const response = yield* client.execute(
+          HttpClientRequest.get(`${endpoint.base}/v1/invoices`, {
+            headers: endpoint.headers,
+            acceptJson: true,
+            urlParams: {
+              index_offset: offset.toString(),
+              num_max_invoices: String(LIST_PAGE_SIZE),
+              reversed: "false"
+            }
+          })
+        )
+        const bytes = yield* readBounded(response, MAX_LIST_PAGE_BYTES)
+        return { status: response.status, bytes }
+      })).pipe(
+        Effect.catchTag("HttpClientError", (error) => Effect.fail(railError(transportMessage(endpoint, error)))),
+        Effect.timeoutOrElse({
+          duration: Duration.millis(LIST_PAGE_TIMEOUT_MS),
+          orElse: () => Effect.fail(railError(`LND did not answer ListInvoices within ${LIST_PAGE_TIMEOUT_MS} ms`))
+        }),
+        Effect.flatMap(({ bytes, status }) => {
+          if (status !== 200) return Effect.fail(railError(statusMessage(status, bytes)))
+          const page = parseListPage(bytes)
+          return typeof page === "string" ? Effect.fail(railError(page)) : Effect.succeed(page)
+        })
+      )
+
+    /**
+     * Delivers every settled invoice the node holds; the cursor is saved only
+     * after all of them are recorded (an interrupted catch-up starts over, and
+     * delivering twice is harmless). Answers the cursor to subscribe from.
+     */
+    const catchUp = Effect.gen(function*() {
+      const cursor = { value: 0n }
+      let highest = 0n
+      let offset = 0n
+      let delivered = 0
+      while (true) {
+        const page = yield* listPage(offset)
+        for (const invoice of page.invoices) {
+          const update = isRecord(invoice) ? parseInvoice(invoice) : { _tag: "Skip", warning: "an invoice that is not a JSON object" } as const
+          if (update._tag === "Settled") {
+            yield* deliver(update.settlement, cursor, false)
+            delivered++
+            const index = update.settlement.settleIndex
+            if (index !== undefined && index > highest) highest = index
+          } else if (update._tag === "Skip" && update.warning !== undefined) {
+            yield* Effect.logWarning(`skipped ${update.warning} in ListInvoices`)
+          }
+        }
+        if (page.invoices.length < LIST_PAGE_SIZE || page.lastIndexOffset <= offset) break
+        offset = page.lastIndexOffset
+      }
+      if (highest > 0n) {
+        yield* sink.saveCursor(RAIL_NAME, highest.toString()).pipe(
+          asRailError("the payment sink failed to save the cursor")
+        )
+      }
+      yield* Effect.logInfo(`caught up with LND: ${delivered} settled invoice(s) delivered, settle_index ${highest}`)
+      return highest
+    })
+
     const subscription = Effect.gen(function*() {
       const saved = yield* sink.loadCursor(RAIL_NAME)
-      const start = saved === null ? 0n : uintField(saved)
-      if (start === undefined) {
+      const parsed = saved === null ? 0n : uintField(saved)
+      if (parsed === undefined) {
         return yield* railError(`the saved LND cursor is not a settle index: ${JSON.stringify(clip(saved ?? ""))}`)
       }
+      const start = parsed === 0n ? yield* catchUp : parsed
       yield* Effect.logDebug(`subscribing to LND invoices after settle_index ${start}`)
       const response = yield* client.execute(
         HttpClientRequest.get(`${endpoint.base}/v1/invoices/subscribe`, {

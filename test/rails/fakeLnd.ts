@@ -95,6 +95,8 @@ export interface FakeLnd {
   readonly invoices: Array<InvoiceRecord>
   /** Overrides the next answers to AddInvoice (default: create the invoice). */
   addInvoiceReply: ((call: AddInvoiceCall) => AddInvoiceReply) | undefined
+  /** Overrides the answer to ListInvoices (default: the page asked for). */
+  listReply: ((path: string) => { readonly status: number; readonly body: string } | undefined) | undefined
   /** Overrides the answer to SubscribeInvoices (default: stream). */
   subscribeReply: ((subscription: Subscription) => SubscribeReply) | undefined
   /** Creates an OPEN invoice (as AddInvoice would) and tells the open streams. */
@@ -157,6 +159,7 @@ export const startFakeLnd = async (options: {
     subscriptions: [],
     invoices: [],
     addInvoiceReply: undefined,
+    listReply: undefined,
     subscribeReply: undefined,
     addInvoice(valueMsat, memo = "") {
       const preimage = randomBytes(32)
@@ -247,6 +250,30 @@ export const startFakeLnd = async (options: {
         payment_request: invoice.paymentRequest,
         add_index: String(invoice.addIndex),
         payment_addr: randomBytes(32).toString("base64")
+      }))
+      return
+    }
+    if (request.method === "GET" && url.pathname === "/v1/invoices") {
+      const reply = fake.listReply?.(request.url ?? "") ??
+        (macaroon === MACAROON_HEX ? undefined : BAD_MACAROON)
+      if (reply !== undefined) {
+        response.writeHead(reply.status, { "Content-Type": "application/json" }).end(reply.body)
+        return
+      }
+      // ListInvoices: by add_index, forwards from index_offset (exclusive) unless reversed.
+      const offset = Number(url.searchParams.get("index_offset") ?? "0")
+      const max = Number(url.searchParams.get("num_max_invoices") ?? "100") || 100
+      const reversed = url.searchParams.get("reversed") === "true"
+      const pendingOnly = url.searchParams.get("pending_only") === "true"
+      const candidates = fake.invoices
+        .filter((invoice) => !pendingOnly || invoice.state === "OPEN" || invoice.state === "ACCEPTED")
+        .filter((invoice) => reversed ? (offset === 0 || invoice.addIndex < offset) : invoice.addIndex > offset)
+        .sort((a, b) => a.addIndex - b.addIndex)
+      const page = reversed ? candidates.slice(-max) : candidates.slice(0, max)
+      response.writeHead(200, { "Content-Type": "application/json" }).end(JSON.stringify({
+        invoices: page.map(invoiceJson),
+        last_index_offset: String(page.at(-1)?.addIndex ?? 0),
+        first_index_offset: String(page[0]?.addIndex ?? 0)
       }))
       return
     }

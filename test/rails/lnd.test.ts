@@ -517,12 +517,86 @@ describe("LND rail: subscriber (SubscribeInvoices)", () => {
     await startSubscriber(configFor(fake), sink)
     await waitFor("the replay", () => sink.records.length === 4)
     assert.strictEqual(fake.subscriptions.length, 2)
+    // Only the first start, with no cursor yet, listed the node's invoices.
+    assert.strictEqual(fake.requests.filter((line) => line.startsWith("GET /v1/invoices?")).length, 1)
     assert.strictEqual(fake.subscriptions[1].settleIndex, "2")
     fake.settle(invoices[4])
     await waitFor("the live settlement", () => sink.records.length === 5)
     assert.deepStrictEqual(sink.records.map((notice) => notice.externalId), invoices.map((invoice) => hexOf(invoice.hash)))
     assert.deepStrictEqual(sink.calls.filter((call) => call.startsWith("save:")), ["save:1", "save:2", "save:3", "save:4", "save:5"])
     assert.strictEqual(sink.cursors.get("lnd"), "5")
+  })
+
+  it("with no cursor saved it first lists the node's invoices in pages, records what settled before it started, saves the highest settle_index once and subscribes from it", async () => {
+    const fake = await fakeLnd()
+    const sink = makeSink()
+    const invoices = Array.from({ length: 250 }, (_, n) => fake.addInvoice(BigInt(n + 1) * 1_000n))
+    // Settled out of add order, across the three pages; one more is cancelled.
+    fake.settle(invoices[229])
+    fake.settle(invoices[4])
+    fake.settle(invoices[119])
+    fake.setState(invoices[7], "CANCELED")
+
+    await startSubscriber(configFor(fake), sink)
+    await waitFor("the subscription", () => fake.openStreams() === 1)
+    assert.deepStrictEqual(fake.requests.filter((line) => line.startsWith("GET /v1/invoices?")), [
+      "GET /v1/invoices?index_offset=0&num_max_invoices=100&reversed=false",
+      "GET /v1/invoices?index_offset=100&num_max_invoices=100&reversed=false",
+      "GET /v1/invoices?index_offset=200&num_max_invoices=100&reversed=false"
+    ])
+    assert.deepStrictEqual(sink.calls, [
+      `record:${hexOf(invoices[4].hash)}`,
+      `record:${hexOf(invoices[119].hash)}`,
+      `record:${hexOf(invoices[229].hash)}`,
+      "save:3"
+    ])
+    assert.strictEqual(fake.subscriptions[0].settleIndex, "3")
+    assert.strictEqual(sink.records[0].amountPaid, 5_000n)
+
+    fake.settle(invoices[249])
+    await waitFor("the live settlement", () => sink.records.length === 4)
+    assert.deepStrictEqual(sink.calls.slice(4), [`record:${hexOf(invoices[249].hash)}`, "save:4"])
+  })
+
+  it("a catch-up that fails part-way saves no cursor and is done again from the start", async () => {
+    const fake = await fakeLnd()
+    const sink = makeSink()
+    const a = fake.addInvoice(1_000n)
+    const b = fake.addInvoice(2_000n)
+    fake.settle(a)
+    fake.settle(b)
+    let refusals = 1
+    fake.listReply = (path) => path.includes("index_offset=0") && refusals-- > 0
+      ? { status: 503, body: lndError(14, "waiting to start, RPC services not available") }
+      : undefined
+    sink.failRecords = 0
+    const { logs } = await startSubscriber(configFor(fake), sink)
+    await waitFor("the subscription", () => fake.openStreams() === 1)
+    assert.isTrue(logs.some((line) => line.level === "Warn" && line.text.includes("RPC services not available")))
+    assert.deepStrictEqual(sink.calls, [`record:${hexOf(a.hash)}`, `record:${hexOf(b.hash)}`, "save:2"])
+
+    // A record that fails during the catch-up: nothing saved, the whole listing again.
+    const fresh = makeSink()
+    fresh.failRecords = 1
+    await startSubscriber(configFor(fake), fresh)
+    await waitFor("the second subscriber", () => fake.openStreams() === 2)
+    assert.deepStrictEqual(fresh.calls, [
+      `fail:${hexOf(a.hash)}`,
+      `record:${hexOf(a.hash)}`, `record:${hexOf(b.hash)}`, "save:2"
+    ])
+  })
+
+  it("a malformed ListInvoices answer is reported and retried; a node with no settled invoice subscribes from 0", async () => {
+    const fake = await fakeLnd()
+    const sink = makeSink()
+    fake.addInvoice(1_000n)
+    let bad = 1
+    fake.listReply = () => bad-- > 0 ? { status: 200, body: JSON.stringify({ invoices: "nope" }) } : undefined
+    const { logs } = await startSubscriber(configFor(fake), sink)
+    await waitFor("the subscription", () => fake.openStreams() === 1)
+    assert.isTrue(logs.some((line) => line.text.includes("invoices that are not a list")))
+    assert.strictEqual(fake.subscriptions[0].settleIndex, "0")
+    assert.deepStrictEqual(sink.calls, [])
   })
 
   it("a settlement the sink fails to record does not move the cursor and is delivered again", async () => {
