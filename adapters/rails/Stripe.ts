@@ -117,6 +117,14 @@ const wholeCents = (amountMicroUsd: bigint): Effect.Effect<number, RailError> =>
   return Effect.succeed(Number(cents))
 }
 
+/**
+ * Added to the requested expiry: Stripe refuses an `expires_at` under 30
+ * minutes after the session's creation as *its* clock sees it, and the
+ * request takes time to arrive (and clocks differ). The invoice then expires
+ * when the session does (Stripe's answered `expires_at`).
+ */
+export const EXPIRY_MARGIN_SECONDS = 120
+
 export const make = (config: StripeConfig): (typeof CardRail)["Service"] => {
   const stripe = makeClient(config)
   const secrets = [Redacted.value(config.secretKey), Redacted.value(config.webhookSecret)]
@@ -132,8 +140,9 @@ export const make = (config: StripeConfig): (typeof CardRail)["Service"] => {
               price_data: { currency: "usd", unit_amount: unitAmount, product_data: { name: PRODUCT_NAME } },
               quantity: 1
             }],
-            // Rounded down, so the session never outlives the invoice.
-            expires_at: Math.floor(request.expiresAt.getTime() / 1000),
+            // Stripe wants at least 30 minutes from the session's creation by its own clock,
+            // so the time asked for gets a margin; the invoice takes Stripe's expires_at back.
+            expires_at: Math.ceil(request.expiresAt.getTime() / 1000) + EXPIRY_MARGIN_SECONDS,
             success_url: config.successUrl,
             cancel_url: config.cancelUrl,
             client_reference_id: request.invoiceId,
@@ -153,7 +162,11 @@ export const make = (config: StripeConfig): (typeof CardRail)["Service"] => {
     if (typeof session.id !== "string" || typeof session.url !== "string" || session.url === "") {
       return yield* new RailError({ rail: RAIL_NAME, message: "Stripe answered a Checkout Session without a URL" })
     }
-    return { sessionId: session.id, checkoutUrl: session.url } satisfies CheckoutCreated
+    const expiresAt = typeof session.expires_at === "number" && Number.isSafeInteger(session.expires_at) &&
+        session.expires_at > 0
+      ? new Date(session.expires_at * 1000)
+      : undefined
+    return { sessionId: session.id, checkoutUrl: session.url, expiresAt } satisfies CheckoutCreated
   })
 
   return CardRail.of({ name: RAIL_NAME, createCheckout })

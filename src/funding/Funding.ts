@@ -112,14 +112,19 @@ export class Funding extends Context.Service<Funding, {
         const createdAt = yield* now
         const id = newInvoiceId()
         const amountMicroUsd = BigInt(amountCents) * MICRO_USD_PER_CENT
-        const expiresAt = new Date(createdAt.getTime() + CARD_SESSION_TTL_MS)
+        const requestedExpiry = new Date(createdAt.getTime() + CARD_SESSION_TTL_MS)
         const created = yield* card.createCheckout({
           invoiceId: id,
           amountMicroUsd,
           description: "Spendgate wallet funding",
-          expiresAt,
+          expiresAt: requestedExpiry,
           createdAt
         })
+        // The invoice lives exactly as long as the rail's session can be paid.
+        const expiresAt = created.expiresAt !== undefined && Number.isFinite(created.expiresAt.getTime()) &&
+            created.expiresAt.getTime() > createdAt.getTime()
+          ? created.expiresAt
+          : requestedExpiry
         const invoice: Invoice = {
           id,
           accountId: principal.agent.accountId,

@@ -54,6 +54,13 @@ export interface CheckoutRequest {
 export interface CheckoutCreated {
   readonly sessionId: string
   readonly checkoutUrl: string
+  /**
+   * When the rail's session stops taking payment, if not the time asked for
+   * (e.g. a provider that needs a margin above its minimum lifetime). The
+   * invoice then expires at this time, so that it can never be paid after
+   * it has expired on our side nor expire here while still payable there.
+   */
+  readonly expiresAt?: Date | undefined
 }
 
 export class CardRail extends Context.Service<CardRail, {

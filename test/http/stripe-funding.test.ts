@@ -65,6 +65,12 @@ describe.each(storeBackends)("card funding with the Stripe rail over %s", (_name
     expect(request.path).toBe("/v1/checkout/sessions")
     expect(request.form.get("line_items[0][price_data][unit_amount]")).toBe("2500")
     expect(request.form.get("client_reference_id")).toBe(fund.body.invoiceId)
+    // The invoice expires when Stripe's session does: 30 minutes plus the margin Stripe needs.
+    const pending = (await api.get("/v1/wallet/invoices?status=pending", key)).body.invoices[0]
+    expect(new Date(pending.expiresAt).getTime()).toBe(Number(request.form.get("expires_at")) * 1000)
+    const lifetime = new Date(pending.expiresAt).getTime() - new Date(pending.createdAt).getTime()
+    expect(lifetime).toBeGreaterThanOrEqual(30 * 60 * 1000 + 120 * 1000)
+    expect(lifetime).toBeLessThan(30 * 60 * 1000 + 122 * 1000)
 
     for (let i = 0; i < 3; i++) {
       const res = await deliver(completed(fund.body.sessionId, "paid", `evt_${i}`))

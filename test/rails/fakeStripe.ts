@@ -133,6 +133,20 @@ export const startFakeStripe = async (): Promise<FakeStripe> => {
         send(stored.status, stored.body)
         return
       }
+      // Stripe's bounds on expires_at, measured from the creation time by its own clock.
+      const expiresAt = form.get("expires_at")
+      const lifetime = expiresAt === null ? undefined : Number(expiresAt) - Math.floor(Date.now() / 1000)
+      const lifetimeError = lifetime === undefined
+        ? undefined
+        : lifetime < 30 * 60
+        ? "The `expires_at` timestamp must be at least 30 minutes from Checkout Session creation."
+        : lifetime > 24 * 60 * 60
+        ? "The `expires_at` timestamp must be less than 24 hours from Checkout Session creation."
+        : undefined
+      if (lifetimeError !== undefined) {
+        send(400, JSON.stringify({ error: { type: "invalid_request_error", param: "expires_at", message: lifetimeError } }))
+        return
+      }
       const reply = { status: 200, body: JSON.stringify(checkoutSession(form, behaviour.url), null, 2) }
       if (typeof key === "string") replies.set(key, reply)
       send(reply.status, reply.body)

@@ -41,8 +41,10 @@ describe("Stripe card rail: createCheckout against a local Stripe API", () => {
 
   let invoiceCounter = 0
   const checkoutRequest = (amountMicroUsd: bigint): CheckoutRequest => {
-    // Milliseconds on purpose: expires_at must be rounded down to the second.
-    const createdAt = new Date(Date.UTC(2026, 10, 22, 9, 15, 42, 789) + invoiceCounter * 1000)
+    // Created a little over a second before the request reaches Stripe (latency, clock
+    // skew), with milliseconds: the fake measures the lifetime with its own clock, as
+    // Stripe does, so an expires_at of exactly creation + 30 min would be refused.
+    const createdAt = new Date(Math.floor(Date.now() / 1000) * 1000 - 1211)
     return {
       invoiceId: `inv_${(invoiceCounter++).toString().padStart(4, "0")}Q7cE2xYt9`,
       amountMicroUsd,
@@ -86,8 +88,10 @@ describe("Stripe card rail: createCheckout against a local Stripe API", () => {
     expect(form.get("line_items[0][price_data][currency]")).toBe("usd")
     expect(form.get("line_items[0][price_data][product_data][name]")).toBe("Spendgate wallet funding")
     expect(form.get("line_items[0][quantity]")).toBe("1")
-    expect(form.get("expires_at")).toBe(String(Math.floor(req.expiresAt.getTime() / 1000)))
-    expect(Number(form.get("expires_at")) - Math.floor(req.createdAt.getTime() / 1000)).toBe(30 * 60)
+    expect(form.get("expires_at")).toBe(String(Math.ceil(req.expiresAt.getTime() / 1000) + StripeRail.EXPIRY_MARGIN_SECONDS))
+    expect(Number(form.get("expires_at")) - Math.floor(req.createdAt.getTime() / 1000)).toBe(30 * 60 + 1 + 120)
+    // The invoice takes the session's expiry as Stripe answered it.
+    expect(created.expiresAt).toEqual(new Date(Number(form.get("expires_at")) * 1000))
     expect(form.get("success_url")).toBe(baseConfig.successUrl)
     expect(form.get("cancel_url")).toBe(baseConfig.cancelUrl)
     expect(form.get("client_reference_id")).toBe(req.invoiceId)
