@@ -246,15 +246,21 @@ const readBounded = (
 // ---------------------------------------------------------------------------
 // The rail
 
-/** What AddInvoice answered, checked. */
-const parseAddInvoice = (body: Uint8Array): LightningInvoiceCreated | string => {
+/** An answer's body as a JSON object, or what is wrong with it. */
+const jsonObject = (body: Uint8Array, call: string): Record<string, unknown> | string => {
   let json: unknown
   try {
     json = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(body))
   } catch {
-    return "LND's AddInvoice answer is not JSON"
+    return `LND's ${call} answer is not JSON`
   }
-  if (!isRecord(json)) return "LND's AddInvoice answer is not a JSON object"
+  return isRecord(json) ? json : `LND's ${call} answer is not a JSON object`
+}
+
+/** What AddInvoice answered, checked. */
+const parseAddInvoice = (body: Uint8Array): LightningInvoiceCreated | string => {
+  const json = jsonObject(body, "AddInvoice")
+  if (typeof json === "string") return json
   const paymentRequest = json.payment_request
   if (typeof paymentRequest !== "string" || paymentRequest.trim() === "") {
     return "LND's AddInvoice answer has no payment_request"
@@ -269,13 +275,8 @@ const parseAddInvoice = (body: Uint8Array): LightningInvoiceCreated | string => 
 const parseListPage = (
   body: Uint8Array
 ): { readonly invoices: ReadonlyArray<unknown>; readonly lastIndexOffset: bigint } | string => {
-  let json: unknown
-  try {
-    json = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(body))
-  } catch {
-    return "LND's ListInvoices answer is not JSON"
-  }
-  if (!isRecord(json)) return "LND's ListInvoices answer is not a JSON object"
+  const json = jsonObject(body, "ListInvoices")
+  if (typeof json === "string") return json
   // grpc-gateway leaves out empty repeated fields unless told to emit defaults.
   const invoices = json.invoices === undefined || json.invoices === null ? [] : json.invoices
   if (!Array.isArray(invoices)) return "LND's ListInvoices answer has invoices that are not a list"
