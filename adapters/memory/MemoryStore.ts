@@ -9,7 +9,8 @@ import { AdminStore } from "../../src/ports/AdminStore.ts"
 import type { RegistryStore } from "../../src/ports/RegistryStore.ts"
 import * as MemoryRegistryStore from "./MemoryRegistryStore.ts"
 import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
-import { effectiveStatus, type Invoice, type InvoiceType, paidInTime } from "../../src/domain/Invoice.ts"
+import { effectiveStatus, type Invoice, type InvoiceType } from "../../src/domain/Invoice.ts"
+import { decidePayment } from "../../src/funding/payment.ts"
 import {
   type AgentWithPolicy,
   type CreditInput,
@@ -330,31 +331,18 @@ const makeMemoryLedger = (shared: {
         const id = invoiceByExternal.get(externalKey(input.type, input.externalId))
         const invoice = id === undefined ? undefined : invoices.get(id)
         if (invoice === undefined) return "unknown" as const
-        if (invoice.status === "paid") return "duplicate" as const
-        const amount = input.amountPaid ?? (invoice.type === "lightning" ? invoice.amountMsat! : invoice.amountMicroUsd!)
-        if (invoice.status === "expired" || !paidInTime(invoice, input.paidAt)) {
+        const decision = decidePayment(invoice, input)
+        if (decision._tag === "Duplicate") return "duplicate" as const
+        if (decision._tag === "Late") {
           invoices.set(invoice.id, {
             ...invoice,
             status: "expired",
             latePaymentAt: invoice.latePaymentAt ?? input.paidAt,
-            latePaymentAmount: invoice.latePaymentAmount ?? amount
+            latePaymentAmount: invoice.latePaymentAmount ?? decision.amount
           })
           return "late" as const
         }
-        const value = invoice.type === "lightning" ? input.valueOfMsat(amount) : { valueMicroUsd: amount, rateMicroUsdPerBtc: null }
-        const credited = yield* creditUnlocked({
-          accountId: invoice.accountId,
-          agentId: invoice.agentId,
-          creditKey: invoice.id,
-          pocket: invoice.type === "lightning" ? "sats" : "usd",
-          amount,
-          valueMicroUsd: value.valueMicroUsd,
-          rateMicroUsdPerBtc: value.rateMicroUsdPerBtc,
-          description: invoice.type === "lightning" ? "Lightning funding" : "Card funding",
-          transactionId: input.transactionId,
-          auditId: input.auditId,
-          now: input.now
-        })
+        const credited = yield* creditUnlocked(decision.credit)
         invoices.set(invoice.id, { ...invoice, status: "paid", paidAt: input.paidAt, transactionId: credited.transaction.id })
         return credited._tag === "Credited" ? ("credited" as const) : ("duplicate" as const)
       })),

@@ -14,7 +14,8 @@ import {
   type TransactionType,
   type Wallet
 } from "../../src/domain/Ledger.ts"
-import { type Invoice, type InvoiceStatus, type InvoiceType, paidInTime } from "../../src/domain/Invoice.ts"
+import { type Invoice, type InvoiceStatus, type InvoiceType } from "../../src/domain/Invoice.ts"
+import { decidePayment } from "../../src/funding/payment.ts"
 import type { CreditInput, FundingStore, LedgerStore, Page } from "../../src/ports/Store.ts"
 import { creditEntries, heldReservation, releaseAudit, reserveAudit, settleEntries } from "../../src/wallet/entries.ts"
 
@@ -358,32 +359,17 @@ export const makeSqlLedger = (
           const [row] = yield* sql<InvoiceRow>`
             SELECT * FROM invoices WHERE type = ${input.type} AND external_id = ${input.externalId} FOR UPDATE`
           const invoice = invoiceRow(row!)
-          if (invoice.status === "paid") return "duplicate" as const
-          const amount = input.amountPaid ?? (invoice.type === "lightning" ? invoice.amountMsat! : invoice.amountMicroUsd!)
-          if (invoice.status === "expired" || !paidInTime(invoice, input.paidAt)) {
+          const decision = decidePayment(invoice, input)
+          if (decision._tag === "Duplicate") return "duplicate" as const
+          if (decision._tag === "Late") {
             yield* sql`
               UPDATE invoices SET status = 'expired',
                 late_payment_at = COALESCE(late_payment_at, ${input.paidAt}),
-                late_payment_amount = COALESCE(late_payment_amount, ${amount})
+                late_payment_amount = COALESCE(late_payment_amount, ${decision.amount})
               WHERE id = ${invoice.id}`
             return "late" as const
           }
-          const value = invoice.type === "lightning"
-            ? input.valueOfMsat(amount)
-            : { valueMicroUsd: amount, rateMicroUsdPerBtc: null }
-          const credited = yield* creditLocked(wallet, {
-            accountId: invoice.accountId,
-            agentId: invoice.agentId,
-            creditKey: invoice.id,
-            pocket: invoice.type === "lightning" ? "sats" : "usd",
-            amount,
-            valueMicroUsd: value.valueMicroUsd,
-            rateMicroUsdPerBtc: value.rateMicroUsdPerBtc,
-            description: invoice.type === "lightning" ? "Lightning funding" : "Card funding",
-            transactionId: input.transactionId,
-            auditId: input.auditId,
-            now: input.now
-          })
+          const credited = yield* creditLocked(wallet, decision.credit)
           yield* sql`
             UPDATE invoices SET status = 'paid', paid_at = ${input.paidAt}, transaction_id = ${credited.transaction.id}
             WHERE id = ${invoice.id}`
