@@ -3,8 +3,8 @@ import { SqlClient } from "effect/sql"
 import type { Agent } from "../../src/domain/Agent.ts"
 import type { AuditRecord, Transaction } from "../../src/domain/Ledger.ts"
 import { AdminStore } from "../../src/ports/AdminStore.ts"
-import type { Page } from "../../src/ports/Store.ts"
 import { type AuditRow, toAuditRecord, toTransaction, type TransactionRow } from "./SqlLedger.ts"
+import { paged } from "./paging.ts"
 import { type AgentRow, rowToAgent } from "./SqlStore.ts"
 
 /** The operator's cross-account reads, in SQL. */
@@ -15,15 +15,6 @@ const big = (value: Int8 | null | undefined) => BigInt(value ?? 0)
 
 export const makeSqlAdminStore = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
-
-  const paged = <Row extends object, A>(table: string, where: ReturnType<typeof sql.and>, map: (row: Row) => A, order: string, page: { limit: number; offset: number }) =>
-    Effect.gen(function*() {
-      const rows = yield* sql<Row>`
-        SELECT * FROM ${sql(table)} WHERE ${where}
-        ORDER BY ${sql.literal(order)} LIMIT ${page.limit} OFFSET ${page.offset}`
-      const [count] = yield* sql<{ n: Int8 }>`SELECT count(*) AS n FROM ${sql(table)} WHERE ${where}`
-      return { items: rows.map(map), total: num(count?.n) } satisfies Page<A>
-    })
 
   return AdminStore.of({
     stats: ({ from, until }) =>
@@ -75,7 +66,7 @@ export const makeSqlAdminStore = Effect.gen(function*() {
       if (filter.accountId !== undefined) conditions.push(sql`account_id = ${filter.accountId}`)
       if (filter.role !== undefined) conditions.push(sql`role = ${filter.role}`)
       if (filter.killed !== undefined) conditions.push(sql`killed = ${filter.killed}`)
-      return paged<AgentRow, Agent>("agents", sql.and(conditions), rowToAgent, `created_at DESC, id COLLATE "C" DESC`, page)
+      return paged<AgentRow, Agent>(sql, "agents", sql.and(conditions), rowToAgent, page)
         .pipe(Effect.orDie)
     },
 
@@ -86,13 +77,8 @@ export const makeSqlAdminStore = Effect.gen(function*() {
       if (filter.type !== undefined) conditions.push(sql`type = ${filter.type}`)
       if (filter.from !== undefined) conditions.push(sql`created_at >= ${filter.from}`)
       if (filter.until !== undefined) conditions.push(sql`created_at < ${filter.until}`)
-      return paged<TransactionRow, Transaction>(
-        "transactions",
-        sql.and(conditions),
-        toTransaction,
-        `created_at DESC, id COLLATE "C" DESC`,
-        page
-      ).pipe(Effect.orDie)
+      return paged<TransactionRow, Transaction>(sql, "transactions", sql.and(conditions), toTransaction, page)
+        .pipe(Effect.orDie)
     },
 
     auditLogs: (filter, page) => {
@@ -101,7 +87,7 @@ export const makeSqlAdminStore = Effect.gen(function*() {
       if (filter.kind !== undefined) conditions.push(sql`kind = ${filter.kind}`)
       if (filter.from !== undefined) conditions.push(sql`created_at >= ${filter.from}`)
       if (filter.until !== undefined) conditions.push(sql`created_at < ${filter.until}`)
-      return paged<AuditRow, AuditRecord>("audit_log", sql.and(conditions), toAuditRecord, `created_at DESC, id COLLATE "C" DESC`, page)
+      return paged<AuditRow, AuditRecord>(sql, "audit_log", sql.and(conditions), toAuditRecord, page)
         .pipe(Effect.orDie)
     }
   })

@@ -16,7 +16,8 @@ import {
 } from "../../src/domain/Ledger.ts"
 import { type Invoice, type InvoiceStatus, type InvoiceType } from "../../src/domain/Invoice.ts"
 import { decidePayment } from "../../src/funding/payment.ts"
-import type { CreditInput, FundingStore, LedgerStore, Page } from "../../src/ports/Store.ts"
+import { paged } from "./paging.ts"
+import type { CreditInput, FundingStore, LedgerStore } from "../../src/ports/Store.ts"
 import { creditEntries, heldReservation, releaseAudit, reserveAudit, settleEntries } from "../../src/wallet/entries.ts"
 
 /**
@@ -398,22 +399,12 @@ export const makeSqlLedger = (
         if (filter.status === "expired") {
           conditions.push(sql`(status = 'expired' OR (status = 'pending' AND expires_at <= ${filter.now}))`)
         }
-        const where = sql.and(conditions)
-        const rows = yield* sql<InvoiceRow>`
-          SELECT * FROM invoices WHERE ${where}
-          ORDER BY created_at DESC, id COLLATE "C" DESC LIMIT ${request.limit} OFFSET ${request.offset}`
-        const [count] = yield* sql<{ n: Int8 }>`SELECT count(*) AS n FROM invoices WHERE ${where}`
-        return { items: rows.map(invoiceRow), total: Number(count?.n ?? 0) } satisfies Page<Invoice>
+        return yield* paged(sql, "invoices", sql.and(conditions), invoiceRow, request)
       }).pipe(Effect.orDie),
 
     listLatePayments: (request) =>
-      Effect.gen(function*() {
-        const rows = yield* sql<InvoiceRow>`
-          SELECT * FROM invoices WHERE late_payment_at IS NOT NULL
-          ORDER BY late_payment_at DESC, id COLLATE "C" DESC LIMIT ${request.limit} OFFSET ${request.offset}`
-        const [count] = yield* sql<{ n: Int8 }>`SELECT count(*) AS n FROM invoices WHERE late_payment_at IS NOT NULL`
-        return { items: rows.map(invoiceRow), total: Number(count?.n ?? 0) } satisfies Page<Invoice>
-      }).pipe(Effect.orDie),
+      paged(sql, "invoices", sql`late_payment_at IS NOT NULL`, invoiceRow, request, `late_payment_at DESC, id COLLATE "C" DESC`)
+        .pipe(Effect.orDie),
 
     loadCursor: (name) =>
       sql<{ value: string }>`SELECT value FROM rail_cursors WHERE name = ${name}`.pipe(
@@ -544,22 +535,11 @@ export const makeSqlLedger = (
         if (filter.agentId !== undefined) conditions.push(sql`agent_id = ${filter.agentId}`)
         if (filter.from !== undefined) conditions.push(sql`created_at >= ${filter.from}`)
         if (filter.until !== undefined) conditions.push(sql`created_at < ${filter.until}`)
-        const where = sql.and(conditions)
-        const rows = yield* sql<TransactionRow>`
-          SELECT * FROM transactions WHERE ${where}
-          ORDER BY created_at DESC, id COLLATE "C" DESC LIMIT ${request.limit} OFFSET ${request.offset}`
-        const [count] = yield* sql<{ n: Int8 }>`SELECT count(*) AS n FROM transactions WHERE ${where}`
-        return { items: rows.map(toTransaction), total: Number(count?.n ?? 0) } satisfies Page<Transaction>
+        return yield* paged(sql, "transactions", sql.and(conditions), toTransaction, request)
       }).pipe(Effect.orDie),
 
     listReservations: (accountId, request) =>
-      Effect.gen(function*() {
-        const rows = yield* sql<ReservationRow>`
-          SELECT * FROM reservations WHERE account_id = ${accountId}
-          ORDER BY created_at DESC, id COLLATE "C" DESC LIMIT ${request.limit} OFFSET ${request.offset}`
-        const [count] = yield* sql<{ n: Int8 }>`SELECT count(*) AS n FROM reservations WHERE account_id = ${accountId}`
-        return { items: rows.map(toReservation), total: Number(count?.n ?? 0) } satisfies Page<Reservation>
-      }).pipe(Effect.orDie),
+      paged(sql, "reservations", sql`account_id = ${accountId}`, toReservation, request).pipe(Effect.orDie),
 
     agentSpend: (accountId, agentId, day) =>
       Effect.gen(function*() {

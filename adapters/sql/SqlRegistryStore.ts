@@ -3,6 +3,7 @@ import { SqlClient } from "effect/sql"
 import type { AccountId, AgentId } from "../../src/domain/ids.ts"
 import { RegistryStore } from "../../src/ports/RegistryStore.ts"
 import type { Submission, SubmissionStatus } from "../../src/services/Service.ts"
+import { paged } from "./paging.ts"
 
 /**
  * Registry submissions in SQL. The submission's content is kept as JSON text
@@ -68,12 +69,7 @@ export const makeSqlRegistryStore = Effect.gen(function*() {
         const conditions = [sql`TRUE`]
         if (filter.accountId !== undefined) conditions.push(sql`account_id = ${filter.accountId}`)
         if (filter.status !== undefined) conditions.push(sql`status = ${filter.status}`)
-        const where = sql.and(conditions)
-        const rows = yield* sql<Row>`
-          SELECT * FROM registry_submissions WHERE ${where}
-          ORDER BY created_at DESC, id COLLATE "C" DESC LIMIT ${page.limit} OFFSET ${page.offset}`
-        const [count] = yield* sql<{ n: bigint | string | number }>`SELECT count(*) AS n FROM registry_submissions WHERE ${where}`
-        return { items: rows.map(toSubmission), total: Number(count?.n ?? 0) }
+        return yield* paged(sql, "registry_submissions", sql.and(conditions), toSubmission, page)
       }).pipe(Effect.orDie),
     review: (id, decision) =>
       sql<Row>`

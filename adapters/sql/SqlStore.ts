@@ -3,6 +3,7 @@ import { SqlClient } from "effect/sql"
 import type { Agent, Policy, Role } from "../../src/domain/Agent.ts"
 import { type Capability, isCapability } from "../../src/domain/Capability.ts"
 import type { AccountId, AgentId } from "../../src/domain/ids.ts"
+import { paged } from "./paging.ts"
 import { makeSqlLedger } from "./SqlLedger.ts"
 import { type NewAgent, type PolicyPatch, Store, type StoreShape, type UpdateAgentResult } from "../../src/ports/Store.ts"
 
@@ -94,13 +95,7 @@ export const makeSqlStore = Effect.gen(function*() {
         Effect.orDie
       ),
     listAgents: (accountId, page) =>
-      Effect.gen(function*() {
-        const rows = yield* sql<AgentRow>`
-          SELECT * FROM agents WHERE account_id = ${accountId}
-          ORDER BY created_at DESC, id COLLATE "C" DESC LIMIT ${page.limit} OFFSET ${page.offset}`
-        const [count] = yield* sql<{ n: string | number }>`SELECT count(*) AS n FROM agents WHERE account_id = ${accountId}`
-        return { items: rows.map(rowToAgent), total: Number(count?.n ?? 0) }
-      }).pipe(Effect.orDie),
+      paged(sql, "agents", sql`account_id = ${accountId}`, rowToAgent, page).pipe(Effect.orDie),
     updateAgent: (accountId, agentId, changes) =>
       sql.withTransaction(Effect.gen(function*() {
         // Serialise changes per account: the last-live-owner check below must
