@@ -71,10 +71,32 @@ interface ProxyQuote {
   readonly tokens?: {
     readonly format: "openai-chat" | "anthropic-messages"
     readonly stream: boolean
-    /** The prompt part of the quote: what a stream that ends without a usage report is charged. */
+    /** The prompt part of the quote: the least a stream that ends without a usage report is charged. */
     readonly inputMicroUsd: bigint
     readonly cost: (usage: { readonly input: number; readonly output: number }) => bigint
+    /** What a stream that ends without a usable usage report is charged, from what it streamed (see `countedStreamCost`). */
+    readonly counted: (streamedBytes: number) => bigint
   }
+}
+
+/**
+ * The charge of a stream whose upstream reported no usable usage (none, or a
+ * malformed one) or whose caller went away before it arrived: the prompt part
+ * of the quote plus the completion tokens bounded by what was streamed, at
+ * one token per UTF-8 byte of streamed content (a token is at least one byte
+ * of text, so this never undercounts), capped at the completion budget. So it
+ * is never less than the prompt part and never more than the quote; an
+ * upstream (or a registry service) that omits usage cannot make output free,
+ * and a stream that produced little is not charged its whole budget.
+ */
+export const countedStreamCost = (input: {
+  readonly inputMicroUsd: bigint
+  readonly maxTokens: number
+  readonly outputPer1kMicroUsd: bigint
+  readonly streamedBytes: number
+}): bigint => {
+  const tokens = Math.min(Math.max(0, input.streamedBytes), input.maxTokens)
+  return input.inputMicroUsd + tokenCost(tokens, input.outputPer1kMicroUsd)
 }
 
 const readUsage = (format: "openai-chat" | "anthropic-messages", body: unknown) => {
@@ -131,7 +153,14 @@ export const quoteProxy = (
       // An upstream that reports no usage is charged its upper bound.
       return usage === undefined ? microUsd : cost(usage)
     },
-    tokens: { format: price.format, stream, inputMicroUsd, cost }
+    tokens: {
+      format: price.format,
+      stream,
+      inputMicroUsd,
+      cost,
+      counted: (streamedBytes) =>
+        countedStreamCost({ inputMicroUsd, maxTokens, outputPer1kMicroUsd: model.outputPer1kMicroUsd, streamedBytes })
+    }
   })
 }
 
@@ -191,7 +220,8 @@ export interface StreamedProxy {
    * The upstream's events as they arrive, then one last event
    * `event: spendgate.metadata` with the charge. Ending the stream early (the
    * client went away) stops the upstream; the call is then charged what the
-   * upstream reported, or the prompt part of the quote when no usage arrived.
+   * upstream reported or, when no usable usage arrived, by `countedStreamCost`:
+   * the prompt part plus what had been streamed.
    */
   readonly body: Stream.Stream<Uint8Array>
 }
@@ -364,7 +394,10 @@ export class Services extends Context.Service<Services, {
               )
               if (upstream.status >= 400) return { value: undefined, actualMicroUsd: 0n }
               const usage = tracker.usage()
-              return { value: undefined, actualMicroUsd: usage === undefined ? tokens.inputMicroUsd : tokens.cost(usage) }
+              return {
+                value: undefined,
+                actualMicroUsd: usage === undefined ? tokens.counted(tracker.streamedBytes()) : tokens.cost(usage)
+              }
             })
           )
           yield* spend.spend(principal, {

@@ -4,35 +4,103 @@
  * last `data:` chunk (when `stream_options.include_usage` is set); Anthropic
  * sends the input tokens in `message_start` and a running output count in
  * `message_delta`. Lines are bounded so a hostile stream cannot grow the buffer.
+ *
+ * It also counts what was streamed, for a stream that ends without a usable
+ * usage report (the upstream sent none, sent a malformed one, or the caller
+ * went away first): the UTF-8 bytes of every string and number in each event
+ * except the envelope (ids, object and type names, model, roles, finish
+ * reasons, indexes, timestamps, usage), plus the whole of any line that is not
+ * an SSE field we know. The content and tool-call deltas are in that count
+ * whatever fields an upstream puts them in, and a token is at least one byte
+ * of text, so the count is an upper bound on the completion tokens streamed.
  */
 
 const MAX_LINE = 1024 * 1024
+/** Nesting visited per event; anything deeper is counted by its JSON length. */
+const MAX_DEPTH = 32
+
+/** Event fields that carry no completion text: not counted. */
+const ENVELOPE_KEYS: ReadonlySet<string> = new Set([
+  "id",
+  "object",
+  "created",
+  "model",
+  "system_fingerprint",
+  "service_tier",
+  "usage",
+  "type",
+  "index",
+  "role",
+  "finish_reason",
+  "stop_reason",
+  "stop_sequence",
+  "obfuscation"
+])
 
 export interface UsageTracker {
   readonly push: (chunk: Uint8Array) => void
-  /** The usage seen so far, if the upstream reported any. */
+  /** The usage seen so far, if the upstream reported any (both counts, well-formed). */
   readonly usage: () => { readonly input: number; readonly output: number } | undefined
+  /** UTF-8 bytes of completion content streamed so far (see above): an upper bound on its tokens. */
+  readonly streamedBytes: () => number
 }
 
 const count = (value: unknown): number | undefined =>
   typeof value === "number" && Number.isFinite(value) && value >= 0 ? value : undefined
+
+const encoder = new TextEncoder()
+const utf8Bytes = (text: string) => encoder.encode(text).length
+
+/** Bytes of the strings and numbers of a parsed event outside its envelope; iterative, so depth cannot overflow. */
+export const contentBytes = (event: unknown): number => {
+  let total = 0
+  const stack: Array<{ readonly value: unknown; readonly depth: number }> = [{ value: event, depth: 0 }]
+  while (stack.length > 0) {
+    const { value, depth } = stack.pop()!
+    if (typeof value === "string") total += utf8Bytes(value)
+    else if (typeof value === "number") total += String(value).length
+    else if (value !== null && typeof value === "object") {
+      if (depth >= MAX_DEPTH) {
+        total += utf8Bytes(JSON.stringify(value))
+        continue
+      }
+      if (Array.isArray(value)) {
+        for (const item of value) stack.push({ value: item, depth: depth + 1 })
+      } else {
+        for (const [key, item] of Object.entries(value)) {
+          if (!ENVELOPE_KEYS.has(key)) stack.push({ value: item, depth: depth + 1 })
+        }
+      }
+    }
+  }
+  return total
+}
 
 export const usageTracker = (format: "openai-chat" | "anthropic-messages"): UsageTracker => {
   const decoder = new TextDecoder()
   let pending = ""
   let input: number | undefined
   let output: number | undefined
+  let streamed = 0
 
   const line = (text: string) => {
-    if (!text.startsWith("data:")) return
+    if (text === "" || text.startsWith(":")) return
+    if (/^(event|id|retry):/.test(text)) return
+    if (!text.startsWith("data:")) {
+      // Not an SSE field: whatever it says reached the caller, so it counts.
+      streamed += utf8Bytes(text)
+      return
+    }
     const data = text.slice(5).trim()
     if (data === "" || data === "[DONE]") return
     let event: Record<string, unknown>
     try {
       event = JSON.parse(data) as Record<string, unknown>
     } catch {
+      streamed += utf8Bytes(data)
       return
     }
+    streamed += contentBytes(event)
     if (typeof event !== "object" || event === null) return
     if (format === "openai-chat") {
       const usage = event["usage"] as Record<string, unknown> | null | undefined
@@ -62,8 +130,13 @@ export const usageTracker = (format: "openai-chat" | "anthropic-messages"): Usag
         pending = pending.slice(newline + 1)
         newline = pending.indexOf("\n")
       }
-      if (pending.length > MAX_LINE) pending = ""
+      if (pending.length > MAX_LINE) {
+        // An over-long line reached the caller all the same: count it, then drop it.
+        streamed += utf8Bytes(pending)
+        pending = ""
+      }
     },
-    usage: () => (input === undefined || output === undefined ? undefined : { input, output })
+    usage: () => (input === undefined || output === undefined ? undefined : { input, output }),
+    streamedBytes: () => streamed + (pending.length > 0 ? utf8Bytes(pending) : 0)
   }
 }

@@ -7,6 +7,8 @@ import * as MemoryStore from "../../adapters/memory/MemoryStore.ts"
 import * as Transport from "../../adapters/services/transport.ts"
 import type { AccountId } from "../../src/domain/ids.ts"
 import { Store } from "../../src/ports/Store.ts"
+import { countedStreamCost } from "../../src/services/Services.ts"
+import { usageTracker } from "../../src/services/sse.ts"
 import { Wallets } from "../../src/wallet/Wallets.ts"
 import { client, errorCode, type RunningServer, startServer } from "../support/server.ts"
 
@@ -23,7 +25,8 @@ interface Upstream {
   readonly requests: Array<{ headers: IncomingMessage["headers"]; body: Record<string, unknown> }>
   release: () => void
   closed: number
-  withUsage: boolean
+  /** The usage chunk the upstream ends with: a real one, none, or one with no usable counts. */
+  usage: "reported" | "none" | "malformed"
   close: () => Promise<void>
 }
 
@@ -45,7 +48,7 @@ const startUpstream = (): Promise<Upstream> =>
       requests: [],
       release: () => gate(),
       closed: 0,
-      withUsage: true,
+      usage: "reported",
       close: () => new Promise((done) => server.close(() => done()))
     }
     const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
@@ -60,8 +63,10 @@ const startUpstream = (): Promise<Upstream> =>
         void waited.then(() => {
           if (res.writableEnded || res.destroyed) return
           res.write(chunk("lo"))
-          if (upstream.withUsage) {
+          if (upstream.usage === "reported") {
             res.write(chunk("", { usage: { prompt_tokens: 11, completion_tokens: 7, total_tokens: 18 } }))
+          } else if (upstream.usage === "malformed") {
+            res.write(chunk("", { usage: { prompt_tokens: 11, completion_tokens: "lots" } }))
           }
           res.end("data: [DONE]\n\n")
         })
@@ -131,7 +136,7 @@ describe("streamed completions through the proxy", () => {
 
   it("streams chunk by chunk and charges from the usage chunk", async () => {
     const owner = await funded()
-    upstream.withUsage = true
+    upstream.usage = "reported"
     const res = await call(owner.apiKey)
     expect(res.status).toBe(200)
     expect(res.headers.get("content-type")).toContain("text/event-stream")
@@ -161,7 +166,43 @@ describe("streamed completions through the proxy", () => {
     expect(wallet.body.balanceUsdCents).toBe(99.9975)
   })
 
-  it("a client that disconnects mid-stream stops the upstream and is charged the prompt part of the quote", async () => {
+  const readAll = async (res: Response) => {
+    const reader = res.body!.getReader()
+    const decoder = new TextDecoder()
+    let text = ""
+    for (;;) {
+      const { value, done } = await reader.read()
+      if (done) break
+      text += decoder.decode(value)
+      if (text.includes("\"Hel\"")) upstream.release()
+    }
+    return text
+  }
+
+  for (const usage of ["none", "malformed"] as const) {
+    it(`a stream with ${usage === "none" ? "no usage chunk" : "a malformed usage chunk"} is charged the prompt part plus what it streamed, never 0`, async () => {
+      const owner = await funded()
+      upstream.usage = usage
+      const res = await call(owner.apiKey)
+      expect(res.status).toBe(200)
+      const text = await readAll(res)
+      upstream.usage = "reported"
+      expect(text).toContain("data: [DONE]")
+      const meta = /event: spendgate\.metadata\ndata: (.*)\n/.exec(text)
+      expect(meta).not.toBeNull()
+      const { chargedUsdCents, quotedUsdCents } = JSON.parse(meta![1]!) as { chargedUsdCents: number; quotedUsdCents: number }
+      // Quote: prompt part + 100 tokens × 2000 µUSD / 1000 = prompt part + 200 µUSD. Streamed: "Hel" + "lo" = 5 bytes,
+      // so at most 5 completion tokens = 10 µUSD: the charge is the quote less 190 µUSD (0.019 cents).
+      expect(chargedUsdCents).toBeGreaterThan(0)
+      expect(Math.round((quotedUsdCents - chargedUsdCents) * 10_000)).toBe(190)
+      const wallet = await api.get("/v1/wallet", owner.apiKey)
+      expect(Math.round((100 - wallet.body.balanceUsdCents) * 10_000)).toBe(Math.round(chargedUsdCents * 10_000))
+      const charges = await api.get("/v1/wallet/transactions?type=charge", owner.apiKey)
+      expect(charges.body.transactions[0].amountUsdCents).toBe(chargedUsdCents)
+    })
+  }
+
+  it("a client that disconnects mid-stream stops the upstream and pays the prompt part plus what reached it", async () => {
     const owner = await funded()
     const closedBefore = upstream.closed
     const controller = new AbortController()
@@ -180,20 +221,23 @@ describe("streamed completions through the proxy", () => {
     controller.abort()
     // The upstream connection is closed, and the hold is settled, not left held.
     let settled = false
+    let quoted = 0
     for (let i = 0; i < 100 && !settled; i++) {
       await new Promise((r) => setTimeout(r, 50))
       const holds = await server.run(Effect.gen(function*() {
         return yield* (yield* Store).listReservations(owner.accountId as AccountId, { limit: 5, offset: 0 })
       }))
       settled = holds.items.length === 1 && holds.items[0]!.status === "settled"
+      quoted = Number(holds.items[0]?.quotedMicroUsd ?? 0n)
     }
     expect(settled).toBe(true)
     expect(upstream.closed).toBeGreaterThan(closedBefore)
     const charges = await api.get("/v1/wallet/transactions?type=charge", owner.apiKey)
     const charged = charges.body.transactions[0].amountUsdCents
     expect(charged).toBeGreaterThan(0)
-    // Only the prompt part: the completion budget (100 tokens × 2000 / 1000 = 200 µUSD) is not charged.
-    expect(charged).toBeLessThan(0.02)
+    // Not the completion budget (100 tokens × 2000 / 1000 = 200 µUSD): the prompt part and the
+    // 3 bytes ("Hel") streamed before the client left, 3 tokens × 2000 / 1000 = 6 µUSD.
+    expect(Math.round(charged * 10_000)).toBe(quoted - 200 + 6)
     upstream.release()
   })
 
@@ -210,5 +254,48 @@ describe("streamed completions through the proxy", () => {
     expect(killed.status).toBe(403)
     expect(upstream.requests.length).toBe(seen)
     expect(errorCode(await api.get("/v1/wallet", worker.body.apiKey))).toBe("AGENT_KILLED")
+  })
+})
+
+describe("counting what a stream carried", () => {
+  const feed = (format: "openai-chat" | "anthropic-messages", text: string) => {
+    const tracker = usageTracker(format)
+    // Split mid-character to check the decoder keeps multi-byte text whole.
+    const bytes = new TextEncoder().encode(text)
+    tracker.push(bytes.subarray(0, 7))
+    tracker.push(bytes.subarray(7))
+    return tracker
+  }
+
+  it("counts content and tool-call deltas, not the envelope", () => {
+    const tracker = feed(
+      "openai-chat",
+      chunk("héllo") +
+        `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", model: "m", choices: [{ index: 0, delta: { role: "assistant", tool_calls: [{ index: 0, id: "", function: { name: "ab", arguments: "{}" } }] }, finish_reason: null }] })}\n\n` +
+        "data: [DONE]\n\n"
+    )
+    // "héllo" is 6 bytes, "ab" 2 and "{}" 2; the tool call's empty id 0.
+    expect(tracker.streamedBytes()).toBe(10)
+    expect(tracker.usage()).toBeUndefined()
+  })
+
+  it("counts Anthropic text and JSON deltas, and anything that is not an SSE field", () => {
+    const tracker = feed(
+      "anthropic-messages",
+      `event: message_start\ndata: ${JSON.stringify({ type: "message_start", message: { id: "m", type: "message", role: "assistant", model: "x", content: [], usage: { input_tokens: 5 } } })}\n\n` +
+        `event: content_block_delta\ndata: ${JSON.stringify({ type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "abc" } })}\n\n` +
+        `data: ${JSON.stringify({ type: "content_block_delta", index: 1, delta: { type: "input_json_delta", partial_json: "{\"q\":1}" } })}\n\n` +
+        "smuggled\n: a comment\n"
+    )
+    expect(tracker.streamedBytes()).toBe(3 + 7 + 8)
+    // message_start gave the input count only: no usable usage yet.
+    expect(tracker.usage()).toBeUndefined()
+  })
+
+  it("the counted charge is the prompt part plus the streamed bytes as tokens, capped at the budget", () => {
+    const base = { inputMicroUsd: 100n, maxTokens: 50, outputPer1kMicroUsd: 2_000n }
+    expect(countedStreamCost({ ...base, streamedBytes: 0 })).toBe(100n)
+    expect(countedStreamCost({ ...base, streamedBytes: 10 })).toBe(120n)
+    expect(countedStreamCost({ ...base, streamedBytes: 10_000 })).toBe(200n)
   })
 })
