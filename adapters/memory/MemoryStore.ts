@@ -4,7 +4,15 @@ import type { Agent, Policy } from "../../src/domain/Agent.ts"
 import type { AccountId, AgentId } from "../../src/domain/ids.ts"
 import type { AuditRecord, Reservation, Transaction, Wallet } from "../../src/domain/Ledger.ts"
 import { newAuditId, utcDay } from "../../src/domain/Ledger.ts"
-import { creditEntries, heldReservation, releaseAudit, reserveAudit, settleEntries } from "../../src/wallet/entries.ts"
+import {
+  creditEntries,
+  heldReservation,
+  lateSettleEntries,
+  releaseAudit,
+  reserveAudit,
+  settleEntries,
+  unpaidEntries
+} from "../../src/wallet/entries.ts"
 import { AdminStore } from "../../src/ports/AdminStore.ts"
 import type { RegistryStore } from "../../src/ports/RegistryStore.ts"
 import * as MemoryRegistryStore from "./MemoryRegistryStore.ts"
@@ -413,6 +421,36 @@ const makeMemoryLedger = (shared: {
         if (reservation === undefined || reservation.accountId !== input.accountId) {
           return { _tag: "NotHeld", reservation: null } as const
         }
+        if (reservation.status === "released" && reservation.settledMicroUsd === null) {
+          // The sweep returned the hold while the call ran: settle late.
+          const entry = shared.agentEntry(reservation.accountId, reservation.agentId)
+          if (entry === undefined) return yield* Effect.die(new Error("settle: unknown agent"))
+          const wallet = walletOf(reservation.accountId)
+          const late = input.planLate(reservation, {
+            policy: entry.policy,
+            dailySpentMicroUsd: daily.get(dayKey(reservation.agentId, reservation.day)) ?? 0n,
+            wallet
+          })
+          if (late._tag === "Unpaid") {
+            const unpaid = unpaidEntries(reservation, late, input)
+            yield* appendAudit(unpaid.audit)
+            reservations.set(reservation.id, unpaid.reservation)
+            return { _tag: "Unpaid", reservation: unpaid.reservation, plan: late } as const
+          }
+          const { transaction, audit: draft, reservation: settled } = lateSettleEntries(reservation, late, input)
+          const next = {
+            ...wallet,
+            usdMicro: wallet.usdMicro - late.chargeUsdMicro,
+            satsMsat: wallet.satsMsat - late.chargeSatsMsat
+          }
+          if (next.usdMicro < 0n || next.satsMsat < 0n) return yield* Effect.die(new Error("late charge larger than the wallet"))
+          yield* appendAudit(draft)
+          setWallet(next)
+          reservations.set(reservation.id, settled)
+          addDaily(reservation.agentId, reservation.day, late.chargedMicroUsd)
+          transactions.push(transaction)
+          return { _tag: "Settled", transaction, wallet: next, reservation: settled, late: true } as const
+        }
         if (reservation.status !== "held") return { _tag: "NotHeld", reservation } as const
         const plan = input.plan(reservation)
         const wallet = walletOf(reservation.accountId)
@@ -427,7 +465,7 @@ const makeMemoryLedger = (shared: {
         reservations.set(reservation.id, settled)
         addDaily(reservation.agentId, reservation.day, plan.chargedMicroUsd - reservation.quotedMicroUsd)
         transactions.push(transaction)
-        return { _tag: "Settled", transaction, wallet: next, reservation: settled } as const
+        return { _tag: "Settled", transaction, wallet: next, reservation: settled, late: false } as const
       })),
     release: (input) =>
       lock.withPermits(1)(Effect.gen(function*() {

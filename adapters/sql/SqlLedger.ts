@@ -18,7 +18,15 @@ import { type Invoice, type InvoiceStatus, type InvoiceType } from "../../src/do
 import { decidePayment } from "../../src/funding/payment.ts"
 import { paged } from "./paging.ts"
 import type { CreditInput, FundingStore, LedgerStore } from "../../src/ports/Store.ts"
-import { creditEntries, heldReservation, releaseAudit, reserveAudit, settleEntries } from "../../src/wallet/entries.ts"
+import {
+  creditEntries,
+  heldReservation,
+  lateSettleEntries,
+  releaseAudit,
+  reserveAudit,
+  settleEntries,
+  unpaidEntries
+} from "../../src/wallet/entries.ts"
 
 /**
  * The ledger half of the SQL store. Every write locks the account's wallet
@@ -481,6 +489,46 @@ export const makeSqlLedger = (
         const locked = yield* lockHeld(input.accountId, input.reservationId)
         if (locked === null) return { _tag: "NotHeld", reservation: null } as const
         const { reservation, wallet } = locked
+        if (reservation.status === "released" && reservation.settledMicroUsd === null) {
+          // The sweep returned the hold while the call ran: settle late, under the same lock.
+          const rows = yield* sql<Record<string, unknown>>`
+            SELECT a.*, COALESCE(d.spent_micro_usd, 0) AS daily_spent
+            FROM agents a
+            LEFT JOIN agent_daily_spend d ON d.agent_id = a.id AND d.day = ${reservation.day}
+            WHERE a.id = ${reservation.agentId} AND a.account_id = ${reservation.accountId}`
+          const row = rows[0]
+          if (row === undefined) return yield* Effect.die(new Error("settle: unknown agent"))
+          // The lock's row carries the chain head only; the pockets are read here (the wallet is locked).
+          const pockets = yield* sql<WalletRow>`SELECT * FROM wallets WHERE account_id = ${reservation.accountId}`
+          const late = input.planLate(reservation, {
+            policy: readAgent(row).policy,
+            dailySpentMicroUsd: big(row["daily_spent"] as Int8),
+            wallet: toWallet(pockets[0]!)
+          })
+          if (late._tag === "Unpaid") {
+            const unpaid = unpaidEntries(reservation, late, input)
+            const audit = yield* seal(wallet, unpaid.audit)
+            yield* applyWrites(reservation.accountId, 0n, 0n, audit, [
+              sql`UPDATE reservations SET settled_micro_usd = ${late.owedMicroUsd} WHERE id = ${reservation.id}`
+            ])
+            return { _tag: "Unpaid", reservation: unpaid.reservation, plan: late } as const
+          }
+          const entries = lateSettleEntries(reservation, late, input)
+          const audit = yield* seal(wallet, entries.audit)
+          const next = yield* applyWrites(reservation.accountId, -late.chargeUsdMicro, -late.chargeSatsMsat, audit, [
+            sql`UPDATE reservations SET status = 'settled', settled_micro_usd = ${late.chargedMicroUsd}
+                WHERE id = ${reservation.id}`,
+            raiseDaily(reservation.agentId, reservation.day, late.chargedMicroUsd),
+            insertTransaction(entries.transaction, null)
+          ])
+          return {
+            _tag: "Settled",
+            transaction: entries.transaction,
+            wallet: next,
+            reservation: entries.reservation,
+            late: true
+          } as const
+        }
         if (reservation.status !== "held") return { _tag: "NotHeld", reservation } as const
         const plan = input.plan(reservation)
         const entries = settleEntries(reservation, plan, input)
@@ -496,7 +544,8 @@ export const makeSqlLedger = (
           _tag: "Settled",
           transaction,
           wallet: next,
-          reservation: entries.reservation
+          reservation: entries.reservation,
+          late: false
         } as const
       })).pipe(Effect.orDie),
 

@@ -14,7 +14,7 @@ import type {
 } from "../domain/Ledger.ts"
 import type { Invoice, InvoiceStatus, InvoiceType } from "../domain/Invoice.ts"
 import type { PaymentOutcome } from "./Rails.ts"
-import type { HoldPlan, ReserveSnapshot, SettlePlan } from "../wallet/decide.ts"
+import type { HoldPlan, LateSettlePlan, LateSettleSnapshot, ReserveSnapshot, SettlePlan } from "../wallet/decide.ts"
 
 /**
  * The storage port. Implementations: SQL (PostgreSQL and embedded PGlite,
@@ -126,10 +126,21 @@ export interface SettleInput {
   readonly description: string
   readonly now: Date
   readonly plan: (reservation: Reservation) => SettlePlan
+  /** For a reservation the recovery sweep already released (src/wallet/decide.ts `planLateSettle`). */
+  readonly planLate: (reservation: Reservation, snapshot: LateSettleSnapshot) => LateSettlePlan
 }
 
 export type SettleOutcome =
-  | { readonly _tag: "Settled"; readonly transaction: Transaction; readonly wallet: Wallet; readonly reservation: Reservation }
+  | {
+    readonly _tag: "Settled"
+    readonly transaction: Transaction
+    readonly wallet: Wallet
+    readonly reservation: Reservation
+    /** The hold had been swept: the charge was a new debit. */
+    readonly late: boolean
+  }
+  /** The hold had been swept and the charge could not be taken: recorded as owed. */
+  | { readonly _tag: "Unpaid"; readonly reservation: Reservation; readonly plan: Extract<LateSettlePlan, { readonly _tag: "Unpaid" }> }
   | { readonly _tag: "NotHeld"; readonly reservation: Reservation | null }
 
 export interface ReleaseInput {
@@ -187,8 +198,15 @@ export interface LedgerStore {
   /**
    * Charges a held reservation: the plan's refund goes back to the pockets,
    * a `charge` transaction and a `settle` audit record are written, and the
-   * day's spend is lowered from the quote to the charge. A reservation that is
-   * no longer held is left alone (`NotHeld`).
+   * day's spend is lowered from the quote to the charge. A reservation the
+   * recovery sweep released (status `released`, no amount recorded yet) is
+   * settled late by `planLate`, under the wallet lock: either a new debit (a
+   * `charge` transaction, a `settle` audit record with the pockets' loss, the
+   * reservation `settled`, the day's spend raised by the charge) or, when the
+   * wallet or the daily cap cannot take it, an owed amount (`settledMicroUsd`
+   * on the still-released reservation and a `settle` audit record that moves
+   * nothing). Anything else (already settled, released by a failure and then
+   * recorded) is left alone (`NotHeld`): a call is charged at most once.
    */
   readonly settle: (input: SettleInput) => Effect.Effect<SettleOutcome>
   /** Returns everything a held reservation took; no transaction (nothing was charged). */

@@ -6,7 +6,7 @@ import { newAuditId, newReservationId, newTransactionId, utcDay } from "../domai
 import { type Msat, type MicroUsd, msatToMicroUsdValue, usdToMsatForCharge } from "../domain/Money.ts"
 import { RateSource } from "../ports/RateSource.ts"
 import { Store } from "../ports/Store.ts"
-import { planHold, planSettle } from "./decide.ts"
+import { planHold, planLateSettle, planSettle } from "./decide.ts"
 
 /**
  * The one way money is spent: authorize → quote → reserve (atomic hold) →
@@ -119,12 +119,26 @@ export class Spend extends Context.Service<Spend, {
                 auditId: newAuditId(),
                 description: request.description,
                 now: settledAt,
-                plan: (held) => planSettle(held, exit.value.actualMicroUsd)
+                plan: (held) => planSettle(held, exit.value.actualMicroUsd),
+                // The call outlived its hold and the sweep returned it: charge again or record what is owed.
+                planLate: (swept, snapshot) => planLateSettle(swept, exit.value.actualMicroUsd, snapshot)
               })
               if (outcome._tag === "NotHeld") {
-                // Only reachable when the call outlived the hold's expiry and the
-                // sweep returned the money: nothing was charged.
-                return yield* Effect.die(new Error(`reservation ${reservation.id} expired before it was settled`))
+                // A reservation is settled once, by the call that made it: nothing else settles it.
+                return yield* Effect.die(new Error(`reservation ${reservation.id} was settled twice`))
+              }
+              if (outcome._tag === "Unpaid") {
+                yield* Effect.logError(
+                  `Unpaid charge: reservation ${reservation.id} (${request.provider}) outlived its hold and ` +
+                    `${outcome.plan.owedMicroUsd} µUSD could not be charged (${outcome.plan.refusal.code}); ` +
+                    `recorded as owed, the caller is refused`
+                )
+                return yield* Effect.fail(outcome.plan.refusal)
+              }
+              if (outcome.late) {
+                yield* Effect.logWarning(
+                  `Reservation ${reservation.id} (${request.provider}) outlived its hold; charged as a new debit`
+                )
               }
               const { transaction, wallet } = outcome
               const snapshot = rate?.rate ?? null

@@ -11,7 +11,7 @@ import {
   type SpendRefusal
 } from "../domain/errors.ts"
 import type { Reservation, Wallet } from "../domain/Ledger.ts"
-import { type Msat, type MicroUsd, splitCharge, spendableMicroUsd, usdToMsatForCharge } from "../domain/Money.ts"
+import { type Msat, type MicroUsd, msatToMicroUsdValue, splitCharge, spendableMicroUsd, usdToMsatForCharge } from "../domain/Money.ts"
 import type { BtcUsdRate } from "../domain/Money.ts"
 
 /**
@@ -137,4 +137,83 @@ export const planSettle = (reservation: Reservation, actualMicroUsd: bigint): Se
     refundSatsMsat: reservation.heldSatsMsat - chargeSatsMsat,
     chargedMicroUsd: charged
   }
+}
+
+/** What a late settle reads under the wallet lock: the wallet, policy and day's spend as they are now. */
+export interface LateSettleSnapshot {
+  readonly policy: Policy
+  /** Held plus settled spend of the agent for the reservation's UTC day, now (the sweep already took the quote off). */
+  readonly dailySpentMicroUsd: bigint
+  readonly wallet: Wallet
+}
+
+export type LateSettlePlan =
+  /** A new debit: the pockets pay the charge now (usd first, the rest in sats at the reservation's rate). */
+  | {
+    readonly _tag: "Charge"
+    readonly chargeUsdMicro: bigint
+    readonly chargeSatsMsat: bigint
+    readonly chargedMicroUsd: bigint
+  }
+  /** Nothing can be taken: the amount is recorded as owed (audit, reservation) and the caller refused. */
+  | {
+    readonly _tag: "Unpaid"
+    readonly owedMicroUsd: bigint
+    readonly refusal: BudgetExceeded | InsufficientBalance
+  }
+
+/**
+ * Settling a call whose hold the recovery sweep already returned (the call
+ * outlived `expiresAt`): the money it held is back in the wallet, so the
+ * charge is taken again, as a new debit, when the wallet and the daily cap
+ * allow it, all or nothing:
+ *
+ * - the charge is the actual cost clamped to the quote, as in `planSettle`;
+ * - the daily cap is checked against the day's spend as it is now
+ *   (`dailySpent + charge <= cap`); the per-call cap and the allowed
+ *   capabilities were checked on the quote when the hold was made, and the
+ *   kill switch stops new calls, not the charge of one already made;
+ * - the usd pocket pays first, the rest comes from the sats pocket at the
+ *   reservation's rate snapshot, rounded up to the msat.
+ *
+ * Otherwise the call is `Unpaid`: the owed amount is recorded on the
+ * reservation and in the audit log for the operator, nothing moves, and the
+ * caller gets the refusal instead of the result. A slow call is never free
+ * and never silently so.
+ */
+export const planLateSettle = (
+  reservation: Reservation,
+  actualMicroUsd: bigint,
+  snapshot: LateSettleSnapshot
+): LateSettlePlan => {
+  const charged = actualMicroUsd < 0n
+    ? 0n
+    : actualMicroUsd > reservation.quotedMicroUsd
+    ? reservation.quotedMicroUsd
+    : actualMicroUsd
+  const cap = snapshot.policy.maxPerDayMicroUsd
+  if (charged > 0n && cap !== null && snapshot.dailySpentMicroUsd + charged > cap) {
+    return {
+      _tag: "Unpaid",
+      owedMicroUsd: charged,
+      refusal: new BudgetExceeded({ dailySpentMicroUsd: snapshot.dailySpentMicroUsd, dailyCapMicroUsd: cap, quotedMicroUsd: charged })
+    }
+  }
+  const { usdMicro, satsMsat } = snapshot.wallet
+  const chargeUsdMicro = charged < usdMicro ? charged : usdMicro
+  const remainder = charged - chargeUsdMicro
+  if (remainder === 0n) return { _tag: "Charge", chargeUsdMicro, chargeSatsMsat: 0n, chargedMicroUsd: charged }
+  const rate = reservation.rateMicroUsdPerBtc
+  const chargeSatsMsat = rate === null ? null : usdToMsatForCharge(remainder as MicroUsd, { microUsdPerBtc: rate })
+  if (chargeSatsMsat === null || chargeSatsMsat > satsMsat) {
+    return {
+      _tag: "Unpaid",
+      owedMicroUsd: charged,
+      refusal: new InsufficientBalance({
+        balanceMicroUsd: usdMicro + (rate === null ? 0n : msatToMicroUsdValue(satsMsat as Msat, { microUsdPerBtc: rate })),
+        quotedMicroUsd: charged
+      })
+    }
+  }
+  return { _tag: "Charge", chargeUsdMicro, chargeSatsMsat, chargedMicroUsd: charged }
 }

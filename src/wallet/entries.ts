@@ -1,7 +1,7 @@
 import type { UnhashedAuditRecord } from "../audit/chain.ts"
 import type { Reservation, Transaction } from "../domain/Ledger.ts"
 import type { CreditInput, ReserveInput, SettleInput } from "../ports/Store.ts"
-import type { HoldPlan, SettlePlan } from "./decide.ts"
+import type { HoldPlan, LateSettlePlan, SettlePlan } from "./decide.ts"
 
 /**
  * What the ledger records for each step, built once here so that every
@@ -77,6 +77,70 @@ export const settleEntries = (
     createdAt: input.now
   },
   reservation: { ...reservation, status: "settled", settledMicroUsd: plan.chargedMicroUsd }
+})
+
+/** A settle after the sweep released the hold: the charge is a new debit of the pockets. */
+export const lateSettleEntries = (
+  reservation: Reservation,
+  plan: Extract<LateSettlePlan, { readonly _tag: "Charge" }>,
+  input: SettleInput
+): { readonly transaction: Transaction; readonly audit: AuditDraft; readonly reservation: Reservation } => ({
+  transaction: {
+    id: input.transactionId,
+    accountId: reservation.accountId,
+    agentId: reservation.agentId,
+    type: "charge",
+    amountMicroUsd: plan.chargedMicroUsd,
+    usdMicro: plan.chargeUsdMicro,
+    satsMsat: plan.chargeSatsMsat,
+    rateMicroUsdPerBtc: reservation.rateMicroUsdPerBtc,
+    description: input.description,
+    capability: reservation.capability,
+    provider: reservation.provider,
+    auditId: input.auditId,
+    createdAt: input.now
+  },
+  audit: {
+    id: input.auditId,
+    accountId: reservation.accountId,
+    kind: "settle",
+    agentId: reservation.agentId,
+    reservationId: reservation.id,
+    transactionId: input.transactionId,
+    amountMicroUsd: plan.chargedMicroUsd,
+    usdDeltaMicro: -plan.chargeUsdMicro,
+    satsDeltaMsat: -plan.chargeSatsMsat,
+    details: JSON.stringify({ capability: reservation.capability, provider: reservation.provider, late: true }),
+    createdAt: input.now
+  },
+  reservation: { ...reservation, status: "settled", settledMicroUsd: plan.chargedMicroUsd }
+})
+
+/** A settle after the sweep that could not be charged: the owed amount, recorded; nothing moves. */
+export const unpaidEntries = (
+  reservation: Reservation,
+  plan: Extract<LateSettlePlan, { readonly _tag: "Unpaid" }>,
+  input: SettleInput
+): { readonly audit: AuditDraft; readonly reservation: Reservation } => ({
+  audit: {
+    id: input.auditId,
+    accountId: reservation.accountId,
+    kind: "settle",
+    agentId: reservation.agentId,
+    reservationId: reservation.id,
+    transactionId: null,
+    amountMicroUsd: plan.owedMicroUsd,
+    usdDeltaMicro: 0n,
+    satsDeltaMsat: 0n,
+    details: JSON.stringify({
+      capability: reservation.capability,
+      provider: reservation.provider,
+      late: true,
+      unpaid: plan.refusal.code
+    }),
+    createdAt: input.now
+  },
+  reservation: { ...reservation, settledMicroUsd: plan.owedMicroUsd }
 })
 
 export const releaseAudit = (reservation: Reservation, auditId: string, reason: string, now: Date): AuditDraft => ({

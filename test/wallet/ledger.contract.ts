@@ -1,13 +1,13 @@
 import type { RegistryStore } from "../../src/ports/RegistryStore.ts"
 import { registryOnly } from "../../adapters/services/transport.ts"
 import { assert, describe, layer } from "@effect/vitest"
-import { Effect, Exit, Fiber, Layer, Option, Result } from "effect"
+import { Deferred, Effect, Exit, Fiber, Layer, Option, Result } from "effect"
 import { TestClock } from "effect/testing"
 import { Agents } from "../../src/agents/Agents.ts"
 import { Policies } from "../../src/agents/Policies.ts"
 import type { Principal } from "../../src/domain/Agent.ts"
 import type { Capability } from "../../src/domain/Capability.ts"
-import { newAuditId, newReservationId, utcDay } from "../../src/domain/Ledger.ts"
+import { newAuditId, newReservationId, newTransactionId, utcDay } from "../../src/domain/Ledger.ts"
 import { parseBtcUsdRate } from "../../src/domain/Money.ts"
 import * as DevCard from "../../adapters/rails/DevCard.ts"
 import * as DevLightning from "../../adapters/rails/DevLightning.ts"
@@ -16,7 +16,7 @@ import * as Gateway from "../../src/Gateway.ts"
 import { RateSource } from "../../src/ports/RateSource.ts"
 import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
 import { Store } from "../../src/ports/Store.ts"
-import { planHold } from "../../src/wallet/decide.ts"
+import { planHold, planLateSettle, planSettle } from "../../src/wallet/decide.ts"
 import { Spend } from "../../src/wallet/Spend.ts"
 import { Wallets } from "../../src/wallet/Wallets.ts"
 
@@ -303,6 +303,162 @@ export const ledgerContract = (name: string, store: () => Layer.Layer<Store | Id
           const audit = yield* store.listAudit(owner.agent.accountId, 0n, 100)
           assert.deepStrictEqual(audit.map((r) => r.kind), ["credit", "reserve", "release"])
           assert.strictEqual((yield* (yield* Policies).get(owner, owner.agent.id)).dailySpentMicroUsd, 0n)
+        }).pipe(Effect.provide(TestClock.layer())))
+
+      /**
+       * A call that outlives its hold: `spend` reserves, the upstream is slow,
+       * the clock passes the hold's lifetime (15 minutes), the sweep returns the
+       * hold, and then the upstream answers and the call settles.
+       */
+      const slowCall = (principal: Principal, quoteCents: bigint, actualCents: bigint, meanwhile: Effect.Effect<void, unknown, Spend | Wallets | Store | Policies | Agents> = Effect.void) =>
+        Effect.gen(function*() {
+          const spend = yield* Spend
+          const gate = yield* Deferred.make<void>()
+          const fiber = yield* spend.spend(principal, {
+            capability: "search",
+            provider: "slow",
+            quotedMicroUsd: quoteCents * CENT,
+            description: "slow call",
+            run: Effect.as(Deferred.await(gate), { value: "late answer", actualMicroUsd: actualCents * CENT })
+          }).pipe(Effect.exit, Effect.forkChild)
+          const store = yield* Store
+          for (let i = 0; i < 400; i++) {
+            const holds = yield* store.listReservations(principal.agent.accountId, { limit: 100, offset: 0 })
+            if (holds.items.some((r) => r.provider === "slow" && r.status === "held")) break
+            yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 5)))
+          }
+          yield* TestClock.adjust(15 * 60_000 + 1)
+          assert.strictEqual(yield* spend.sweep, 1)
+          yield* meanwhile
+          yield* Deferred.succeed(gate, undefined)
+          return yield* Fiber.join(fiber)
+        })
+
+      /** Pockets equal the sum of the audit log's changes, and credits less charges. */
+      const conserved = (principal: Principal) =>
+        Effect.gen(function*() {
+          const store = yield* Store
+          const accountId = principal.agent.accountId
+          const wallet = yield* store.getWallet(accountId)
+          const audit = yield* store.listAudit(accountId, 0n, 1000)
+          assert.strictEqual(audit.reduce((sum, r) => sum + r.usdDeltaMicro, 0n), wallet.usdMicro)
+          assert.strictEqual(audit.reduce((sum, r) => sum + r.satsDeltaMsat, 0n), wallet.satsMsat)
+          const txns = (yield* store.listTransactions(accountId, {}, { limit: 1000, offset: 0 })).items
+          const held = (yield* store.listReservations(accountId, { limit: 1000, offset: 0 })).items
+            .filter((r) => r.status === "held").reduce((sum, r) => sum + r.heldUsdMicro, 0n)
+          assert.strictEqual(
+            txns.reduce((sum, t) => sum + (t.type === "charge" ? -t.usdMicro : t.usdMicro), 0n) - held,
+            wallet.usdMicro
+          )
+          assert.strictEqual(yield* (yield* Wallets).verifyChain(accountId), null)
+        })
+
+      it.effect("a call that outlives its swept hold is charged once, as a new debit, with a receipt", () =>
+        Effect.gen(function*() {
+          yield* TestClock.setTime(Date.parse("2026-06-02T10:00:00.000Z"))
+          const owner = yield* fundedAccount(100n)
+          const exit = yield* slowCall(owner, 40n, 30n)
+          assert.isTrue(Exit.isSuccess(exit))
+          const { receipt, value } = Exit.isSuccess(exit) ? exit.value : assert.fail("refused")
+          assert.strictEqual(value, "late answer")
+          assert.strictEqual(receipt.chargedMicroUsd, 30n * CENT)
+          assert.strictEqual(receipt.debitedUsdMicro, 30n * CENT)
+          assert.strictEqual(receipt.balanceAfterMicroUsd, 70n * CENT)
+          const wallets = yield* Wallets
+          assert.strictEqual((yield* wallets.get(owner)).usdMicro, 70n * CENT)
+          const charges = yield* wallets.transactions(owner, { type: "charge" }, { limit: 10, offset: 0 })
+          assert.strictEqual(charges.total, 1)
+          assert.strictEqual(charges.items[0]!.amountMicroUsd, 30n * CENT)
+          const store = yield* Store
+          const audit = yield* store.listAudit(owner.agent.accountId, 0n, 100)
+          assert.deepStrictEqual(audit.map((r) => r.kind), ["credit", "reserve", "release", "settle"])
+          assert.strictEqual(audit[3]!.id, receipt.auditId)
+          assert.strictEqual(audit[3]!.usdDeltaMicro, -30n * CENT)
+          const [reservation] = (yield* store.listReservations(owner.agent.accountId, { limit: 10, offset: 0 })).items
+          assert.strictEqual(reservation!.status, "settled")
+          assert.strictEqual(reservation!.settledMicroUsd, 30n * CENT)
+          assert.strictEqual((yield* (yield* Policies).get(owner, owner.agent.id)).dailySpentMicroUsd, 30n * CENT)
+          // A second settle of the same reservation charges nothing more.
+          const again = yield* store.settle({
+            reservationId: receipt.reservationId,
+            accountId: owner.agent.accountId,
+            actualMicroUsd: 30n * CENT,
+            transactionId: newTransactionId(),
+            auditId: newAuditId(),
+            description: "again",
+            now: new Date(Date.parse("2026-06-02T10:20:00.000Z")),
+            plan: (r) => planSettle(r, 30n * CENT),
+            planLate: (r, snapshot) => planLateSettle(r, 30n * CENT, snapshot)
+          })
+          assert.strictEqual(again._tag, "NotHeld")
+          assert.strictEqual((yield* wallets.get(owner)).usdMicro, 70n * CENT)
+          yield* conserved(owner)
+        }).pipe(Effect.provide(TestClock.layer())))
+
+      it.effect("a late charge takes sats at the hold's rate when the usd pocket is short", () =>
+        Effect.gen(function*() {
+          yield* TestClock.setTime(Date.parse("2026-06-02T11:00:00.000Z"))
+          // 10 cents in usd, 1000 sats (50 cents at 50,000 USD/BTC).
+          const owner = yield* fundedAccount(10n, 1000n)
+          const exit = yield* slowCall(owner, 20n, 15n)
+          const { receipt } = Exit.isSuccess(exit) ? exit.value : assert.fail("refused")
+          assert.strictEqual(receipt.debitedUsdMicro, 10n * CENT)
+          // 5 cents = 50_000 µUSD = 100 sats.
+          assert.strictEqual(receipt.debitedSatsMsat, 100_000n)
+          yield* conserved(owner)
+        }).pipe(Effect.provide(TestClock.layer())))
+
+      it.effect("a late charge the wallet can no longer cover is recorded as owed and the caller refused", () =>
+        Effect.gen(function*() {
+          yield* TestClock.setTime(Date.parse("2026-06-02T12:00:00.000Z"))
+          const owner = yield* fundedAccount(100n)
+          // While the slow call runs past its hold, the returned money is spent.
+          const exit = yield* slowCall(owner, 40n, 30n, Effect.asVoid(call(owner, 80n)))
+          assert.strictEqual(codeOf(exit), "INSUFFICIENT_BALANCE")
+          const wallets = yield* Wallets
+          assert.strictEqual((yield* wallets.get(owner)).usdMicro, 20n * CENT)
+          const charges = yield* wallets.transactions(owner, { type: "charge" }, { limit: 10, offset: 0 })
+          assert.strictEqual(charges.total, 1)
+          const store = yield* Store
+          const audit = yield* store.listAudit(owner.agent.accountId, 0n, 100)
+          const unpaid = audit.at(-1)!
+          assert.strictEqual(unpaid.kind, "settle")
+          assert.strictEqual(unpaid.transactionId, null)
+          assert.strictEqual(unpaid.amountMicroUsd, 30n * CENT)
+          assert.strictEqual(unpaid.usdDeltaMicro, 0n)
+          assert.strictEqual(JSON.parse(unpaid.details).unpaid, "INSUFFICIENT_BALANCE")
+          const slow = (yield* store.listReservations(owner.agent.accountId, { limit: 10, offset: 0 })).items
+            .find((r) => r.provider === "slow")!
+          assert.strictEqual(slow.status, "released")
+          assert.strictEqual(slow.settledMicroUsd, 30n * CENT)
+          // Recorded once: settling it again does nothing.
+          const again = yield* store.settle({
+            reservationId: slow.id,
+            accountId: owner.agent.accountId,
+            actualMicroUsd: 30n * CENT,
+            transactionId: newTransactionId(),
+            auditId: newAuditId(),
+            description: "again",
+            now: new Date(Date.parse("2026-06-02T12:20:00.000Z")),
+            plan: (r) => planSettle(r, 30n * CENT),
+            planLate: (r, snapshot) => planLateSettle(r, 30n * CENT, snapshot)
+          })
+          assert.strictEqual(again._tag, "NotHeld")
+          assert.strictEqual((yield* store.listAudit(owner.agent.accountId, 0n, 100)).length, audit.length)
+          assert.strictEqual((yield* (yield* Policies).get(owner, owner.agent.id)).dailySpentMicroUsd, 80n * CENT)
+          yield* conserved(owner)
+        }).pipe(Effect.provide(TestClock.layer())))
+
+      it.effect("a late charge past the daily cap is recorded as owed, not taken", () =>
+        Effect.gen(function*() {
+          yield* TestClock.setTime(Date.parse("2026-06-02T13:00:00.000Z"))
+          const owner = yield* fundedAccount(100n)
+          yield* (yield* Policies).replace(owner, owner.agent.id, { maxPerDayMicroUsd: 50n * CENT })
+          const exit = yield* slowCall(owner, 40n, 30n, Effect.asVoid(call(owner, 30n)))
+          assert.strictEqual(codeOf(exit), "BUDGET_EXCEEDED")
+          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicro, 70n * CENT)
+          assert.strictEqual((yield* (yield* Policies).get(owner, owner.agent.id)).dailySpentMicroUsd, 30n * CENT)
+          yield* conserved(owner)
         }).pipe(Effect.provide(TestClock.layer())))
 
       it.effect("a credit with the same key is applied once, however often and concurrently it arrives", () =>

@@ -9,7 +9,7 @@ import { Agents } from "../../src/agents/Agents.ts"
 import { newAuditId, newReservationId, newTransactionId, type Reservation, utcDay } from "../../src/domain/Ledger.ts"
 import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
 import { Store } from "../../src/ports/Store.ts"
-import { planHold, planSettle } from "../../src/wallet/decide.ts"
+import { planHold, planLateSettle, planSettle } from "../../src/wallet/decide.ts"
 import { Wallets } from "../../src/wallet/Wallets.ts"
 import { freshPostgresLayer } from "../support/postgres.ts"
 import { RATE, testLayer } from "./ledger.contract.ts"
@@ -133,7 +133,8 @@ const runSequence = (ops: ReadonlyArray<Op>) =>
             auditId: newAuditId(),
             description: "p",
             now,
-            plan: (r) => planSettle(r, op.actual)
+            plan: (r) => planSettle(r, op.actual),
+            planLate: (r, snapshot) => planLateSettle(r, op.actual, snapshot)
           })
           break
         }
