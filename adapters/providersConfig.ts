@@ -351,7 +351,8 @@ export const providersLayer = (
     Providers,
     Effect.map(Effect.forEach(config.builders, (b) => b.build), (all) => ({ all }))
   ).pipe(Layer.provide(Layer.mergeAll(http, outbound)))
-  const transport = Transport.layer({ operatorServices: config.operatorServices }).pipe(Layer.provide(Layer.mergeAll(http, outbound)))
+  const transport = Transport.layer({ operatorServices: config.operatorServices, registry: { allowHosts: config.allowHosts } })
+    .pipe(Layer.provide(http))
   const statuses = Layer.effect(
     ProviderStatuses,
     Effect.gen(function*() {

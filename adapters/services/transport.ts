@@ -1,16 +1,20 @@
 import { NodeHttpClient } from "@effect/platform-node"
-import { Effect, Layer, Option, Redacted, Stream } from "effect"
+import { Effect, Layer, Redacted, Stream } from "effect"
 import { HttpClient, HttpClientRequest, type HttpMethod } from "effect/http"
 import { ProviderFailure } from "../../src/capabilities/Provider.ts"
-import { OutboundHttp } from "../../src/ports/Net.ts"
+import { FetchFailed } from "../../src/ports/Net.ts"
 import { type ProxyResponse, ServiceTransport } from "../../src/ports/ServiceTransport.ts"
 import type { Service } from "../../src/services/Service.ts"
+import * as SafeHttp from "../net/SafeHttp.ts"
 
 /**
  * Sends proxied requests. Operator services get the operator's credentials
  * (never the caller's, never echoed back); registry services get none, and
- * their address is checked by the URL-safety rules first. Responses are
- * bounded in size and time, and their headers filtered.
+ * go through SafeHttp's pinned request: the name is resolved once, every
+ * answer checked by the URL-safety rules, and the socket opened to that
+ * checked address (no second resolution, so no DNS-rebinding window);
+ * redirects are not followed. Responses are bounded in size and time, and
+ * their headers filtered.
  */
 
 export interface OperatorService {
@@ -26,6 +30,8 @@ export interface TransportOptions {
   /** A streamed answer is cut (and the call failed) past this many bytes or this long. */
   readonly maxStreamBytes?: number
   readonly streamTimeoutMs?: number
+  /** The URL-safety options for registry services (allow-list, resolver); default: none allowed, the system resolver. */
+  readonly registry?: SafeHttp.Options
 }
 
 const DROPPED_RESPONSE_HEADERS = new Set([
@@ -62,7 +68,7 @@ export const layer = (options: TransportOptions): Layer.Layer<ServiceTransport, 
     ServiceTransport,
     Effect.gen(function*() {
       const client = yield* HttpClient.HttpClient
-      const outbound = yield* Effect.serviceOption(OutboundHttp)
+      const pinned = SafeHttp.makePinnedRequest(options.registry ?? {})
       const timeoutMs = options.timeoutMs ?? 60_000
       const maxBytes = options.maxResponseBytes ?? 4 * 1024 * 1024
       const maxStreamBytes = options.maxStreamBytes ?? 16 * 1024 * 1024
@@ -73,25 +79,55 @@ export const layer = (options: TransportOptions): Layer.Layer<ServiceTransport, 
       const failure = (service: Service) => (reason: ProviderFailure["reason"], message: string) =>
         new ProviderFailure({ provider: service.slug, reason, message })
 
+      /** A registry service: one request over a connection pinned to the checked address. */
+      const openRegistry = (service: Service, url: URL, request: Request) =>
+        pinned({
+          url: url.toString(),
+          method: request.method,
+          headers: {
+            ...request.headers,
+            ...(request.body !== undefined && request.method !== "GET" ? { "content-type": "application/json" } : {})
+          },
+          body: request.body !== undefined && request.method !== "GET" ? JSON.stringify(request.body) : undefined,
+          timeoutMs
+        }).pipe(
+          Effect.mapError((error) => error instanceof FetchFailed ? failure(service)("network", error.message.slice(0, 300)) : error),
+          Effect.map((response) => ({
+            status: response.status,
+            headers: response.headers,
+            stream: response.body === null
+              ? Stream.empty
+              : Stream.fromReadableStream({
+                evaluate: () => response.body!,
+                onError: (error) => failure(service)("network", String(error).slice(0, 300))
+              })
+          }))
+        )
+
       /** Builds the upstream request (operator credentials injected) and opens it. */
       const open = (service: Service, request: Request) =>
         Effect.gen(function*() {
           const url = new URL(service.baseUrl.replace(/\/+$/, "") + request.path)
           for (const [k, v] of Object.entries(request.query)) url.searchParams.set(k, v)
-          if (service.origin === "registry" && Option.isSome(outbound)) yield* outbound.value.check(url.toString())
+          if (service.origin === "registry") return yield* openRegistry(service, url, request)
           let outgoing = HttpClientRequest.make(request.method as HttpMethod.HttpMethod)(url.toString()).pipe(
             HttpClientRequest.setHeaders(request.headers)
           )
-          const credentials = service.origin === "operator" ? credentialsOf.get(service.slug) ?? {} : {}
+          const credentials = credentialsOf.get(service.slug) ?? {}
           for (const [name, value] of Object.entries(credentials)) {
             outgoing = HttpClientRequest.setHeader(outgoing, name, Redacted.value(value))
           }
           if (request.body !== undefined && request.method !== "GET") {
             outgoing = HttpClientRequest.bodyJsonUnsafe(outgoing, request.body)
           }
-          return yield* client.execute(outgoing).pipe(
+          const response = yield* client.execute(outgoing).pipe(
             Effect.mapError((error) => failure(service)("network", error.message.slice(0, 300)))
           )
+          return {
+            status: response.status,
+            headers: response.headers as Readonly<Record<string, string>>,
+            stream: response.stream.pipe(Stream.mapError((error) => failure(service)("network", String(error).slice(0, 300))))
+          }
         })
 
       const stream = (service: Service, request: Request) =>
@@ -104,7 +140,6 @@ export const layer = (options: TransportOptions): Layer.Layer<ServiceTransport, 
           )
           let received = 0
           const body = response.stream.pipe(
-            Stream.mapError((error) => failure(service)("network", String(error).slice(0, 300))),
             Stream.mapEffect((chunk) =>
               Effect.suspend(() => {
                 received += chunk.length
@@ -128,7 +163,6 @@ export const layer = (options: TransportOptions): Layer.Layer<ServiceTransport, 
           let received = 0
           const chunks: Array<Uint8Array> = []
           yield* response.stream.pipe(
-            Stream.mapError((error) => fail("network", String(error).slice(0, 300))),
             Stream.runForEachWhile((chunk) =>
               Effect.suspend(() => {
                 received += chunk.length
