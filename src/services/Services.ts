@@ -211,6 +211,19 @@ export const metadataJson = (receipt: SpendReceipt, provider: string, model: str
   debited: { usdCents: microUsdToCents(receipt.debitedUsdMicro), sats: msatToSats(receipt.debitedSatsMsat) }
 })
 
+/** `event: spendgate.error` with the API's error envelope, for a refusal after the stream began. */
+const errorEvent = (error: { readonly message: string }): Uint8Array => {
+  const { code, details } = error as { readonly code?: unknown; readonly details?: unknown }
+  const body = {
+    error: {
+      code: typeof code === "string" ? code : "PROVIDER_ERROR",
+      message: error.message,
+      ...(details === undefined ? {} : { details })
+    }
+  }
+  return new TextEncoder().encode(`event: spendgate.error\ndata: ${JSON.stringify(body)}\n\n`)
+}
+
 export type ProxyError = SpendRefusal | ProviderFailure | NotFound | ValidationError | UnsafeUrl
 
 export interface StreamedProxy {
@@ -221,7 +234,9 @@ export interface StreamedProxy {
    * `event: spendgate.metadata` with the charge. Ending the stream early (the
    * client went away) stops the upstream; the call is then charged what the
    * upstream reported or, when no usable usage arrived, by `countedStreamCost`:
-   * the prompt part plus what had been streamed.
+   * the prompt part plus what had been streamed. A refusal after the answer
+   * began (a call that outlived its hold and could not be charged) ends the
+   * stream with `event: spendgate.error` instead of the metadata.
    */
   readonly body: Stream.Stream<Uint8Array>
 }
@@ -410,7 +425,12 @@ export class Services extends Context.Service<Services, {
             Effect.flatMap(({ receipt }) =>
               Queue.offer(queue, new TextEncoder().encode(`event: spendgate.metadata\ndata: ${JSON.stringify(metadataJson(receipt, service.slug, quote.model))}\n\n`))
             ),
-            Effect.catch((error) => Deferred.fail(head, blockedAsCallerError(error))),
+            Effect.catch((error) =>
+              Deferred.fail(head, blockedAsCallerError(error)).pipe(
+                // The answer already started (e.g. the call outlived its hold and could not be
+                // charged): the refusal ends the stream as its last event, in the error envelope.
+                Effect.flatMap((first) => first ? Effect.void : Queue.offer(queue, errorEvent(error)).pipe(Effect.asVoid))
+              )),
             Effect.ensuring(Queue.end(queue)),
             Effect.forkDetach
           )

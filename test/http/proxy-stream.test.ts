@@ -1,5 +1,6 @@
 import { NodeHttpClient } from "@effect/platform-node"
 import { Effect, Layer, Redacted } from "effect"
+import { TestClock } from "effect/testing"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -9,6 +10,7 @@ import type { AccountId } from "../../src/domain/ids.ts"
 import { Store } from "../../src/ports/Store.ts"
 import { countedStreamCost } from "../../src/services/Services.ts"
 import { usageTracker } from "../../src/services/sse.ts"
+import { Spend } from "../../src/wallet/Spend.ts"
 import { Wallets } from "../../src/wallet/Wallets.ts"
 import { client, errorCode, type RunningServer, startServer } from "../support/server.ts"
 
@@ -239,6 +241,56 @@ describe("streamed completions through the proxy", () => {
     // 3 bytes ("Hel") streamed before the client left, 3 tokens × 2000 / 1000 = 6 µUSD.
     expect(Math.round(charged * 10_000)).toBe(quoted - 200 + 6)
     upstream.release()
+  })
+
+  /** Runs the recovery sweep as if a day had passed: every hold now in progress is past its lifetime. */
+  const sweepADayLater = () =>
+    server.run(Effect.gen(function*() {
+      yield* TestClock.setTime(Date.now() + 86_400_000)
+      return yield* (yield* Spend).sweep
+    }).pipe(Effect.provide(TestClock.layer())))
+
+  const firstChunkThenSweep = async (key: string) => {
+    upstream.usage = "reported"
+    const res = await call(key)
+    const reader = res.body!.getReader()
+    const decoder = new TextDecoder()
+    expect(decoder.decode((await reader.read()).value)).toContain("\"Hel\"")
+    expect(await sweepADayLater()).toBe(1)
+    return async () => {
+      upstream.release()
+      let rest = ""
+      for (;;) {
+        const { value, done } = await reader.read()
+        if (done) break
+        rest += decoder.decode(value)
+      }
+      return rest
+    }
+  }
+
+  it("a stream that outlives its hold is still charged, as a new debit, and gets its metadata", async () => {
+    const owner = await funded()
+    const finish = await firstChunkThenSweep(owner.apiKey)
+    const rest = await finish()
+    const meta = /event: spendgate\.metadata\ndata: (.*)\n/.exec(rest)
+    expect(meta).not.toBeNull()
+    expect(JSON.parse(meta![1]!)).toMatchObject({ chargedUsdCents: 0.0025 })
+    expect((await api.get("/v1/wallet", owner.apiKey)).body.balanceUsdCents).toBe(99.9975)
+  })
+
+  it("a stream that outlives its hold and can no longer be charged ends with an error event, not metadata", async () => {
+    const owner = await funded()
+    const worker = await api.post("/v1/agents", { name: "slow" }, owner.apiKey)
+    const finish = await firstChunkThenSweep(worker.body.apiKey)
+    // Meanwhile the owner caps the worker below the charge.
+    await api.put(`/v1/agents/${worker.body.id}/policy`, { maxPerDayUsdCents: 0.0001 }, owner.apiKey)
+    const rest = await finish()
+    expect(rest).not.toContain("spendgate.metadata")
+    const error = /event: spendgate\.error\ndata: (.*)\n/.exec(rest)
+    expect(error).not.toBeNull()
+    expect(JSON.parse(error![1]!)).toMatchObject({ error: { code: "BUDGET_EXCEEDED" } })
+    expect((await api.get("/v1/wallet", owner.apiKey)).body.balanceUsdCents).toBe(100)
   })
 
   it("never reaches the upstream for a killed agent or an exhausted cap", async () => {
