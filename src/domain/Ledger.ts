@@ -53,6 +53,10 @@ export interface Reservation {
   /** UTC calendar day (YYYY-MM-DD) the reservation counts against. */
   readonly day: string
   readonly status: ReservationStatus
+  /**
+   * `settled`: what was charged. `released` by the sweep and then settled by a
+   * call that outlived its hold but could not be charged: what is owed (unpaid).
+   */
   readonly settledMicroUsd: bigint | null
   readonly createdAt: Date
   /** After this instant the recovery sweep may release the hold. */
