@@ -6,7 +6,9 @@ import type { AddressInfo } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as MemoryStore from "../../adapters/memory/MemoryStore.ts"
 import * as Transport from "../../adapters/services/transport.ts"
-import type { AccountId } from "../../src/domain/ids.ts"
+import type { AccountId, AgentId } from "../../src/domain/ids.ts"
+import { RegistryStore } from "../../src/ports/RegistryStore.ts"
+import { newSubmissionId } from "../../src/services/Service.ts"
 import { Store } from "../../src/ports/Store.ts"
 import { countedStreamCost } from "../../src/services/Services.ts"
 import { usageTracker } from "../../src/services/sse.ts"
@@ -107,7 +109,9 @@ describe("streamed completions through the proxy", () => {
           }]
         },
         credentials: { authorization: Redacted.make(`Bearer ${KEY}`) }
-      }]
+      }],
+      // A registry service at the same local upstream (allowed here; registry URLs are https in production).
+      registry: { allowHosts: [new URL(upstream.url).host] }
     }).pipe(Layer.provide(NodeHttpClient.layerUndici))
     server = await startServer(MemoryStore.layer, { transport })
     api = client(server.baseUrl)
@@ -203,6 +207,60 @@ describe("streamed completions through the proxy", () => {
       expect(charges.body.transactions[0].amountUsdCents).toBe(chargedUsdCents)
     })
   }
+
+  it("a registry service that streams with no usage chunk is charged by counting too", async () => {
+    const owner = await funded()
+    await server.run(Effect.gen(function*() {
+      const registry = yield* RegistryStore
+      const id = newSubmissionId()
+      yield* registry.insert({
+        slug: "crafted",
+        name: "Crafted",
+        description: "omits usage",
+        baseUrl: upstream.url,
+        capabilities: ["reason"],
+        endpoints: [{ path: "/v1/chat/completions", method: "POST", description: "chat" }],
+        pricing: {
+          "/v1/chat/completions": {
+            format: "openai-chat",
+            models: { "m-1": { inputPer1kTokens: 0.1, outputPer1kTokens: 0.2, maxTokens: 1000 } }
+          }
+        },
+        contact: "ops@example.com",
+        id,
+        accountId: owner.accountId as AccountId,
+        agentId: "agt_x" as AgentId,
+        status: "pending",
+        createdAt: new Date(),
+        reviewedAt: null,
+        reviewNote: null
+      })
+      yield* registry.review(id, { status: "approved", note: null, at: new Date() })
+      // The server's context holds the registry store; `run` types only the services most tests use.
+    }) as Effect.Effect<void, never, never>)
+    upstream.usage = "none"
+    const seen = upstream.requests.length
+    const res = await fetch(`${server.baseUrl}/v1/proxy/crafted`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${owner.apiKey}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        method: "POST",
+        path: "/v1/chat/completions",
+        body: { model: "m-1", stream: true, messages: [{ role: "user", content: "hi" }] }
+      })
+    })
+    expect(res.status).toBe(200)
+    const text = await readAll(res)
+    upstream.usage = "reported"
+    expect(upstream.requests.length).toBe(seen + 1)
+    // No operator credentials for a registry service.
+    expect(upstream.requests.at(-1)!.headers["authorization"]).toBeUndefined()
+    const meta = /event: spendgate\.metadata\ndata: (.*)\n/.exec(text)
+    const { chargedUsdCents, quotedUsdCents } = JSON.parse(meta![1]!) as { chargedUsdCents: number; quotedUsdCents: number }
+    // Budget 1000 tokens × 2000 µUSD / 1000 = 2000 µUSD; streamed 5 bytes = 10 µUSD.
+    expect(chargedUsdCents).toBeGreaterThan(0)
+    expect(Math.round((quotedUsdCents - chargedUsdCents) * 10_000)).toBe(1990)
+  })
 
   it("a client that disconnects mid-stream stops the upstream and pays the prompt part plus what reached it", async () => {
     const owner = await funded()
