@@ -34,11 +34,13 @@ import { AccessControl, AdminAuthentication, Authentication, CurrentPrincipal, I
 
 const position = (middlewares: ReadonlySet<unknown>, key: unknown) => [...middlewares].indexOf(key)
 
-/** One line per disagreement between the API and the matrix (empty: they agree). */
-export const accessMatrixProblems = (): ReadonlyArray<string> => {
+/** One line per disagreement between an API and the matrix (empty: they agree). */
+export const accessMatrixProblems = <Id extends string, Groups extends HttpApiGroup.Constraint>(
+  api: HttpApi.HttpApi<Id, Groups>
+): ReadonlyArray<string> => {
   const problems: Array<string> = []
   const seen = new Set<string>()
-  HttpApi.reflect(Api, {
+  HttpApi.reflect(api, {
     onGroup: () => {},
     onEndpoint: ({ endpoint, group }) => {
       const name = `${group.identifier}.${endpoint.identifier}`
@@ -91,6 +93,8 @@ const targets = (entry: MatrixEntry) =>
       const value = (yield* HttpRouter.RouteContext).params[name]
       return value === undefined ? undefined : [value as AgentId]
     }
+    // A row's agent is known once the row is read: the core checks it.
+    if (where === "row") return undefined
     const value = (yield* HttpServerRequest.ParsedSearchParams)[name]
     return value === undefined ? undefined : (Array.isArray(value) ? value : [value]) as ReadonlyArray<string> as ReadonlyArray<AgentId>
   })
@@ -100,10 +104,13 @@ const targets = (entry: MatrixEntry) =>
  * account) and, where the services group is served, Services (the proxied
  * service's capability).
  */
-export const AccessControlLive: Layer.Layer<AccessControl, never, Store> = Layer.effect(
+export const accessControlFor = <Id extends string, Groups extends HttpApiGroup.Constraint>(
+  api: HttpApi.HttpApi<Id, Groups>
+): Layer.Layer<AccessControl, never, Store> =>
+  Layer.effect(
   AccessControl,
   Effect.gen(function*() {
-    const problems = accessMatrixProblems()
+    const problems = accessMatrixProblems(api)
     if (problems.length > 0) {
       return yield* Effect.die(new Error(`The HTTP API and the access matrix disagree:\n- ${problems.join("\n- ")}`))
     }
@@ -161,3 +168,6 @@ export const AccessControlLive: Layer.Layer<AccessControl, never, Store> = Layer
       }))
   })
 )
+
+/** The access matrix over the API of /v1 (server.ts). */
+export const AccessControlLive: Layer.Layer<AccessControl, never, Store> = accessControlFor(Api)

@@ -12,7 +12,9 @@ import type { Capability } from "../domain/Capability.ts"
  *
  * `target` says where the request names an agent: a path parameter (an id
  * not in the caller's account is 404 NOT_FOUND, whoever asks, so existence
- * never leaks) or a query filter. `capability` says which entry of the
+ * never leaks), a query filter, or the row a path id reads (`row`: the
+ * row's agent, known once read, so the core checks it with the same rule;
+ * another account's row is 404). `capability` says which entry of the
  * caller's `allowedCapabilities` the call needs (`service`: the proxied
  * service's capability). `rows` names a rule the core applies to rows it
  * reads, documented here and tested over HTTP.
@@ -27,7 +29,7 @@ export type RouteAccess =
   | { readonly access: "public" | "admin" }
   | {
     readonly access: AgentAccess
-    readonly target?: { readonly in: "path" | "query"; readonly name: string }
+    readonly target?: { readonly in: "path" | "query" | "row"; readonly name: string }
     readonly capability?: Capability | "service"
     readonly rows?: string
   }
@@ -86,7 +88,11 @@ export const accessMatrix = {
     audit: entry(
       "GET",
       "/v1/audit/:auditId",
-      { access: "agent", rows: "an agent reads only the audit records of its own transactions (403 otherwise)" },
+      {
+        access: "selfOrOwner",
+        target: { in: "row", name: "auditId" },
+        rows: "an agent reads only the audit records of its own transactions"
+      },
       "read the audit records of"
     )
   },
