@@ -220,6 +220,39 @@ describe.each(storeBackends)("HTTP Idempotency-Key over %s", (_name, store) => {
     expect(asAccount.headers.get("idempotent-replayed")).toBeNull()
   })
 
+  it("replays a signup only to the client address that made it: the answer holds the owner's key", async () => {
+    const key = newKey()
+    const from = (localAddress: string) =>
+      new Promise<{ status: number; replayed: string | undefined; body: any }>((resolve, reject) => {
+        const payload = JSON.stringify({ name: "ops" })
+        const req = request(new URL("/v1/signup", server.baseUrl), {
+          method: "POST",
+          localAddress,
+          headers: { "content-type": "application/json", "idempotency-key": key }
+        }, (res) => {
+          let text = ""
+          res.on("data", (chunk) => (text += chunk))
+          res.on("end", () =>
+            resolve({
+              status: res.statusCode ?? 0,
+              replayed: res.headers["idempotent-replayed"] as string | undefined,
+              body: JSON.parse(text)
+            }))
+        })
+        req.on("error", reject)
+        req.end(payload)
+      })
+    const first = await from("127.0.0.1")
+    expect(first.status).toBe(201)
+    const elsewhere = await from("127.0.0.2")
+    expect(elsewhere.status).toBe(201)
+    expect(elsewhere.replayed).toBeUndefined()
+    expect(elsewhere.body.apiKey).not.toBe(first.body.apiKey)
+    const again = await from("127.0.0.1")
+    expect(again.replayed).toBe("true")
+    expect(again.body).toEqual(first.body)
+  })
+
   it("refuses a malformed key with 400 VALIDATION_ERROR and does nothing", async () => {
     const owner = await signup()
     for (const bad of ["", "k".repeat(256), "x".repeat(300), "café", "naïve-key"]) {
