@@ -97,7 +97,7 @@ const foreignResourcePath = (entry: MatrixEntry & { group: string; endpoint: str
   entry.path.includes(":slug") || (entry.group === "capabilities" && entry.endpoint === "other") ||
   (entry.group === "admin" && entry.path.includes(":id"))
 
-describe.each(storeBackends.slice(0, 2))("every endpoint × caller × target over %s", (_name, store) => {
+describe.each(storeBackends)("every endpoint × caller × target over %s", (_name, store) => {
   let server: RunningServer
   let api: ReturnType<typeof client>
   let callers: ReadonlyArray<Caller>

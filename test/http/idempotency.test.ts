@@ -3,6 +3,7 @@ import { Effect, Exit, Layer, Redacted, Scope } from "effect"
 import { request } from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as OpenAiCompatible from "../../adapters/providers/reason/openaiCompatible.ts"
+import * as Transport from "../../adapters/services/transport.ts"
 import { Providers } from "../../src/capabilities/Capabilities.ts"
 import type { AccountId } from "../../src/domain/ids.ts"
 import { Wallets } from "../../src/wallet/Wallets.ts"
@@ -290,7 +291,7 @@ describe.each(storeBackends)("HTTP Idempotency-Key over %s", (_name, store) => {
  * Each case below handed one agent's stored answer to another (or to an agent
  * that may no longer make the call) before keys were bound to agents.
  */
-describe.each(storeBackends.slice(0, 2))("Idempotency-Key across agents over %s", (_name, store) => {
+describe.each(storeBackends)("Idempotency-Key across agents over %s", (_name, store) => {
   const scope = Effect.runSync(Scope.make())
   let fake: Fake
   let server: RunningServer
@@ -308,7 +309,27 @@ describe.each(storeBackends.slice(0, 2))("Idempotency-Key across agents over %s"
         models: [{ id: "m-1", inputPer1kMicroUsd: 1_000n, outputPer1kMicroUsd: 1_000n, maxTokens: 4096, defaultMaxTokens: 100 }]
       }).pipe(Effect.map((provider) => ({ all: [provider] })))
     ).pipe(Layer.provide(NodeHttpClient.layerUndici))
-    server = await startServer(store(), { providers })
+    const m1 = { id: "m-1", inputPer1kMicroUsd: 1_000n, outputPer1kMicroUsd: 1_000n, maxTokens: 4096, defaultMaxTokens: 100 }
+    const transport = Transport.layer({
+      operatorServices: [{
+        service: {
+          slug: "alpha",
+          name: "Alpha",
+          description: "test upstream",
+          baseUrl: `${fake.origin}/v1`,
+          capabilities: ["reason"],
+          origin: "operator",
+          endpoints: [{
+            path: "/chat/completions",
+            method: "POST",
+            description: "chat",
+            price: { kind: "tokens", format: "openai-chat", models: [m1] }
+          }]
+        },
+        credentials: { authorization: Redacted.make("Bearer sk-upstream") }
+      }]
+    }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+    server = await startServer(store(), { providers, transport })
     api = client(server.baseUrl)
   })
   afterAll(async () => {
@@ -382,6 +403,27 @@ describe.each(storeBackends.slice(0, 2))("Idempotency-Key across agents over %s"
     expect(errorCode(replay)).toBe("CAPABILITY_NOT_ALLOWED")
     expect(replay.text).not.toContain("the owner's answer")
     expect(fake.requests.length).toBe(calls)
+  })
+
+  it("a speak-only worker replaying the owner's proxy call gets 403 CAPABILITY_NOT_ALLOWED", async () => {
+    const { owner, worker } = await account(["speak"])
+    const body = { method: "POST", path: "/chat/completions", body: { model: "m-1", messages: [{ role: "user", content: "hi" }] } }
+    const first = await withKey("POST", "/v1/proxy/alpha", owner.apiKey, "proxy-1", body)
+    expect(first.status, first.text).toBe(200)
+    const calls = fake.requests.length
+    const replay = await withKey("POST", "/v1/proxy/alpha", worker.apiKey, "proxy-1", body)
+    expect(replay.status, replay.text).toBe(403)
+    expect(errorCode(replay)).toBe("CAPABILITY_NOT_ALLOWED")
+    expect(replay.text).not.toContain("the owner's answer")
+    expect(fake.requests.length).toBe(calls)
+    // Its own proxy call, replayed after its policy was narrowed: refused too.
+    await api.put(`/v1/agents/${worker.id}/policy`, { allowedCapabilities: [] }, owner.apiKey)
+    const own = await withKey("POST", "/v1/proxy/alpha", worker.apiKey, "proxy-2", body)
+    expect(own.status, own.text).toBe(200)
+    await api.put(`/v1/agents/${worker.id}/policy`, { allowedCapabilities: ["speak"] }, owner.apiKey)
+    const narrowed = await withKey("POST", "/v1/proxy/alpha", worker.apiKey, "proxy-2", body)
+    expect(narrowed.status, narrowed.text).toBe(403)
+    expect(errorCode(narrowed)).toBe("CAPABILITY_NOT_ALLOWED")
   })
 
   it("an agent whose policy was narrowed after the call gets 403, not its own stored answer", async () => {
