@@ -108,66 +108,66 @@ export const accessControlFor = <Id extends string, Groups extends HttpApiGroup.
   api: HttpApi.HttpApi<Id, Groups>
 ): Layer.Layer<AccessControl, never, Store> =>
   Layer.effect(
-  AccessControl,
-  Effect.gen(function*() {
-    const problems = accessMatrixProblems(api)
-    if (problems.length > 0) {
-      return yield* Effect.die(new Error(`The HTTP API and the access matrix disagree:\n- ${problems.join("\n- ")}`))
-    }
-    const store = yield* Store
-    const services = yield* Effect.serviceOption(Services)
+    AccessControl,
+    Effect.gen(function*() {
+      const problems = accessMatrixProblems(api)
+      if (problems.length > 0) {
+        return yield* Effect.die(new Error(`The HTTP API and the access matrix disagree:\n- ${problems.join("\n- ")}`))
+      }
+      const store = yield* Store
+      const services = yield* Effect.serviceOption(Services)
 
-    /** The capability a call needs, or None when the route needs none (or names no known service: the handler says 404). */
-    const neededCapability = (entry: MatrixEntry) =>
-      Effect.gen(function*() {
-        if (!("capability" in entry.rule) || entry.rule.capability === undefined) return Option.none<Capability>()
-        if (entry.rule.capability !== "service") return Option.some(entry.rule.capability)
-        if (Option.isNone(services)) return yield* Effect.die(new Error("The proxy is served without Services"))
-        const slug = (yield* HttpRouter.RouteContext).params["slug"] ?? ""
-        return Option.map(Option.getSuccess(yield* Effect.result(services.value.get(slug))), proxyCapability)
-      })
+      /** The capability a call needs, or None when the route needs none (or names no known service: the handler says 404). */
+      const neededCapability = (entry: MatrixEntry) =>
+        Effect.gen(function*() {
+          if (!("capability" in entry.rule) || entry.rule.capability === undefined) return Option.none<Capability>()
+          if (entry.rule.capability !== "service") return Option.some(entry.rule.capability)
+          if (Option.isNone(services)) return yield* Effect.die(new Error("The proxy is served without Services"))
+          const slug = (yield* HttpRouter.RouteContext).params["slug"] ?? ""
+          return Option.map(Option.getSuccess(yield* Effect.result(services.value.get(slug))), proxyCapability)
+        })
 
-    return AccessControl.of((httpEffect, { endpoint, group }: {
-      readonly endpoint: HttpApiEndpoint.Top
-      readonly group: HttpApiGroup.Top
-    }) =>
-      Effect.gen(function*() {
-        const entry = lookupAccess(group.identifier, endpoint.identifier)
-        if (entry === undefined) return yield* forbidden("This endpoint is not open to anyone")
-        const { rule } = entry
-        // Admin routes are authenticated by AdminAuthentication (outside this); public ones by nothing.
-        if (rule.access === "public" || rule.access === "admin") return yield* httpEffect
-        const principal = yield* Effect.serviceOption(CurrentPrincipal)
-        if (Option.isNone(principal)) {
-          return yield* Effect.die(new Error(`AccessControl must run inside Authentication (${group.identifier}.${endpoint.identifier})`))
-        }
-        const { agent } = principal.value
-
-        const named = yield* targets(entry)
-        for (const target of named ?? [undefined]) {
-          const message = refusal(rule.access, agent, target, entry.action)
-          if (message === undefined) continue
-          if ("target" in rule && rule.target?.in === "path" && target !== undefined) {
-            // Another account's agent (or none at all) is 404 for everyone.
-            const found = yield* store.getAgent(agent.accountId, target)
-            if (Option.isNone(found)) return yield* (toHttpError({ code: "NOT_FOUND", message: "Agent not found" }) as NotFound)
+      return AccessControl.of((httpEffect, { endpoint, group }: {
+        readonly endpoint: HttpApiEndpoint.Top
+        readonly group: HttpApiGroup.Top
+      }) =>
+        Effect.gen(function*() {
+          const entry = lookupAccess(group.identifier, endpoint.identifier)
+          if (entry === undefined) return yield* forbidden("This endpoint is not open to anyone")
+          const { rule } = entry
+          // Admin routes are authenticated by AdminAuthentication (outside this); public ones by nothing.
+          if (rule.access === "public" || rule.access === "admin") return yield* httpEffect
+          const principal = yield* Effect.serviceOption(CurrentPrincipal)
+          if (Option.isNone(principal)) {
+            return yield* Effect.die(new Error(`AccessControl must run inside Authentication (${group.identifier}.${endpoint.identifier})`))
           }
-          return yield* forbidden(message)
-        }
+          const { agent } = principal.value
 
-        const capability = yield* neededCapability(entry)
-        if (Option.isSome(capability)) {
-          const self = yield* store.getAgent(agent.accountId, agent.id)
-          // Gone since authentication: the handler's own lookups answer.
-          if (Option.isSome(self)) {
-            const allowed = checkCapability(self.value.policy, capability.value)
-            if (Result.isFailure(allowed)) return yield* (toHttpError(allowed.failure) as Forbidden)
+          const named = yield* targets(entry)
+          for (const target of named ?? [undefined]) {
+            const message = refusal(rule.access, agent, target, entry.action)
+            if (message === undefined) continue
+            if ("target" in rule && rule.target?.in === "path" && target !== undefined) {
+              // Another account's agent (or none at all) is 404 for everyone.
+              const found = yield* store.getAgent(agent.accountId, target)
+              if (Option.isNone(found)) return yield* (toHttpError({ code: "NOT_FOUND", message: "Agent not found" }) as NotFound)
+            }
+            return yield* forbidden(message)
           }
-        }
-        return yield* httpEffect
-      }))
-  })
-)
+
+          const capability = yield* neededCapability(entry)
+          if (Option.isSome(capability)) {
+            const self = yield* store.getAgent(agent.accountId, agent.id)
+            // Gone since authentication: the handler's own lookups answer.
+            if (Option.isSome(self)) {
+              const allowed = checkCapability(self.value.policy, capability.value)
+              if (Result.isFailure(allowed)) return yield* (toHttpError(allowed.failure) as Forbidden)
+            }
+          }
+          return yield* httpEffect
+        }))
+    })
+  )
 
 /** The access matrix over the API of /v1 (server.ts). */
 export const AccessControlLive: Layer.Layer<AccessControl, never, Store> = accessControlFor(Api)

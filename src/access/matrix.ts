@@ -22,7 +22,8 @@ import type { Capability } from "../domain/Capability.ts"
  * The HTTP layer refuses to start when an endpoint of the API is missing
  * here (or listed here and not in the API), and an endpoint it cannot find
  * is refused at request time: nothing is open by default. docs/access.md is
- * generated from this table (scripts in test/http/access-matrix.test.ts).
+ * rendered from this table by `renderAccessDoc` (src/access/doc.ts);
+ * test/http/access-matrix.test.ts fails when the two differ.
  */
 
 export type RouteAccess =
