@@ -5,7 +5,7 @@ import { SubmissionResponse } from "./ServicesApi.ts"
 import { InvoiceResponse } from "./FundingApi.ts"
 import { AgentResponse } from "./resources.ts"
 import { IsoDate, TransactionResponse } from "./WalletApi.ts"
-import { AdminAuthentication } from "./middleware.ts"
+import { AccessControl, AdminAuthentication } from "./middleware.ts"
 
 /** The operator's API, behind ADMIN_TOKEN; 404 when no token is configured. */
 
@@ -165,6 +165,7 @@ export class AdminApi extends HttpApiGroup.make("admin")
       error: BadRequest
     })
   )
+  .middleware(AccessControl)
   .middleware(AdminAuthentication)
   .annotateMerge(OpenApi.annotations({ title: "Admin", description: "The operator's API (Bearer ADMIN_TOKEN)" }))
 {}

@@ -3,7 +3,7 @@ import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "
 import { AgentName, Role } from "../../src/domain/Agent.ts"
 import { Capability } from "../../src/domain/Capability.ts"
 import { Cents } from "../../src/domain/Money.ts"
-import { Authentication, CurrentPrincipal, IdempotencyKeys } from "./middleware.ts"
+import { AccessControl, Authentication, CurrentPrincipal, IdempotencyKeys } from "./middleware.ts"
 import { AgentResponse } from "./resources.ts"
 import { AdminApi } from "./AdminApi.ts"
 import { CapabilitiesApi } from "./CapabilitiesApi.ts"
@@ -95,6 +95,7 @@ export class PublicApi extends HttpApiGroup.make("public")
       error: [BadRequest, ServiceUnavailable]
     }).middleware(IdempotencyKeys)
   )
+  .middleware(AccessControl)
   .annotateMerge(OpenApi.annotations({ title: "Public", description: "Signup and health; no key needed" }))
 {}
 
@@ -144,6 +145,7 @@ export class AgentsApi extends HttpApiGroup.make("agents")
       error: accessErrors
     })
   )
+  .middleware(AccessControl)
   .middleware(Authentication)
   .prefix("/v1/agents")
   .annotateMerge(OpenApi.annotations({ title: "Agents", description: "Agents, kill switch and policies" }))

@@ -23,7 +23,7 @@ import {
   SearchOutput
 } from "../../src/capabilities/schemas.ts"
 import { BadGateway, BadRequest, Forbidden, NotFound, PaymentRequired, ServiceUnavailable } from "./errors.ts"
-import { Authentication, IdempotencyKeys } from "./middleware.ts"
+import { AccessControl, Authentication, IdempotencyKeys } from "./middleware.ts"
 
 /** Capabilities: the catalogue with prices, and metered execution. */
 
@@ -137,6 +137,7 @@ export class CapabilitiesApi extends HttpApiGroup.make("capabilities")
       error: executeErrors
     })
   )
+  .middleware(AccessControl)
   .middleware(Authentication)
   .annotateMerge(OpenApi.annotations({ title: "Capabilities", description: "Catalogue, prices and metered execution" }))
 {}

@@ -1,7 +1,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import { BadGateway, BadRequest, Forbidden, NotFound } from "./errors.ts"
-import { Authentication, IdempotencyKeys } from "./middleware.ts"
+import { AccessControl, Authentication, IdempotencyKeys } from "./middleware.ts"
 
 /** Funding the wallet: Lightning invoices, card checkout sessions, and their list. */
 
@@ -70,6 +70,7 @@ export class FundingApi extends HttpApiGroup.make("funding")
       error: errors
     })
   )
+  .middleware(AccessControl)
   .middleware(Authentication)
   .annotateMerge(OpenApi.annotations({ title: "Funding", description: "Lightning invoices and card checkout" }))
 {}

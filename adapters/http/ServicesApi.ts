@@ -4,7 +4,7 @@ import { ProxyCall } from "../../src/services/Services.ts"
 import { SubmissionInput } from "../../src/services/Service.ts"
 import { Metadata } from "./CapabilitiesApi.ts"
 import { BadGateway, BadRequest, Conflict, Forbidden, NotFound, PaymentRequired, ServiceUnavailable } from "./errors.ts"
-import { Authentication, IdempotencyKeys } from "./middleware.ts"
+import { AccessControl, Authentication, IdempotencyKeys } from "./middleware.ts"
 
 /** The service catalogue, the proxy and the registry of community services. */
 
@@ -78,9 +78,10 @@ export class ServicesApi extends HttpApiGroup.make("services")
         limit: Schema.Number,
         offset: Schema.Number
       }),
-      error: BadRequest
+      error: [BadRequest, Forbidden]
     })
   )
+  .middleware(AccessControl)
   .middleware(Authentication)
   .annotateMerge(OpenApi.annotations({ title: "Services", description: "Catalogue, proxy and registry" }))
 {}

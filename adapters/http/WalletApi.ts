@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
-import { Authentication } from "./middleware.ts"
+import { AccessControl, Authentication } from "./middleware.ts"
 import { BadRequest, Forbidden, NotFound } from "./errors.ts"
 
 /** The wallet, its ledger and audit receipts: the HTTP contract. */
@@ -101,6 +101,7 @@ export class WalletApi extends HttpApiGroup.make("wallet")
       error: errors
     })
   )
+  .middleware(AccessControl)
   .middleware(Authentication)
   .annotateMerge(OpenApi.annotations({ title: "Wallet", description: "Balance, ledger and audit receipts" }))
 {}

@@ -2,16 +2,16 @@ import { Effect, Layer, Option } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { ValidationError } from "../../src/domain/errors.ts"
 import {
-  accountScope,
+  agentScope,
   Idempotency,
   IdempotencyConflict,
   IdempotencyKeyInProgress,
-  PUBLIC_SCOPE,
+  publicScope,
   type StoredResponse,
   sweepExpiredKeys,
   validateKey
 } from "../../src/idempotency/Idempotency.ts"
-import { Authentication, CurrentPrincipal, IdempotencyKeys } from "./middleware.ts"
+import { AccessControl, Authentication, CurrentPrincipal, IdempotencyKeys } from "./middleware.ts"
 import {
   BadGateway,
   BadRequest,
@@ -33,7 +33,9 @@ import {
  *
  * An endpoint with the `IdempotencyKeys` middleware accepts an
  * `Idempotency-Key` header. The middleware sits inside Authentication (see
- * Api.ts), so keys are scoped per account, or to the public scope on signup.
+ * Api.ts) and inside AccessControl (access.ts): a replay is only ever handed
+ * to a caller the access matrix and its policy let make the request now.
+ * Keys are scoped per agent, or per client address on signup.
  * It reads the raw body first (the request caches it, so the endpoint's own
  * payload decoding reads the same bytes again), fingerprints method, target
  * and body, and runs the endpoint at most once per key:
@@ -111,12 +113,16 @@ export const IdempotencyKeysLive: Layer.Layer<IdempotencyKeys, never, Idempotenc
         yield* Effect.mapError(validateKey(key), toMiddlewareError)
         const principal = yield* Effect.serviceOption(CurrentPrincipal)
         if (Option.isNone(principal) && endpoint.middlewares.has(Authentication)) {
-          // Declared outside Authentication: refuse rather than share keys across accounts.
-          return yield* Effect.die(new Error(`IdempotencyKeys must run inside Authentication (${endpoint.name})`))
+          // Declared outside Authentication: refuse rather than share keys across agents.
+          return yield* Effect.die(new Error(`IdempotencyKeys must run inside Authentication (${endpoint.identifier})`))
+        }
+        if (!endpoint.middlewares.has(AccessControl)) {
+          // A replay must never skip the access matrix (access.ts checks the order at start).
+          return yield* Effect.die(new Error(`IdempotencyKeys must run inside AccessControl (${endpoint.identifier})`))
         }
         const scope = Option.match(principal, {
-          onNone: () => PUBLIC_SCOPE,
-          onSome: ({ agent }) => accountScope(agent.accountId)
+          onNone: () => publicScope(Option.getOrUndefined(request.remoteAddress)),
+          onSome: ({ agent }) => agentScope(agent.id)
         })
         // Read failures (body over the limit, aborted upload) are defects, as
         // in the endpoint's own decoder; nothing has been claimed yet.

@@ -16,9 +16,22 @@ export class Authentication extends HttpApiMiddleware.Service<Authentication, {
 }) {}
 
 /**
+ * The access matrix (src/access/matrix.ts), implemented in access.ts. Declared
+ * on every group before its authentication middleware, so that it runs right
+ * after authentication and before the endpoint's own middleware
+ * (IdempotencyKeys) and the handler: a group's `.middleware(m)` appends `m`
+ * to each endpoint's list, and the builder wraps the handler in that list's
+ * order, so the last one declared runs first.
+ */
+export class AccessControl extends HttpApiMiddleware.Service<AccessControl>()("spendgate/http/AccessControl", {
+  error: [Forbidden, NotFound]
+}) {}
+
+/**
  * `Idempotency-Key` support, implemented in idempotency.ts. Applied to single
- * endpoints: an endpoint's own middleware runs inside its group's, so on an
- * authenticated group it sees the caller's account.
+ * endpoints: an endpoint's own middleware runs inside its group's, so it sees
+ * the caller (keys are scoped per agent) and only requests the access matrix
+ * let through.
  */
 export class IdempotencyKeys extends HttpApiMiddleware.Service<IdempotencyKeys>()("spendgate/http/IdempotencyKeys", {
   error: [BadRequest, Conflict]

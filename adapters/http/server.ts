@@ -19,6 +19,7 @@ import { RateLimitedAuthenticationLive, type RateLimitOptions } from "./rateLimi
 import { FundingHandlers } from "./fundingHandlers.ts"
 import { WalletHandlers } from "./walletHandlers.ts"
 import { IdempotencyKeysLive } from "./idempotency.ts"
+import { AccessControlLive } from "./access.ts"
 
 export interface HttpOptions {
   readonly port: number
@@ -51,6 +52,7 @@ export const routes = (options: Omit<HttpOptions, "port" | "host"> = {}) =>
   ).pipe(
     Layer.provideMerge(RateLimitedAuthenticationLive(options.rateLimits)),
     Layer.provideMerge(IdempotencyKeysLive),
+    Layer.provideMerge(AccessControlLive),
     Layer.provideMerge(AdminAuthenticationLive(options.adminToken ?? Option.none()))
   )
 

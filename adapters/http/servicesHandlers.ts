@@ -102,7 +102,7 @@ export const ServicesHandlers = HttpApiBuilder.group(
         Effect.gen(function*() {
           const principal = yield* CurrentPrincipal
           const page = { limit: query.limit ?? 50, offset: query.offset ?? 0 }
-          const result = yield* services.submissions(principal, page)
+          const result = yield* services.submissions(principal, page).pipe(Effect.mapError(toHttpError))
           return { submissions: result.items.map(submissionJson), total: result.total, ...page }
         }))
   })

@@ -1,6 +1,6 @@
 import { Clock, Context, Effect, Exit, Layer, Option, Schema } from "effect"
 import { ValidationError } from "../domain/errors.ts"
-import type { AccountId } from "../domain/ids.ts"
+import type { AgentId } from "../domain/ids.ts"
 import { IdempotencyStore } from "../ports/IdempotencyStore.ts"
 
 /**
@@ -27,11 +27,22 @@ const KEY_PATTERN = /^[\x20-\x7e]{1,255}$/
 
 export const MAX_KEY_LENGTH = 255
 
-/** Keys of authenticated requests are scoped per account. */
-export const accountScope = (accountId: AccountId): string => `account:${accountId}`
+/**
+ * Keys of authenticated requests are scoped per agent: a key and its stored
+ * answer belong to the agent that used it, never to another agent of the
+ * same account (an answer may carry what only its caller may see, such as a
+ * new agent's API key or a checkout session).
+ */
+export const agentScope = (agentId: AgentId): string => `agent:${agentId}`
 
-/** The scope of unauthenticated requests (signup). */
-export const PUBLIC_SCOPE = "public"
+/**
+ * The scope of unauthenticated requests (signup), per client address: a
+ * stored signup answer holds the new owner's API key, so it is replayed only
+ * to the address that asked for it. Behind a reverse proxy every client has
+ * the proxy's address and shares one scope, as without an address.
+ */
+export const publicScope = (clientAddress: string | undefined): string =>
+  clientAddress === undefined || clientAddress === "" ? "public" : `public:${clientAddress}`
 
 export const validateKey = (key: string): Effect.Effect<string, ValidationError> =>
   KEY_PATTERN.test(key) ? Effect.succeed(key) : Effect.fail(

@@ -3,6 +3,7 @@ import { requireOwner } from "../agents/Access.ts"
 import { promptTokenBound, tokenCost } from "../capabilities/pricing.ts"
 import { ProviderFailure } from "../capabilities/Provider.ts"
 import type { Principal } from "../domain/Agent.ts"
+import type { Capability } from "../domain/Capability.ts"
 import { Conflict, type Forbidden, NotFound, type SpendRefusal, ValidationError } from "../domain/errors.ts"
 import { centsToMicroUsd } from "../domain/Money.ts"
 import { OutboundHttp, UnsafeUrl } from "../ports/Net.ts"
@@ -22,12 +23,16 @@ import {
   type SubmissionInput
 } from "./Service.ts"
 
+/** The capability a proxied call counts as (policies, caps, the ledger): the service's first. */
+export const proxyCapability = (service: Pick<Service, "capabilities">): Capability => service.capabilities[0] ?? "reason"
+
 /**
  * The service catalogue (operator services + approved registry submissions),
  * the registry, and the proxy. A proxied call is metered and charged through
  * the same spend pipeline as capabilities: policies, caps and the kill switch
  * apply, and an endpoint without a price is refused.
  */
+
 
 export const ProxyCall = Schema.Struct({
   method: Schema.Literals(HTTP_METHODS),
@@ -245,7 +250,7 @@ export class Services extends Context.Service<Services, {
   readonly list: Effect.Effect<ReadonlyArray<Service>>
   readonly get: (slug: string) => Effect.Effect<Service, NotFound>
   readonly submit: (principal: Principal, input: SubmissionInput) => Effect.Effect<Submission, Forbidden | ValidationError | UnsafeUrl | Conflict>
-  readonly submissions: (principal: Principal, page: PageRequest) => Effect.Effect<Page<Submission>>
+  readonly submissions: (principal: Principal, page: PageRequest) => Effect.Effect<Page<Submission>, Forbidden>
   /** Operator: every submission, by status. */
   readonly allSubmissions: (status: Submission["status"] | undefined, page: PageRequest) => Effect.Effect<Page<Submission>>
   readonly review: (id: string, status: "approved" | "rejected", note: string | null) => Effect.Effect<Submission, NotFound | Conflict>
@@ -319,7 +324,10 @@ export class Services extends Context.Service<Services, {
       })
 
       const submissions = (principal: Principal, page: PageRequest) =>
-        registry.list({ accountId: principal.agent.accountId }, page)
+        Effect.andThen(
+          requireOwner(principal, "list registry submissions"),
+          registry.list({ accountId: principal.agent.accountId }, page)
+        )
 
       const allSubmissions = (status: Submission["status"] | undefined, page: PageRequest) => registry.list({ status }, page)
 
@@ -416,7 +424,7 @@ export class Services extends Context.Service<Services, {
             })
           )
           yield* spend.spend(principal, {
-            capability: service.capabilities[0] ?? "reason",
+            capability: proxyCapability(service),
             provider: `proxy:${service.slug}`,
             quotedMicroUsd: quote.microUsd,
             description: describe(service, call, quote, " stream"),
@@ -461,7 +469,7 @@ export class Services extends Context.Service<Services, {
           )
           const spent = yield* Effect.mapError(
             spend.spend(principal, {
-              capability: service.capabilities[0] ?? "reason",
+              capability: proxyCapability(service),
               provider: `proxy:${service.slug}`,
               quotedMicroUsd: quote.microUsd,
               description: describe(service, call, quote, ""),

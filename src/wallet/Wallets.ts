@@ -1,5 +1,5 @@
 import { Clock, Context, Effect, Layer, Option } from "effect"
-import { requireOwner } from "../agents/Access.ts"
+import { requireOwner, requireSelfOrOwner } from "../agents/Access.ts"
 import { type ChainBreak, verifyChainSegment } from "../audit/chain.ts"
 import type { Principal } from "../domain/Agent.ts"
 import { Forbidden, NotFound } from "../domain/errors.ts"
@@ -68,7 +68,7 @@ export class Wallets extends Context.Service<Wallets, {
     query: TransactionQuery,
     page: PageRequest
   ) => Effect.Effect<Page<Transaction>, Forbidden>
-  readonly audit: (principal: Principal, auditId: string) => Effect.Effect<AuditView, NotFound>
+  readonly audit: (principal: Principal, auditId: string) => Effect.Effect<AuditView, NotFound | Forbidden>
   /** Walks the account's whole audit chain; null when it is intact. */
   readonly verifyChain: (accountId: AccountId) => Effect.Effect<ChainBreak | null>
 }>()("spendgate/Wallets") {
@@ -126,13 +126,9 @@ export class Wallets extends Context.Service<Wallets, {
         query: TransactionQuery,
         page: PageRequest
       ) {
-        let agentId = query.agentId
-        if (principal.agent.role !== "owner") {
-          if (agentId !== undefined && agentId !== principal.agent.id) {
-            return yield* new Forbidden({ message: "An agent may only list its own transactions" })
-          }
-          agentId = principal.agent.id
-        }
+        yield* requireSelfOrOwner(principal, query.agentId ?? principal.agent.id, "list the transactions of")
+        // An agent lists only its own rows, with or without the filter.
+        const agentId = principal.agent.role === "owner" ? query.agentId : principal.agent.id
         const filter: TransactionFilter = {
           type: query.type,
           agentId,
@@ -148,6 +144,7 @@ export class Wallets extends Context.Service<Wallets, {
         const found = yield* store.getAudit(principal.agent.accountId, auditId)
         if (Option.isNone(found)) return yield* new NotFound({ resource: "Audit record" })
         const record = found.value
+        yield* requireSelfOrOwner(principal, record.agentId, "read the audit records of")
         const previous = record.seq === 1n
           ? null
           : (yield* store.listAudit(record.accountId, record.seq - 2n, 1))[0] ?? null

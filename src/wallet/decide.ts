@@ -1,4 +1,5 @@
 import { Result } from "effect"
+import { checkCapability } from "../agents/Access.ts"
 import type { Agent, Policy } from "../domain/Agent.ts"
 import type { Capability } from "../domain/Capability.ts"
 import {
@@ -39,9 +40,8 @@ export const checkPolicy = (
   capability: Capability,
   quotedMicroUsd: bigint
 ): Result.Result<void, CapabilityNotAllowed | PerCallLimitExceeded> => {
-  if (policy.allowedCapabilities.length > 0 && !policy.allowedCapabilities.includes(capability)) {
-    return Result.fail(new CapabilityNotAllowed({ capability, allowedCapabilities: policy.allowedCapabilities }))
-  }
+  const allowed = checkCapability(policy, capability)
+  if (Result.isFailure(allowed)) return Result.fail(allowed.failure)
   if (policy.maxPerCallMicroUsd !== null && quotedMicroUsd > policy.maxPerCallMicroUsd) {
     return Result.fail(
       new PerCallLimitExceeded({ perCallCapMicroUsd: policy.maxPerCallMicroUsd, quotedMicroUsd })

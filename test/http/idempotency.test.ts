@@ -1,5 +1,13 @@
+import { NodeHttpClient } from "@effect/platform-node"
+import { Effect, Exit, Layer, Redacted, Scope } from "effect"
 import { request } from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import * as OpenAiCompatible from "../../adapters/providers/reason/openaiCompatible.ts"
+import * as Transport from "../../adapters/services/transport.ts"
+import { Providers } from "../../src/capabilities/Capabilities.ts"
+import type { AccountId } from "../../src/domain/ids.ts"
+import { Wallets } from "../../src/wallet/Wallets.ts"
+import { type Fake, startFake } from "../providers/fakeLlm.ts"
 import { client, errorCode, type RunningServer, startServer, storeBackends } from "../support/server.ts"
 
 describe.each(storeBackends)("HTTP Idempotency-Key over %s", (_name, store) => {
@@ -159,22 +167,23 @@ describe.each(storeBackends)("HTTP Idempotency-Key over %s", (_name, store) => {
     expect(retry.headers.get("idempotent-replayed")).toBeNull()
   })
 
-  it("stores and replays a 403: a refused request is an answer", async () => {
+  it("does not store a refusal of the access matrix: it is checked before the key", async () => {
     const owner = await signup()
     const worker = (await createAgent(owner.apiKey, undefined)).body as { apiKey: string }
     const key = newKey()
-    const first = await createAgent(worker.apiKey, key, { name: "sneaky" })
-    expect(first.status).toBe(403)
-    expect(errorCode(first)).toBe("FORBIDDEN")
-    expect(first.headers.get("idempotent-replayed")).toBeNull()
-    const second = await createAgent(worker.apiKey, key, { name: "sneaky" })
-    expect(second.status).toBe(403)
-    expect(second.text).toBe(first.text)
-    expect(second.headers.get("idempotent-replayed")).toBe("true")
+    for (let i = 0; i < 2; i++) {
+      const refused = await createAgent(worker.apiKey, key, { name: "sneaky" })
+      expect(refused.status).toBe(403)
+      expect(errorCode(refused)).toBe("FORBIDDEN")
+      expect(refused.headers.get("idempotent-replayed")).toBeNull()
+    }
     expect(await agentTotal(owner.apiKey)).toBe(2)
+    // The key was never claimed: the worker may use it elsewhere.
+    const wallet = await api.call("GET", "/v1/wallet", { key: worker.apiKey, headers: { "idempotency-key": key } })
+    expect(wallet.status).toBe(200)
   })
 
-  it("scopes keys per account: two accounts use the same key independently", async () => {
+  it("scopes keys per agent: two accounts use the same key independently", async () => {
     const a = await signup("a")
     const b = await signup("b")
     const key = newKey()
@@ -212,6 +221,39 @@ describe.each(storeBackends)("HTTP Idempotency-Key over %s", (_name, store) => {
     expect(asAccount.headers.get("idempotent-replayed")).toBeNull()
   })
 
+  it("replays a signup only to the client address that made it: the answer holds the owner's key", async () => {
+    const key = newKey()
+    const from = (localAddress: string) =>
+      new Promise<{ status: number; replayed: string | undefined; body: any }>((resolve, reject) => {
+        const payload = JSON.stringify({ name: "ops" })
+        const req = request(new URL("/v1/signup", server.baseUrl), {
+          method: "POST",
+          localAddress,
+          headers: { "content-type": "application/json", "idempotency-key": key }
+        }, (res) => {
+          let text = ""
+          res.on("data", (chunk) => (text += chunk))
+          res.on("end", () =>
+            resolve({
+              status: res.statusCode ?? 0,
+              replayed: res.headers["idempotent-replayed"] as string | undefined,
+              body: JSON.parse(text)
+            }))
+        })
+        req.on("error", reject)
+        req.end(payload)
+      })
+    const first = await from("127.0.0.1")
+    expect(first.status).toBe(201)
+    const elsewhere = await from("127.0.0.2")
+    expect(elsewhere.status).toBe(201)
+    expect(elsewhere.replayed).toBeUndefined()
+    expect(elsewhere.body.apiKey).not.toBe(first.body.apiKey)
+    const again = await from("127.0.0.1")
+    expect(again.replayed).toBe("true")
+    expect(again.body).toEqual(first.body)
+  })
+
   it("refuses a malformed key with 400 VALIDATION_ERROR and does nothing", async () => {
     const owner = await signup()
     for (const bad of ["", "k".repeat(256), "x".repeat(300), "café", "naïve-key"]) {
@@ -240,5 +282,207 @@ describe.each(storeBackends)("HTTP Idempotency-Key over %s", (_name, store) => {
     const created = await createAgent(owner.apiKey, key)
     expect(created.status).toBe(201)
     expect(created.headers.get("idempotent-replayed")).toBeNull()
+  })
+})
+
+/**
+ * An Idempotency-Key belongs to the agent that used it, and a replay is an
+ * answer to the caller: authentication, role and policy are checked first.
+ * Each case below handed one agent's stored answer to another (or to an agent
+ * that may no longer make the call) before keys were bound to agents.
+ */
+describe.each(storeBackends)("Idempotency-Key across agents over %s", (_name, store) => {
+  const scope = Effect.runSync(Scope.make())
+  let fake: Fake
+  let server: RunningServer
+  let api: ReturnType<typeof client>
+
+  beforeAll(async () => {
+    fake = await Effect.runPromise(Scope.provide(startFake({ apiKey: "sk-upstream" }), scope))
+    fake.behaviour = { _tag: "reply", reply: { content: "the owner's answer", promptTokens: 10, completionTokens: 10 } }
+    const providers = Layer.effect(
+      Providers,
+      OpenAiCompatible.make({
+        name: "alpha",
+        baseUrl: `${fake.origin}/v1`,
+        apiKey: Redacted.make("sk-upstream"),
+        models: [{ id: "m-1", inputPer1kMicroUsd: 1_000n, outputPer1kMicroUsd: 1_000n, maxTokens: 4096, defaultMaxTokens: 100 }]
+      }).pipe(Effect.map((provider) => ({ all: [provider] })))
+    ).pipe(Layer.provide(NodeHttpClient.layerUndici))
+    const m1 = { id: "m-1", inputPer1kMicroUsd: 1_000n, outputPer1kMicroUsd: 1_000n, maxTokens: 4096, defaultMaxTokens: 100 }
+    const transport = Transport.layer({
+      operatorServices: [{
+        service: {
+          slug: "alpha",
+          name: "Alpha",
+          description: "test upstream",
+          baseUrl: `${fake.origin}/v1`,
+          capabilities: ["reason"],
+          origin: "operator",
+          endpoints: [{
+            path: "/chat/completions",
+            method: "POST",
+            description: "chat",
+            price: { kind: "tokens", format: "openai-chat", models: [m1] }
+          }]
+        },
+        credentials: { authorization: Redacted.make("Bearer sk-upstream") }
+      }]
+    }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+    server = await startServer(store(), { providers, transport })
+    api = client(server.baseUrl)
+  })
+  afterAll(async () => {
+    await server?.close()
+    await Effect.runPromise(Scope.close(scope, Exit.void))
+  })
+
+  const withKey = (method: string, path: string, key: string, idempotencyKey: string, body?: unknown) =>
+    api.call(method, path, { key, ...(body === undefined ? {} : { body }), headers: { "idempotency-key": idempotencyKey } })
+
+  /** A funded account: its owner and a worker allowed `allowed` (all when empty). */
+  const account = async (allowed: ReadonlyArray<string> = []) => {
+    const owner = (await api.post("/v1/signup", { name: "ops" })).body as { apiKey: string; agentId: string; accountId: string }
+    await server.run(Effect.gen(function*() {
+      yield* (yield* Wallets).credit({
+        accountId: owner.accountId as AccountId,
+        key: "seed",
+        pocket: "usd",
+        amount: 100_000_000n,
+        description: "seed"
+      })
+    }))
+    const worker = (await api.post("/v1/agents", { name: "worker" }, owner.apiKey)).body as { apiKey: string; id: string }
+    if (allowed.length > 0) {
+      const set = await api.put(`/v1/agents/${worker.id}/policy`, { allowedCapabilities: allowed }, owner.apiKey)
+      expect(set.status).toBe(200)
+    }
+    return { owner, worker }
+  }
+
+  it("a worker replaying the owner's POST /v1/agents (role owner) gets 403, not the new owner's key", async () => {
+    const { owner, worker } = await account()
+    const body = { name: "second-owner", role: "owner" }
+    const first = await withKey("POST", "/v1/agents", owner.apiKey, "create-second-owner", body)
+    expect(first.status).toBe(201)
+    expect(first.body.role).toBe("owner")
+    const replay = await withKey("POST", "/v1/agents", worker.apiKey, "create-second-owner", body)
+    expect(replay.status, replay.text).toBe(403)
+    expect(errorCode(replay)).toBe("FORBIDDEN")
+    expect(replay.headers.get("idempotent-replayed")).toBeNull()
+    expect(replay.text).not.toContain(first.body.apiKey)
+    // The worker still cannot list agents, and the owner still sees three agents.
+    expect((await api.get("/v1/agents", worker.apiKey)).status).toBe(403)
+    expect((await api.get("/v1/agents", owner.apiKey)).body.total).toBe(3)
+    // The owner's own retry is still a replay.
+    const again = await withKey("POST", "/v1/agents", owner.apiKey, "create-second-owner", body)
+    expect(again.headers.get("idempotent-replayed")).toBe("true")
+    expect(again.text).toBe(first.text)
+  })
+
+  it("a worker replaying the owner's POST /v1/wallet/fund-card gets 403, not the checkout session", async () => {
+    const { owner, worker } = await account()
+    const body = { amountUsdCents: 2500 }
+    const first = await withKey("POST", "/v1/wallet/fund-card", owner.apiKey, "fund-card-1", body)
+    expect(first.status, first.text).toBe(200)
+    const replay = await withKey("POST", "/v1/wallet/fund-card", worker.apiKey, "fund-card-1", body)
+    expect(replay.status, replay.text).toBe(403)
+    expect(errorCode(replay)).toBe("FORBIDDEN")
+    expect(replay.text).not.toContain(first.body.sessionId)
+  })
+
+  it("a speak-only worker replaying the owner's reason call gets 403 CAPABILITY_NOT_ALLOWED", async () => {
+    const { owner, worker } = await account(["speak"])
+    const body = { prompt: "secret plans" }
+    const first = await withKey("POST", "/v1/capabilities/reason", owner.apiKey, "reason-1", body)
+    expect(first.status, first.text).toBe(200)
+    expect(first.body.data.content).toBe("the owner's answer")
+    const calls = fake.requests.length
+    const replay = await withKey("POST", "/v1/capabilities/reason", worker.apiKey, "reason-1", body)
+    expect(replay.status, replay.text).toBe(403)
+    expect(errorCode(replay)).toBe("CAPABILITY_NOT_ALLOWED")
+    expect(replay.text).not.toContain("the owner's answer")
+    expect(fake.requests.length).toBe(calls)
+  })
+
+  it("a speak-only worker replaying the owner's proxy call gets 403 CAPABILITY_NOT_ALLOWED", async () => {
+    const { owner, worker } = await account(["speak"])
+    const body = { method: "POST", path: "/chat/completions", body: { model: "m-1", messages: [{ role: "user", content: "hi" }] } }
+    const first = await withKey("POST", "/v1/proxy/alpha", owner.apiKey, "proxy-1", body)
+    expect(first.status, first.text).toBe(200)
+    const calls = fake.requests.length
+    const replay = await withKey("POST", "/v1/proxy/alpha", worker.apiKey, "proxy-1", body)
+    expect(replay.status, replay.text).toBe(403)
+    expect(errorCode(replay)).toBe("CAPABILITY_NOT_ALLOWED")
+    expect(replay.text).not.toContain("the owner's answer")
+    expect(fake.requests.length).toBe(calls)
+    // Its own proxy call, replayed after its policy was narrowed: refused too.
+    await api.put(`/v1/agents/${worker.id}/policy`, { allowedCapabilities: [] }, owner.apiKey)
+    const own = await withKey("POST", "/v1/proxy/alpha", worker.apiKey, "proxy-2", body)
+    expect(own.status, own.text).toBe(200)
+    await api.put(`/v1/agents/${worker.id}/policy`, { allowedCapabilities: ["speak"] }, owner.apiKey)
+    const narrowed = await withKey("POST", "/v1/proxy/alpha", worker.apiKey, "proxy-2", body)
+    expect(narrowed.status, narrowed.text).toBe(403)
+    expect(errorCode(narrowed)).toBe("CAPABILITY_NOT_ALLOWED")
+  })
+
+  it("an agent whose policy was narrowed after the call gets 403, not its own stored answer", async () => {
+    const { owner, worker } = await account()
+    const body = { prompt: "once" }
+    const first = await withKey("POST", "/v1/capabilities/reason", worker.apiKey, "reason-2", body)
+    expect(first.status, first.text).toBe(200)
+    const narrowed = await api.put(`/v1/agents/${worker.id}/policy`, { allowedCapabilities: ["speak"] }, owner.apiKey)
+    expect(narrowed.status).toBe(200)
+    const replay = await withKey("POST", "/v1/capabilities/reason", worker.apiKey, "reason-2", body)
+    expect(replay.status, replay.text).toBe(403)
+    expect(errorCode(replay)).toBe("CAPABILITY_NOT_ALLOWED")
+    // Allowed again: the stored answer is replayed, nothing runs twice.
+    await api.put(`/v1/agents/${worker.id}/policy`, { allowedCapabilities: [] }, owner.apiKey)
+    const calls = fake.requests.length
+    const allowed = await withKey("POST", "/v1/capabilities/reason", worker.apiKey, "reason-2", body)
+    expect(allowed.headers.get("idempotent-replayed")).toBe("true")
+    expect(allowed.text).toBe(first.text)
+    expect(fake.requests.length).toBe(calls)
+  })
+
+  it("stores and replays a final refusal (402) to the agent that got it", async () => {
+    const owner = (await api.post("/v1/signup", { name: "unfunded" })).body as { apiKey: string }
+    const body = { prompt: "no money" }
+    const first = await withKey("POST", "/v1/capabilities/reason", owner.apiKey, "broke-1", body)
+    expect(first.status).toBe(402)
+    expect(errorCode(first)).toBe("INSUFFICIENT_BALANCE")
+    const second = await withKey("POST", "/v1/capabilities/reason", owner.apiKey, "broke-1", body)
+    expect(second.status).toBe(402)
+    expect(second.text).toBe(first.text)
+    expect(second.headers.get("idempotent-replayed")).toBe("true")
+  })
+
+  it("two agents of one account use the same key independently", async () => {
+    const { owner, worker } = await account()
+    const body = { prompt: "same words" }
+    const fromOwner = await withKey("POST", "/v1/capabilities/reason", owner.apiKey, "shared", body)
+    const fromWorker = await withKey("POST", "/v1/capabilities/reason", worker.apiKey, "shared", body)
+    expect(fromOwner.status).toBe(200)
+    expect(fromWorker.status).toBe(200)
+    expect(fromWorker.headers.get("idempotent-replayed")).toBeNull()
+    expect(fromWorker.body.metadata.auditId).not.toBe(fromOwner.body.metadata.auditId)
+  })
+
+  it("a worker reads only its own audit records and not the registry submissions", async () => {
+    const { owner, worker } = await account()
+    const mine = await api.post("/v1/capabilities/reason", { prompt: "mine" }, worker.apiKey)
+    const theirs = await api.post("/v1/capabilities/reason", { prompt: "theirs" }, owner.apiKey)
+    expect(mine.status).toBe(200)
+    expect(theirs.status).toBe(200)
+    expect((await api.get(`/v1/audit/${mine.body.metadata.auditId}`, worker.apiKey)).status).toBe(200)
+    const other = await api.get(`/v1/audit/${theirs.body.metadata.auditId}`, worker.apiKey)
+    expect(other.status, other.text).toBe(403)
+    expect(errorCode(other)).toBe("FORBIDDEN")
+    expect((await api.get(`/v1/audit/${theirs.body.metadata.auditId}`, owner.apiKey)).status).toBe(200)
+    expect((await api.get(`/v1/wallet/transactions?agentId=${owner.agentId}`, worker.apiKey)).status).toBe(403)
+    const submissions = await api.get("/v1/registry/submissions", worker.apiKey)
+    expect(submissions.status, submissions.text).toBe(403)
+    expect(errorCode(submissions)).toBe("FORBIDDEN")
+    expect((await api.get("/v1/registry/submissions", owner.apiKey)).status).toBe(200)
   })
 })

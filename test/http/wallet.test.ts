@@ -144,8 +144,15 @@ describe.each(storeBackends)("HTTP wallet, transactions and audit over %s", (_na
   })
 
   it("serves audit receipts to their account only, verified against the chain", async () => {
-    const { ownerKey, workerKey, receipts } = await setup()
-    for (const key of [ownerKey, workerKey]) {
+    const { ownerKey, workerKey, workerId, receipts } = await setup()
+    // A worker reads the receipts of its own calls, not the owner's (docs/access.md).
+    const own = await api.get(`/v1/audit/${receipts[1]!.auditId}`, workerKey)
+    expect(own.status).toBe(200)
+    expect(own.body).toMatchObject({ id: receipts[1]!.auditId, agentId: workerId, verified: true })
+    const owners = await api.get(`/v1/audit/${receipts[0]!.auditId}`, workerKey)
+    expect(owners.status).toBe(403)
+    expect(errorCode(owners)).toBe("FORBIDDEN")
+    for (const key of [ownerKey]) {
       const res = await api.get(`/v1/audit/${receipts[0]!.auditId}`, key)
       expect(res.status).toBe(200)
       expect(res.body).toMatchObject({

@@ -3,13 +3,16 @@ import { Effect, Exit, Fiber, Layer, Option, Ref } from "effect"
 import { TestClock } from "effect/testing"
 import * as MemoryIdempotencyStore from "../../adapters/memory/MemoryIdempotencyStore.ts"
 import { ValidationError } from "../../src/domain/errors.ts"
+import type { AgentId } from "../../src/domain/ids.ts"
 import {
+  agentScope,
   DEFAULTS,
   hashRequest,
   Idempotency,
   IdempotencyConflict,
   IdempotencyKeyInProgress,
   type IdempotentRequest,
+  publicScope,
   type IdempotencyOptions,
   type StoredResponse,
   sweepExpiredKeys
@@ -25,7 +28,7 @@ const HOUR = 60 * 60 * 1000
 const encoder = new TextEncoder()
 
 const request = (overrides: Partial<IdempotentRequest> = {}): IdempotentRequest => ({
-  scope: "account:acc_1",
+  scope: agentScope("agt_1" as AgentId),
   key: "order-42",
   method: "POST",
   target: "/v1/agents",
@@ -86,12 +89,19 @@ describe("Idempotency", () => {
       assert.strictEqual(yield* Ref.get(runs), 1)
     }).pipe(withIdempotency()))
 
+  it("scopes keys per agent, and signup keys per client address", () => {
+    assert.notStrictEqual(agentScope("agt_1" as AgentId), agentScope("agt_2" as AgentId))
+    assert.notStrictEqual(publicScope("10.0.0.1"), publicScope("10.0.0.2"))
+    assert.strictEqual(publicScope(undefined), "public")
+    assert.notStrictEqual(publicScope("10.0.0.1"), agentScope("agt_1" as AgentId))
+  })
+
   it.effect("keeps scopes apart", () =>
     Effect.gen(function*() {
       const idempotency = yield* Idempotency
       const { runs, execute } = yield* endpoint(created)
       yield* idempotency.run(request(), execute, asStored)
-      const other = yield* idempotency.run(request({ scope: "account:acc_2", body: new Uint8Array() }), execute, asStored)
+      const other = yield* idempotency.run(request({ scope: agentScope("agt_2" as AgentId), body: new Uint8Array() }), execute, asStored)
       assert.strictEqual(other._tag, "Executed")
       assert.strictEqual(yield* Ref.get(runs), 2)
     }).pipe(withIdempotency()))

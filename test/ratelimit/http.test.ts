@@ -9,6 +9,7 @@ import { AgentsApi, PublicApi } from "../../adapters/http/Api.ts"
 import { envelopeMiddleware } from "../../adapters/http/envelope.ts"
 import { AgentsHandlers, PublicHandlers } from "../../adapters/http/handlers.ts"
 import { IdempotencyKeysLive } from "../../adapters/http/idempotency.ts"
+import { AccessControlLive } from "../../adapters/http/access.ts"
 import { RateLimitedAuthenticationLive, type RateLimitOptions } from "../../adapters/http/rateLimit.ts"
 import * as MemoryStore from "../../adapters/memory/MemoryStore.ts"
 import * as MemoryRateLimiter from "../../adapters/ratelimit/memory.ts"
@@ -83,7 +84,8 @@ const startLimitedServer = async (store: StoreContext, rateLimits: RateLimitOpti
     envelopeMiddleware()
   ).pipe(
     Layer.provideMerge(RateLimitedAuthenticationLive(rateLimits)),
-    Layer.provideMerge(IdempotencyKeysLive)
+    Layer.provideMerge(IdempotencyKeysLive),
+    Layer.provideMerge(AccessControlLive)
   )
   const app = HttpRouter.serve(routes, { disableLogger: true, disableListenLog: true }).pipe(
     Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),

@@ -1,0 +1,152 @@
+import type { AgentAccess } from "../agents/Access.ts"
+import type { Capability } from "../domain/Capability.ts"
+
+/**
+ * The access matrix: for every endpoint of the HTTP API (group and endpoint
+ * name, as in adapters/http/*Api.ts), who may call it. Data only; the rule
+ * that reads it is `refusal` in src/agents/Access.ts.
+ *
+ * - `public`: no key (signup, health);
+ * - `admin`: the operator's ADMIN_TOKEN, never an agent key;
+ * - `agent`, `owner`, `selfOrOwner`: an agent key, see `AgentAccess`.
+ *
+ * `target` says where the request names an agent: a path parameter (an id
+ * not in the caller's account is 404 NOT_FOUND, whoever asks, so existence
+ * never leaks), a query filter, or the row a path id reads (`row`: the
+ * row's agent, known once read, so the core checks it with the same rule;
+ * another account's row is 404). `capability` says which entry of the
+ * caller's `allowedCapabilities` the call needs (`service`: the proxied
+ * service's capability). `rows` names a rule the core applies to rows it
+ * reads, documented here and tested over HTTP.
+ *
+ * The HTTP layer refuses to start when an endpoint of the API is missing
+ * here (or listed here and not in the API), and an endpoint it cannot find
+ * is refused at request time: nothing is open by default. docs/access.md is
+ * rendered from this table by `renderAccessDoc` (src/access/doc.ts);
+ * test/http/access-matrix.test.ts fails when the two differ.
+ */
+
+export type RouteAccess =
+  | { readonly access: "public" | "admin" }
+  | {
+    readonly access: AgentAccess
+    readonly target?: { readonly in: "path" | "query" | "row"; readonly name: string }
+    readonly capability?: Capability | "service"
+    readonly rows?: string
+  }
+
+export interface MatrixEntry {
+  readonly method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE"
+  readonly path: string
+  readonly rule: RouteAccess
+  /** What the caller does, completing "may only …" / "Only an owner agent may …". */
+  readonly action: string
+}
+
+const entry = (method: MatrixEntry["method"], path: string, rule: RouteAccess, action: string): MatrixEntry => ({
+  method,
+  path,
+  rule,
+  action
+})
+
+const pathAgent = { in: "path", name: "id" } as const
+const capabilityCall = (name: Capability) =>
+  entry("POST", `/v1/capabilities/${name}`, { access: "agent", capability: name }, `use ${name}`)
+
+export const accessMatrix = {
+  public: {
+    health: entry("GET", "/health", { access: "public" }, "check health"),
+    signup: entry("POST", "/v1/signup", { access: "public" }, "sign up")
+  },
+  agents: {
+    list: entry("GET", "/v1/agents", { access: "owner" }, "list agents"),
+    create: entry("POST", "/v1/agents", { access: "owner" }, "create agents"),
+    get: entry("GET", "/v1/agents/:id", { access: "selfOrOwner", target: pathAgent }, "read"),
+    update: entry("PATCH", "/v1/agents/:id", { access: "owner", target: pathAgent }, "change agents"),
+    getPolicy: entry("GET", "/v1/agents/:id/policy", { access: "selfOrOwner", target: pathAgent }, "read the policy of"),
+    replacePolicy: entry("PUT", "/v1/agents/:id/policy", { access: "owner", target: pathAgent }, "change policies"),
+    patchPolicy: entry("PATCH", "/v1/agents/:id/policy", { access: "owner", target: pathAgent }, "change policies")
+  },
+  wallet: {
+    wallet: entry("GET", "/v1/wallet", { access: "agent" }, "read the wallet"),
+    agentWallet: entry(
+      "GET",
+      "/v1/agents/:id/wallet",
+      { access: "owner", target: pathAgent },
+      "read the wallet of an agent"
+    ),
+    transactions: entry(
+      "GET",
+      "/v1/wallet/transactions",
+      {
+        access: "selfOrOwner",
+        target: { in: "query", name: "agentId" },
+        rows: "an agent lists only its own transactions"
+      },
+      "list the transactions of"
+    ),
+    audit: entry(
+      "GET",
+      "/v1/audit/:auditId",
+      {
+        access: "selfOrOwner",
+        target: { in: "row", name: "auditId" },
+        rows: "an agent reads only the audit records of its own transactions"
+      },
+      "read the audit records of"
+    )
+  },
+  funding: {
+    fund: entry("POST", "/v1/wallet/fund", { access: "owner" }, "fund the wallet"),
+    fundCard: entry("POST", "/v1/wallet/fund-card", { access: "owner" }, "fund the wallet"),
+    invoices: entry("GET", "/v1/wallet/invoices", { access: "owner" }, "read invoices")
+  },
+  admin: {
+    stats: entry("GET", "/v1/admin/stats", { access: "admin" }, "read statistics"),
+    agents: entry("GET", "/v1/admin/agents", { access: "admin" }, "list all agents"),
+    transactions: entry("GET", "/v1/admin/transactions", { access: "admin" }, "list all transactions"),
+    auditLogs: entry("GET", "/v1/admin/audit-logs", { access: "admin" }, "list all audit records"),
+    serviceHealth: entry("GET", "/v1/admin/service-health", { access: "admin" }, "read provider health"),
+    submissions: entry("GET", "/v1/admin/registry/submissions", { access: "admin" }, "list all submissions"),
+    approve: entry("POST", "/v1/admin/registry/submissions/:id/approve", { access: "admin" }, "approve submissions"),
+    reject: entry("POST", "/v1/admin/registry/submissions/:id/reject", { access: "admin" }, "reject submissions"),
+    rate: entry("GET", "/v1/admin/rate", { access: "admin" }, "read the rate"),
+    latePayments: entry("GET", "/v1/admin/late-payments", { access: "admin" }, "list late payments")
+  },
+  capabilities: {
+    list: entry("GET", "/v1/capabilities", { access: "agent" }, "list capabilities"),
+    describe: entry("GET", "/v1/capabilities/:capability", { access: "agent" }, "describe capabilities"),
+    reason: capabilityCall("reason"),
+    search: capabilityCall("search"),
+    read: capabilityCall("read"),
+    scrape: capabilityCall("scrape"),
+    execute: capabilityCall("execute"),
+    imagine: capabilityCall("imagine"),
+    speak: capabilityCall("speak"),
+    transcribe: capabilityCall("transcribe"),
+    email: capabilityCall("email"),
+    sms: capabilityCall("sms"),
+    other: entry("POST", "/v1/capabilities/:capability", { access: "agent" }, "use capabilities")
+  },
+  services: {
+    list: entry("GET", "/v1/services", { access: "agent" }, "list services"),
+    get: entry("GET", "/v1/services/:slug", { access: "agent" }, "read services"),
+    proxy: entry("POST", "/v1/proxy/:slug", { access: "agent", capability: "service" }, "use the proxy"),
+    submit: entry("POST", "/v1/registry/submit", { access: "owner" }, "submit services"),
+    submissions: entry("GET", "/v1/registry/submissions", { access: "owner" }, "list registry submissions")
+  }
+} as const satisfies Record<string, Record<string, MatrixEntry>>
+
+/** The entry of an endpoint, or undefined when the matrix does not list it (refused). */
+export const lookupAccess = (group: string, endpoint: string): MatrixEntry | undefined => {
+  const byGroup = (accessMatrix as Record<string, Record<string, MatrixEntry>>)[group]
+  if (byGroup === undefined || !Object.hasOwn(byGroup, endpoint)) return undefined
+  return byGroup[endpoint]
+}
+
+/** Every entry, in table order. */
+export const matrixEntries = (): ReadonlyArray<{ readonly group: string; readonly endpoint: string } & MatrixEntry> =>
+  Object.entries(accessMatrix as Record<string, Record<string, MatrixEntry>>).flatMap(([group, endpoints]) =>
+    Object.entries(endpoints).map(([endpoint, e]) => ({ group, endpoint, ...e }))
+  )
