@@ -16,6 +16,7 @@ import {
 } from "../../src/domain/Ledger.ts"
 import { type Invoice, type InvoiceStatus, type InvoiceType } from "../../src/domain/Invoice.ts"
 import { decidePayment } from "../../src/funding/payment.ts"
+import { creditFits, pocketMaximum } from "../../src/domain/Money.ts"
 import { paged } from "./paging.ts"
 import type { CreditInput, FundingStore, LedgerStore } from "../../src/ports/Store.ts"
 import { creditEntries, heldReservation, releaseAudit, reserveAudit, settleEntries } from "../../src/wallet/entries.ts"
@@ -290,7 +291,10 @@ export const makeSqlLedger = (
         const existing = yield* sql<TransactionRow>`
           SELECT * FROM transactions WHERE account_id = ${input.accountId} AND credit_key = ${input.creditKey}`
         if (existing[0] !== undefined) return { _tag: "Duplicate", transaction: toTransaction(existing[0]) } as const
-        if (input.amount <= 0n) return yield* Effect.die(new Error("credit amount must be positive"))
+        const balance = big(input.pocket === "usd" ? wallet.usd_micro : wallet.sats_msat)
+        if (input.amount <= 0n || !creditFits(input.pocket, balance, input.amount)) {
+          return { _tag: "Refused", maximum: pocketMaximum(input.pocket) } as const
+        }
         const { transaction, audit: draft, usdMicro: usd, satsMsat: sats } = creditEntries(input)
         const audit = yield* seal(wallet, draft)
         const next = yield* applyWrites(input.accountId, usd, sats, audit, [insertTransaction(transaction, input.creditKey)])
@@ -360,17 +364,19 @@ export const makeSqlLedger = (
           const [row] = yield* sql<InvoiceRow>`
             SELECT * FROM invoices WHERE type = ${input.type} AND external_id = ${input.externalId} FOR UPDATE`
           const invoice = invoiceRow(row!)
-          const decision = decidePayment(invoice, input)
+          const decision = decidePayment(invoice, input, { usdMicro: big(wallet.usd_micro), satsMsat: big(wallet.sats_msat) })
           if (decision._tag === "Duplicate") return "duplicate" as const
-          if (decision._tag === "Late") {
+          if (decision._tag === "Late" || decision._tag === "Refused") {
+            const status = decision._tag === "Late" ? "expired" : "refused"
             yield* sql`
-              UPDATE invoices SET status = 'expired',
+              UPDATE invoices SET status = ${status},
                 late_payment_at = COALESCE(late_payment_at, ${input.paidAt}),
                 late_payment_amount = COALESCE(late_payment_amount, ${decision.amount})
               WHERE id = ${invoice.id}`
-            return "late" as const
+            return decision._tag === "Late" ? ("late" as const) : ("refused" as const)
           }
           const credited = yield* creditLocked(wallet, decision.credit)
+          if (credited._tag === "Refused") return yield* Effect.die(new Error("a credit decided to fit was refused"))
           yield* sql`
             UPDATE invoices SET status = 'paid', paid_at = ${input.paidAt}, transaction_id = ${credited.transaction.id}
             WHERE id = ${invoice.id}`
@@ -395,6 +401,7 @@ export const makeSqlLedger = (
       Effect.gen(function*() {
         const conditions = [sql`account_id = ${accountId}`]
         if (filter.status === "paid") conditions.push(sql`status = 'paid'`)
+        if (filter.status === "refused") conditions.push(sql`status = 'refused'`)
         if (filter.status === "pending") conditions.push(sql`status = 'pending' AND expires_at > ${filter.now}`)
         if (filter.status === "expired") {
           conditions.push(sql`(status = 'expired' OR (status = 'pending' AND expires_at <= ${filter.now}))`)

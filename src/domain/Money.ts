@@ -160,6 +160,40 @@ const numberToScaled = (
 export const MAX_API_MICRO_USD = 1_000_000_000_000_000n
 export const MAX_API_MSAT = 1_000_000_000_000_000n
 
+// ---------------------------------------------------------------------------
+// Upper bounds: funding and pockets
+// ---------------------------------------------------------------------------
+
+/**
+ * The most one card funding request may ask for: 10,000,000 cents ($100,000),
+ * in micro-dollars.
+ */
+export const MAX_CARD_FUNDING_MICRO_USD = 100_000_000_000n
+/** The most one Lightning invoice may ask for: 100,000,000 sats (1 BTC), in msat. */
+export const MAX_LIGHTNING_FUNDING_MSAT = 100_000_000_000n
+
+/**
+ * The most a wallet pocket may hold: 10^15 micro-dollars ($1,000,000,000) in the
+ * `usd` pocket, 10^15 msat (10^12 sats, 10,000 BTC) in the `sats` pocket. These are
+ * the largest amounts the API shows exactly as JSON numbers, and they sit more
+ * than 9,000 times below the storage limit (2^63 - 1), so no sum of a pocket and
+ * any single amount the gateway accepts can overflow. A credit that would take a
+ * pocket above its maximum is refused (see `creditFits`).
+ */
+export const MAX_USD_POCKET_MICRO_USD = MAX_API_MICRO_USD
+export const MAX_SATS_POCKET_MSAT = MAX_API_MSAT
+
+/** The maximum of a pocket, in its own unit (µUSD for `usd`, msat for `sats`). */
+export const pocketMaximum = (pocket: "usd" | "sats"): bigint =>
+  pocket === "usd" ? MAX_USD_POCKET_MICRO_USD : MAX_SATS_POCKET_MSAT
+
+/**
+ * Whether crediting `amount` (in the pocket's unit) to a pocket that holds
+ * `balance` keeps it within `pocketMaximum`. Negative amounts never fit.
+ */
+export const creditFits = (pocket: "usd" | "sats", balance: bigint, amount: bigint): boolean =>
+  amount >= 0n && balance + amount <= pocketMaximum(pocket)
+
 /**
  * Micro-dollars as a JSON number of cents, with at most 4 decimals. Exact for
  * |amount| <= MAX_API_MICRO_USD (the nearest float beyond it).

@@ -1,30 +1,51 @@
 import { type Invoice, paidInTime } from "../domain/Invoice.ts"
+import { creditFits, pocketMaximum } from "../domain/Money.ts"
 import type { CreditInput, PayInvoiceInput } from "../ports/Store.ts"
 
 /**
  * What a payment notice does to an invoice, decided once here so that every
  * Store implementation applies the same rule under its own lock:
  *
- * - `Duplicate`: the invoice is paid already; nothing changes.
+ * - `Duplicate`: the invoice is paid (or refused) already; nothing changes.
  * - `Late`: the invoice had expired (or the payment came at or after its
  *   expiry instant); it is marked expired with the late payment recorded
  *   (the first one kept), and nothing is credited.
+ * - `Refused`: the payment came in time, but crediting it would take the
+ *   pocket above its maximum (`pocketMaximum`); the invoice is marked
+ *   `refused` with the payment recorded for the operator, and nothing is
+ *   credited. The notice is answered, so no rail retries it.
  * - `Credit`: the wallet is credited — msat to the `sats` pocket valued at
  *   the current rate, µUSD to the `usd` pocket — keyed by the invoice id, and
  *   the invoice is marked paid.
  *
  * The amount is what the rail says was paid, or the invoice amount when it
- * does not say (msat for Lightning, µUSD for card).
+ * does not say (msat for Lightning, µUSD for card). `balances` are the
+ * wallet's pockets as read under the lock.
  */
 export type PaymentDecision =
   | { readonly _tag: "Duplicate" }
   | { readonly _tag: "Late"; readonly amount: bigint }
+  | { readonly _tag: "Refused"; readonly amount: bigint; readonly maximum: bigint }
   | { readonly _tag: "Credit"; readonly credit: CreditInput }
 
-export const decidePayment = (invoice: Invoice, input: PayInvoiceInput): PaymentDecision => {
-  if (invoice.status === "paid") return { _tag: "Duplicate" }
+export interface PocketBalances {
+  readonly usdMicro: bigint
+  readonly satsMsat: bigint
+}
+
+export const decidePayment = (
+  invoice: Invoice,
+  input: PayInvoiceInput,
+  balances: PocketBalances
+): PaymentDecision => {
+  if (invoice.status === "paid" || invoice.status === "refused") return { _tag: "Duplicate" }
   const amount = input.amountPaid ?? (invoice.type === "lightning" ? invoice.amountMsat! : invoice.amountMicroUsd!)
   if (invoice.status === "expired" || !paidInTime(invoice, input.paidAt)) return { _tag: "Late", amount }
+  const pocket = invoice.type === "lightning" ? "sats" : "usd"
+  const balance = pocket === "sats" ? balances.satsMsat : balances.usdMicro
+  if (amount <= 0n || !creditFits(pocket, balance, amount)) {
+    return { _tag: "Refused", amount, maximum: pocketMaximum(pocket) }
+  }
   const value = invoice.type === "lightning"
     ? input.valueOfMsat(amount)
     : { valueMicroUsd: amount, rateMicroUsdPerBtc: null }
@@ -34,7 +55,7 @@ export const decidePayment = (invoice: Invoice, input: PayInvoiceInput): Payment
       accountId: invoice.accountId,
       agentId: invoice.agentId,
       creditKey: invoice.id,
-      pocket: invoice.type === "lightning" ? "sats" : "usd",
+      pocket,
       amount,
       valueMicroUsd: value.valueMicroUsd,
       rateMicroUsdPerBtc: value.rateMicroUsdPerBtc,
