@@ -280,8 +280,16 @@ export const BtcUsdRate = Schema.Struct({
 export type BtcUsdRate = typeof BtcUsdRate.Type
 
 /**
+ * The highest BTC/USD rate accepted: $100,000,000 per BTC, in micro-dollars. Far
+ * above any real price, and low enough that the USD value of a full sats pocket
+ * (MAX_SATS_POCKET_MSAT at this rate: 10^18 µUSD) stays inside BIGINT storage.
+ */
+export const MAX_BTC_USD_RATE_MICRO_USD = 100_000_000_000_000n
+
+/**
  * A rate from USD per BTC given as decimal text ("65000.12") or a number (read through
- * its shortest decimal text). Refuses more precision than a micro-dollar and rates <= 0.
+ * its shortest decimal text). Refuses more precision than a micro-dollar, rates <= 0
+ * and rates above MAX_BTC_USD_RATE_MICRO_USD.
  */
 export const parseBtcUsdRate = (usdPerBtc: string | number): Result.Result<BtcUsdRate, InvalidAmount> => {
   if (typeof usdPerBtc === "number" && !Number.isFinite(usdPerBtc)) {
@@ -292,6 +300,9 @@ export const parseBtcUsdRate = (usdPerBtc: string | number): Result.Result<BtcUs
     return invalidAmount(usdPerBtc, `a BTC/USD rate must be a positive decimal number: ${scaled.failure}`)
   }
   if (scaled.success <= 0n) return invalidAmount(usdPerBtc, "a BTC/USD rate must be positive")
+  if (scaled.success > MAX_BTC_USD_RATE_MICRO_USD) {
+    return invalidAmount(usdPerBtc, "a BTC/USD rate must be at most 100000000 USD per BTC")
+  }
   return Result.succeed({ microUsdPerBtc: scaled.success })
 }
 
