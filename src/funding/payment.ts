@@ -20,13 +20,24 @@ import type { CreditInput, PayInvoiceInput } from "../ports/Store.ts"
  *
  * The amount is what the rail says was paid, or the invoice amount when it
  * does not say (msat for Lightning, µUSD for card). `balances` are the
- * wallet's pockets as read under the lock.
+ * wallet's pockets as read under the lock. An amount beyond storage is never
+ * credited (no pocket can take it) and is recorded as null.
  */
 export type PaymentDecision =
   | { readonly _tag: "Duplicate" }
-  | { readonly _tag: "Late"; readonly amount: bigint }
-  | { readonly _tag: "Refused"; readonly amount: bigint; readonly maximum: bigint }
+  | { readonly _tag: "Late"; readonly amount: RecordedAmount }
+  | { readonly _tag: "Refused"; readonly amount: RecordedAmount; readonly maximum: bigint }
   | { readonly _tag: "Credit"; readonly credit: CreditInput }
+
+/**
+ * The amount recorded for a payment that was not credited: what the rail said,
+ * or null when that is beyond what storage can hold (a BIGINT, 2^63 - 1); the
+ * record's time still says that a payment came.
+ */
+export type RecordedAmount = bigint | null
+
+const MAX_STORABLE = 2n ** 63n - 1n
+const recordable = (amount: bigint): RecordedAmount => (amount >= -MAX_STORABLE && amount <= MAX_STORABLE ? amount : null)
 
 export interface PocketBalances {
   readonly usdMicro: bigint
@@ -40,11 +51,11 @@ export const decidePayment = (
 ): PaymentDecision => {
   if (invoice.status === "paid" || invoice.status === "refused") return { _tag: "Duplicate" }
   const amount = input.amountPaid ?? (invoice.type === "lightning" ? invoice.amountMsat! : invoice.amountMicroUsd!)
-  if (invoice.status === "expired" || !paidInTime(invoice, input.paidAt)) return { _tag: "Late", amount }
+  if (invoice.status === "expired" || !paidInTime(invoice, input.paidAt)) return { _tag: "Late", amount: recordable(amount) }
   const pocket = invoice.type === "lightning" ? "sats" : "usd"
   const balance = pocket === "sats" ? balances.satsMsat : balances.usdMicro
   if (amount <= 0n || !creditFits(pocket, balance, amount)) {
-    return { _tag: "Refused", amount, maximum: pocketMaximum(pocket) }
+    return { _tag: "Refused", amount: recordable(amount), maximum: pocketMaximum(pocket) }
   }
   const value = invoice.type === "lightning"
     ? input.valueOfMsat(amount)

@@ -138,6 +138,13 @@ export const fundingContract = (name: string, store: () => Layer.Layer<Store | I
           const ln = yield* funding.fundLightning(owner, 1_000)
           assert.strictEqual(yield* sink.record(lightningNotice(ln.externalId, ln.createdAt, MAX_SATS_POCKET_MSAT + 1n)), "refused")
           assert.strictEqual((yield* wallets.get(owner)).satsMsat, 0n)
+          // Even an amount beyond what storage can hold is answered and recorded (without its amount).
+          const absurd = yield* funding.fundLightning(owner, 1_000)
+          assert.strictEqual(yield* sink.record(lightningNotice(absurd.externalId, absurd.createdAt, 2n ** 64n)), "refused")
+          const absurdRecord = Option.getOrThrow(yield* store.findInvoice({ type: "lightning", externalId: absurd.externalId }))
+          assert.strictEqual(absurdRecord.status, "refused")
+          assert.strictEqual(absurdRecord.latePaymentAmount, null)
+          assert.isNotNull(absurdRecord.latePaymentAt)
           const ln2 = yield* funding.fundLightning(owner, 1_000)
           assert.strictEqual(yield* sink.record(lightningNotice(ln2.externalId, ln2.createdAt)), "credited")
           assert.strictEqual((yield* wallets.get(owner)).satsMsat, 1_000_000n)
