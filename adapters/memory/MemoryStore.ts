@@ -288,18 +288,36 @@ const makeMemoryLedger = (shared: {
       return record
     })
 
+  /**
+   * Each pocket with what its held reservations will give back at most: the
+   * figure a credit is bounded by, so that no later release or refund can take
+   * the pocket above its maximum.
+   */
+  const boundedBalances = (accountId: AccountId) => {
+    const wallet = walletOf(accountId)
+    let usdMicro = wallet.usdMicro
+    let satsMsat = wallet.satsMsat
+    for (const reservation of reservations.values()) {
+      if (reservation.accountId !== accountId || reservation.status !== "held") continue
+      usdMicro += reservation.heldUsdMicro
+      satsMsat += reservation.heldSatsMsat
+    }
+    return { usdMicro, satsMsat }
+  }
+
   const creditUnlocked = (input: CreditInput) =>
     Effect.gen(function*() {
         const key = `${input.accountId}|${input.creditKey}`
         const existing = creditKeys.get(key)
         if (existing !== undefined) return { _tag: "Duplicate", transaction: existing } as const
-        const wallet = walletOf(input.accountId)
-        const balance = input.pocket === "usd" ? wallet.usdMicro : wallet.satsMsat
+        const bounded = boundedBalances(input.accountId)
+        const balance = input.pocket === "usd" ? bounded.usdMicro : bounded.satsMsat
         if (input.amount <= 0n || !creditFits(input.pocket, balance, input.amount)) {
           return { _tag: "Refused", maximum: pocketMaximum(input.pocket) } as const
         }
         const { transaction, audit: draft, usdMicro: usd, satsMsat: sats } = creditEntries(input)
         yield* appendAudit(draft)
+        const wallet = walletOf(input.accountId)
         const next = { ...wallet, usdMicro: wallet.usdMicro + usd, satsMsat: wallet.satsMsat + sats }
         setWallet(next)
         transactions.push(transaction)
@@ -335,8 +353,7 @@ const makeMemoryLedger = (shared: {
         const id = invoiceByExternal.get(externalKey(input.type, input.externalId))
         const invoice = id === undefined ? undefined : invoices.get(id)
         if (invoice === undefined) return "unknown" as const
-        const wallet = walletOf(invoice.accountId)
-        const decision = decidePayment(invoice, input, wallet)
+        const decision = decidePayment(invoice, input, boundedBalances(invoice.accountId))
         if (decision._tag === "Duplicate") return "duplicate" as const
         if (decision._tag === "Late" || decision._tag === "Refused") {
           invoices.set(invoice.id, {

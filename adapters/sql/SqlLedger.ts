@@ -285,13 +285,30 @@ export const makeSqlLedger = (
       return "Released" as const
     })).pipe(Effect.orDie)
 
+  /**
+   * Each pocket with what its held reservations will give back at most: the
+   * figure a credit is bounded by, so that no later release or refund can take
+   * the pocket above its maximum. Read under the wallet lock.
+   */
+  const boundedBalances = (wallet: WalletRow) =>
+    Effect.map(
+      sql<{ usd: Int8; sats: Int8 }>`
+        SELECT COALESCE(SUM(held_usd_micro), 0) AS usd, COALESCE(SUM(held_sats_msat), 0) AS sats
+        FROM reservations WHERE account_id = ${wallet.account_id} AND status = 'held'`,
+      (rows) => ({
+        usdMicro: big(wallet.usd_micro) + big(rows[0]?.usd ?? 0),
+        satsMsat: big(wallet.sats_msat) + big(rows[0]?.sats ?? 0)
+      })
+    )
+
   /** A credit inside a transaction that already holds the wallet lock. */
   const creditLocked = (wallet: WalletRow, input: CreditInput) =>
     Effect.gen(function*() {
         const existing = yield* sql<TransactionRow>`
           SELECT * FROM transactions WHERE account_id = ${input.accountId} AND credit_key = ${input.creditKey}`
         if (existing[0] !== undefined) return { _tag: "Duplicate", transaction: toTransaction(existing[0]) } as const
-        const balance = big(input.pocket === "usd" ? wallet.usd_micro : wallet.sats_msat)
+        const bounded = yield* boundedBalances(wallet)
+        const balance = input.pocket === "usd" ? bounded.usdMicro : bounded.satsMsat
         if (input.amount <= 0n || !creditFits(input.pocket, balance, input.amount)) {
           return { _tag: "Refused", maximum: pocketMaximum(input.pocket) } as const
         }
@@ -364,7 +381,7 @@ export const makeSqlLedger = (
           const [row] = yield* sql<InvoiceRow>`
             SELECT * FROM invoices WHERE type = ${input.type} AND external_id = ${input.externalId} FOR UPDATE`
           const invoice = invoiceRow(row!)
-          const decision = decidePayment(invoice, input, { usdMicro: big(wallet.usd_micro), satsMsat: big(wallet.sats_msat) })
+          const decision = decidePayment(invoice, input, yield* boundedBalances(wallet))
           if (decision._tag === "Duplicate") return "duplicate" as const
           if (decision._tag === "Late" || decision._tag === "Refused") {
             const status = decision._tag === "Late" ? "expired" : "refused"

@@ -20,7 +20,9 @@ import type { CreditInput, PayInvoiceInput } from "../ports/Store.ts"
  *
  * The amount is what the rail says was paid, or the invoice amount when it
  * does not say (msat for Lightning, µUSD for card). `balances` are the
- * wallet's pockets as read under the lock. An amount beyond storage is never
+ * wallet's pockets as read under the lock, each with what its held
+ * reservations may still give back (a release or a refund must never take a
+ * pocket above its maximum either). An amount beyond storage is never
  * credited (no pocket can take it) and is recorded as null.
  */
 export type PaymentDecision =

@@ -1,9 +1,11 @@
 import type { RegistryStore } from "../../src/ports/RegistryStore.ts"
 import { assert, describe, layer } from "@effect/vitest"
-import { Effect, Exit, type Layer, Option } from "effect"
+import { Effect, Exit, type Layer, Option, Result } from "effect"
 import { TestClock } from "effect/testing"
 import { Agents } from "../../src/agents/Agents.ts"
+import { newAuditId, newReservationId, utcDay } from "../../src/domain/Ledger.ts"
 import { MAX_SATS_POCKET_MSAT, MAX_USD_POCKET_MICRO_USD } from "../../src/domain/Money.ts"
+import { planHold } from "../../src/wallet/decide.ts"
 import { Funding } from "../../src/funding/Funding.ts"
 import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
 import { PaymentSink } from "../../src/ports/Rails.ts"
@@ -148,6 +150,47 @@ export const fundingContract = (name: string, store: () => Layer.Layer<Store | I
           const ln2 = yield* funding.fundLightning(owner, 1_000)
           assert.strictEqual(yield* sink.record(lightningNotice(ln2.externalId, ln2.createdAt)), "credited")
           assert.strictEqual((yield* wallets.get(owner)).satsMsat, 1_000_000n)
+        }))
+
+      it.effect("money held by a reservation counts toward the maximum, so its release cannot overfill the pocket", () =>
+        Effect.gen(function*() {
+          const store = yield* Store
+          const funding = yield* Funding
+          const sink = yield* PaymentSink
+          const wallets = yield* Wallets
+          // 10,000 cents short of the maximum, then 10,000 cents held by a call in flight.
+          const owner = yield* fundedAccount(MAX_USD_POCKET_MICRO_USD / 10_000n - 10_000n)
+          const now = new Date()
+          const held = 10_000n * 10_000n
+          const reserved = yield* store.reserve({
+            reservationId: newReservationId(),
+            auditId: newAuditId(),
+            accountId: owner.agent.accountId,
+            agentId: owner.agent.id,
+            capability: "search",
+            provider: "test",
+            quotedMicroUsd: held,
+            rate: null,
+            day: utcDay(now),
+            now,
+            expiresAt: new Date(now.getTime() + 60_000),
+            decide: (snapshot) => planHold(snapshot, "search", held, null)
+          })
+          assert.isTrue(Result.isSuccess(reserved))
+          if (Result.isFailure(reserved)) return
+          // The pocket alone has room for 20,000 cents, but the hold may come back.
+          const tooMuch = yield* funding.fundCard(owner, 10_001)
+          const card = (externalId: string) => ({ type: "card" as const, externalId, paidAt: tooMuch.createdAt, source: "test" })
+          assert.strictEqual(yield* sink.record(card(tooMuch.externalId)), "refused")
+          const fits = yield* funding.fundCard(owner, 10_000)
+          assert.strictEqual(yield* sink.record(card(fits.externalId)), "credited")
+          const viaLedger = yield* wallets.credit({ accountId: owner.agent.accountId, key: "one-more", pocket: "usd", amount: 1n, description: "x" })
+          assert.strictEqual(viaLedger._tag, "Refused")
+          assert.strictEqual(
+            yield* store.release({ reservationId: reserved.success.id, accountId: owner.agent.accountId, auditId: newAuditId(), reason: "test", now }),
+            "Released"
+          )
+          assert.strictEqual((yield* wallets.get(owner)).usdMicro, MAX_USD_POCKET_MICRO_USD)
         }))
 
       it.effect("the ledger's own credit refuses to overfill a pocket instead of failing", () =>
