@@ -161,25 +161,27 @@ export const targetRefusal = (target: string): TextRefusal | undefined => {
 // cheap test that decides whether the body is looked at closely.
 const SUSPECT_BODY = /\u0000|\\u0000|\\u[dD][89a-fA-F]/
 
-/** The first string (key or value) in a parsed JSON value with a problem, and where. */
-const jsonProblem = (value: unknown, path: string): TextRefusal | undefined => {
-  if (typeof value === "string") {
-    const problem = textProblem(value)
-    return problem === undefined ? undefined : { where: "request body", path, message: problem }
-  }
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const found = jsonProblem(value[i], path === "" ? String(i) : `${path}.${i}`)
-      if (found !== undefined) return found
-    }
-    return undefined
-  }
-  if (typeof value === "object" && value !== null) {
-    for (const [key, inner] of Object.entries(value)) {
-      const keyProblem = textProblem(key)
-      if (keyProblem !== undefined) return { where: "request body", path, message: `has a field name that ${keyProblem}` }
-      const found = jsonProblem(inner, path === "" ? key : `${path}.${key}`)
-      if (found !== undefined) return found
+/**
+ * The first string (key or value) in a parsed JSON value with a problem, and
+ * where. Iterative: a deeply nested body cannot exhaust the stack.
+ */
+const jsonProblem = (root: unknown): TextRefusal | undefined => {
+  const pending: Array<readonly [unknown, string]> = [[root, ""]]
+  const at = (path: string, key: string) => (path === "" ? key : `${path}.${key}`)
+  while (pending.length > 0) {
+    const [value, path] = pending.pop()!
+    if (typeof value === "string") {
+      const problem = textProblem(value)
+      if (problem !== undefined) return { where: "request body", path, message: problem }
+    } else if (Array.isArray(value)) {
+      for (let i = value.length - 1; i >= 0; i--) pending.push([value[i], at(path, String(i))])
+    } else if (typeof value === "object" && value !== null) {
+      const entries = Object.entries(value)
+      for (const [key] of entries) {
+        const problem = textProblem(key)
+        if (problem !== undefined) return { where: "request body", path, message: `has a field name that ${problem}` }
+      }
+      for (let i = entries.length - 1; i >= 0; i--) pending.push([entries[i]![1], at(path, entries[i]![0])])
     }
   }
   return undefined
@@ -200,7 +202,7 @@ export const bodyRefusal = (text: string): TextRefusal | undefined => {
   } catch {
     return undefined
   }
-  return jsonProblem(parsed, "")
+  return jsonProblem(parsed)
 }
 
 const refusalResponse = (refusal: TextRefusal) =>

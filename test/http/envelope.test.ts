@@ -193,3 +193,25 @@ describe.each(storeBackends)("HTTP refuses NUL and invalid text before routing o
     expect((await api.patch(`/v1/agents/${agentId}`, { name: "ops" }, key)).status).toBe(200)
   })
 })
+
+describe("NUL checks on deeply nested bodies", () => {
+  let server: RunningServer
+  let api: ReturnType<typeof client>
+  let key: string
+
+  beforeAll(async () => {
+    server = await startServer(MemoryStore.layer)
+    api = client(server.baseUrl)
+    key = (await api.post("/v1/signup", { name: "ops" })).body.apiKey
+  })
+  afterAll(() => server?.close())
+
+  it("answers 400, not 500, for a NUL at the bottom of a very deep body", async () => {
+    const depth = 200_000
+    const raw = `{"name":${"[".repeat(depth)}"\\u0000"${"]".repeat(depth)}}`
+    const res = await api.call("POST", "/v1/agents", { key, raw, headers: { "content-type": "application/json" } })
+    expect(res.status).toBe(400)
+    expect(errorCode(res)).toBe("VALIDATION_ERROR")
+    expect(res.body.error.details.issues[0].message).toContain("NUL")
+  })
+})
