@@ -57,11 +57,30 @@ export const PolicyResponse = Schema.Struct({
 
 const CapList = Schema.Array(Capability).check(Schema.isMaxLength(10))
 
-export const PolicyReplace = Schema.Struct({
-  maxPerCallUsdCents: Schema.optional(Schema.NullOr(Cents)),
-  maxPerDayUsdCents: Schema.optional(Schema.NullOr(Cents)),
-  allowedCapabilities: Schema.optional(Schema.NullOr(CapList))
+const PerCallCap = Schema.NullOr(Cents).annotate({ description: "USD cents per call; 0 or null means no limit" })
+const PerDayCap = Schema.NullOr(Cents).annotate({
+  description: "USD cents per UTC day; 0 or null means no limit"
 })
+const AllowedCapabilities = Schema.NullOr(CapList).annotate({ description: "[] or null means all capabilities" })
+
+/**
+ * PUT: the whole policy. Every field is required, so that leaving one out
+ * cannot silently lift a cap; `null` (or 0 for a cap, [] for the list) says
+ * "no limit" / "all" explicitly. A missing field is 400 VALIDATION_ERROR
+ * naming it in `details.issues`.
+ */
+export const PolicyReplace = Schema.Struct({
+  maxPerCallUsdCents: PerCallCap,
+  maxPerDayUsdCents: PerDayCap,
+  allowedCapabilities: AllowedCapabilities
+}).annotate({ description: "The whole policy: all three fields are required (null means no limit / all)" })
+
+/** PATCH: only the fields given change. */
+export const PolicyPatch = Schema.Struct({
+  maxPerCallUsdCents: Schema.optional(PerCallCap),
+  maxPerDayUsdCents: Schema.optional(PerDayCap),
+  allowedCapabilities: Schema.optional(AllowedCapabilities)
+}).annotate({ description: "Only the fields given change" })
 
 export const HealthResponse = Schema.Struct({
   status: Schema.Literals(["ok", "degraded"]),
@@ -137,10 +156,10 @@ export class AgentsApi extends HttpApiGroup.make("agents")
       payload: PolicyReplace,
       success: PolicyResponse,
       error: accessErrors
-    }),
+    }).annotate(HttpApi.PayloadParseOptions, { onExcessProperty: "error", errors: "all" }),
     HttpApiEndpoint.patch("patchPolicy", "/:id/policy", {
       params: { id: PathId },
-      payload: PolicyReplace,
+      payload: PolicyPatch,
       success: PolicyResponse,
       error: accessErrors
     })

@@ -12,7 +12,10 @@ export const InvoiceResponse = Schema.Struct({
   type: Schema.Literals(["lightning", "card"]),
   amountSats: Schema.optional(Schema.Number),
   amountUsdCents: Schema.optional(Schema.Number),
-  status: Schema.Literals(["pending", "paid", "expired"]),
+  status: Schema.Literals(["pending", "paid", "expired", "refused"]).annotate({
+    description: "refused: paid in time, but the credit would take the wallet pocket above its maximum " +
+      "($1,000,000,000 in USD, 10^12 sats); recorded, not credited; contact the operator"
+  }),
   createdAt: Timestamp,
   expiresAt: Timestamp,
   paidAt: Schema.optional(Timestamp),
@@ -21,7 +24,7 @@ export const InvoiceResponse = Schema.Struct({
   checkoutUrl: Schema.optional(Schema.String),
   sessionId: Schema.optional(Schema.String),
   latePaymentAt: Schema.optional(Timestamp).annotate({
-    description: "A payment arrived after expiry: recorded, not credited; contact the operator"
+    description: "A payment was recorded and not credited (it arrived after expiry, or the invoice was refused); contact the operator"
   })
 })
 
@@ -31,7 +34,9 @@ export class FundingApi extends HttpApiGroup.make("funding")
   .add(
     HttpApiEndpoint.post("fund", "/v1/wallet/fund", {
       payload: Schema.Struct({
-        amountSats: Schema.Number.annotate({ description: "Positive whole number of sats; no minimum" })
+        amountSats: Schema.Number.annotate({
+          description: "Whole number of sats from 1 to 100,000,000 (1 BTC); otherwise 400 INVALID_AMOUNT with details { minimum, maximum }"
+        })
       }),
       success: Schema.Struct({
         invoiceId: Schema.String,
@@ -44,7 +49,9 @@ export class FundingApi extends HttpApiGroup.make("funding")
     }).middleware(IdempotencyKeys),
     HttpApiEndpoint.post("fundCard", "/v1/wallet/fund-card", {
       payload: Schema.Struct({
-        amountUsdCents: Schema.Number.annotate({ description: "Whole cents, at least 1000" })
+        amountUsdCents: Schema.Number.annotate({
+          description: "Whole cents from 1000 ($10) to 10,000,000 ($100,000); otherwise 400 INVALID_AMOUNT with details { minimum, maximum }"
+        })
       }),
       success: Schema.Struct({
         invoiceId: Schema.String,
@@ -57,7 +64,7 @@ export class FundingApi extends HttpApiGroup.make("funding")
     }).middleware(IdempotencyKeys),
     HttpApiEndpoint.get("invoices", "/v1/wallet/invoices", {
       query: {
-        status: Schema.optional(Schema.Literals(["pending", "paid", "expired"])),
+        status: Schema.optional(Schema.Literals(["pending", "paid", "expired", "refused"])),
         limit: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 100 }))),
         offset: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 1_000_000_000 })))
       },

@@ -99,6 +99,8 @@ const checkoutPay = HttpRouter.add(
       ? "Payment received: the wallet has been credited."
       : outcome === "late"
       ? "This session had expired: nothing was credited."
+      : outcome === "refused"
+      ? "The wallet cannot hold this much: the payment was recorded for the operator, nothing was credited."
       : "Unknown session."
     return page("Spendgate dev checkout", `<h1>Spendgate dev checkout</h1><p id="outcome">${message}</p>`)
   })

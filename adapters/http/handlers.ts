@@ -7,7 +7,14 @@ import type { AgentId } from "../../src/domain/ids.ts"
 import { microUsdToCents } from "../../src/domain/Money.ts"
 import type { PolicyPatch } from "../../src/ports/Store.ts"
 import { Health } from "../../src/Health.ts"
-import { Api, Authentication, CurrentPrincipal, HealthDegraded, type PolicyReplace } from "./Api.ts"
+import {
+  Api,
+  Authentication,
+  CurrentPrincipal,
+  HealthDegraded,
+  type PolicyPatch as PolicyPatchBody,
+  type PolicyReplace
+} from "./Api.ts"
 import { type CodedError, toHttpError } from "./errors.ts"
 
 /**
@@ -33,7 +40,7 @@ export const policyJson = (policy: PolicyView) => ({
   dailySpentUsdCents: microUsdToCents(policy.dailySpentMicroUsd)
 })
 
-const toPatch = (payload: typeof PolicyReplace.Type): PolicyPatch => ({
+const toPatch = (payload: typeof PolicyReplace.Type | typeof PolicyPatchBody.Type): PolicyPatch => ({
   ...(payload.maxPerCallUsdCents !== undefined ? { maxPerCallMicroUsd: payload.maxPerCallUsdCents } : {}),
   ...(payload.maxPerDayUsdCents !== undefined ? { maxPerDayMicroUsd: payload.maxPerDayUsdCents } : {}),
   ...(payload.allowedCapabilities !== undefined ? { allowedCapabilities: payload.allowedCapabilities ?? [] } : {})

@@ -19,6 +19,7 @@ import * as MemoryRegistryStore from "./MemoryRegistryStore.ts"
 import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
 import { effectiveStatus, type Invoice, type InvoiceType } from "../../src/domain/Invoice.ts"
 import { decidePayment } from "../../src/funding/payment.ts"
+import { creditFits, pocketMaximum } from "../../src/domain/Money.ts"
 import {
   type AgentWithPolicy,
   type CreditInput,
@@ -295,15 +296,36 @@ const makeMemoryLedger = (shared: {
       return record
     })
 
+  /**
+   * Each pocket with what its held reservations will give back at most: the
+   * figure a credit is bounded by, so that no later release or refund can take
+   * the pocket above its maximum.
+   */
+  const boundedBalances = (accountId: AccountId) => {
+    const wallet = walletOf(accountId)
+    let usdMicro = wallet.usdMicro
+    let satsMsat = wallet.satsMsat
+    for (const reservation of reservations.values()) {
+      if (reservation.accountId !== accountId || reservation.status !== "held") continue
+      usdMicro += reservation.heldUsdMicro
+      satsMsat += reservation.heldSatsMsat
+    }
+    return { usdMicro, satsMsat }
+  }
+
   const creditUnlocked = (input: CreditInput) =>
     Effect.gen(function*() {
         const key = `${input.accountId}|${input.creditKey}`
         const existing = creditKeys.get(key)
         if (existing !== undefined) return { _tag: "Duplicate", transaction: existing } as const
-        const wallet = walletOf(input.accountId)
-        if (input.amount <= 0n) return yield* Effect.die(new Error("credit amount must be positive"))
+        const bounded = boundedBalances(input.accountId)
+        const balance = input.pocket === "usd" ? bounded.usdMicro : bounded.satsMsat
+        if (input.amount <= 0n || !creditFits(input.pocket, balance, input.amount)) {
+          return { _tag: "Refused", maximum: pocketMaximum(input.pocket) } as const
+        }
         const { transaction, audit: draft, usdMicro: usd, satsMsat: sats } = creditEntries(input)
         yield* appendAudit(draft)
+        const wallet = walletOf(input.accountId)
         const next = { ...wallet, usdMicro: wallet.usdMicro + usd, satsMsat: wallet.satsMsat + sats }
         setWallet(next)
         transactions.push(transaction)
@@ -339,18 +361,19 @@ const makeMemoryLedger = (shared: {
         const id = invoiceByExternal.get(externalKey(input.type, input.externalId))
         const invoice = id === undefined ? undefined : invoices.get(id)
         if (invoice === undefined) return "unknown" as const
-        const decision = decidePayment(invoice, input)
+        const decision = decidePayment(invoice, input, boundedBalances(invoice.accountId))
         if (decision._tag === "Duplicate") return "duplicate" as const
-        if (decision._tag === "Late") {
+        if (decision._tag === "Late" || decision._tag === "Refused") {
           invoices.set(invoice.id, {
             ...invoice,
-            status: "expired",
+            status: decision._tag === "Late" ? "expired" : "refused",
             latePaymentAt: invoice.latePaymentAt ?? input.paidAt,
             latePaymentAmount: invoice.latePaymentAmount ?? decision.amount
           })
-          return "late" as const
+          return decision._tag === "Late" ? ("late" as const) : ("refused" as const)
         }
         const credited = yield* creditUnlocked(decision.credit)
+        if (credited._tag === "Refused") return yield* Effect.die(new Error("a credit decided to fit was refused"))
         invoices.set(invoice.id, { ...invoice, status: "paid", paidAt: input.paidAt, transactionId: credited.transaction.id })
         return credited._tag === "Credited" ? ("credited" as const) : ("duplicate" as const)
       })),

@@ -16,6 +16,7 @@ import {
 } from "../../src/domain/Ledger.ts"
 import { type Invoice, type InvoiceStatus, type InvoiceType } from "../../src/domain/Invoice.ts"
 import { decidePayment } from "../../src/funding/payment.ts"
+import { creditFits, pocketMaximum } from "../../src/domain/Money.ts"
 import { paged } from "./paging.ts"
 import type { CreditInput, FundingStore, LedgerStore } from "../../src/ports/Store.ts"
 import {
@@ -292,13 +293,33 @@ export const makeSqlLedger = (
       return "Released" as const
     })).pipe(Effect.orDie)
 
+  /**
+   * Each pocket with what its held reservations will give back at most: the
+   * figure a credit is bounded by, so that no later release or refund can take
+   * the pocket above its maximum. Read under the wallet lock.
+   */
+  const boundedBalances = (wallet: WalletRow) =>
+    Effect.map(
+      sql<{ usd: Int8; sats: Int8 }>`
+        SELECT COALESCE(SUM(held_usd_micro), 0) AS usd, COALESCE(SUM(held_sats_msat), 0) AS sats
+        FROM reservations WHERE account_id = ${wallet.account_id} AND status = 'held'`,
+      (rows) => ({
+        usdMicro: big(wallet.usd_micro) + big(rows[0]?.usd ?? 0),
+        satsMsat: big(wallet.sats_msat) + big(rows[0]?.sats ?? 0)
+      })
+    )
+
   /** A credit inside a transaction that already holds the wallet lock. */
   const creditLocked = (wallet: WalletRow, input: CreditInput) =>
     Effect.gen(function*() {
         const existing = yield* sql<TransactionRow>`
           SELECT * FROM transactions WHERE account_id = ${input.accountId} AND credit_key = ${input.creditKey}`
         if (existing[0] !== undefined) return { _tag: "Duplicate", transaction: toTransaction(existing[0]) } as const
-        if (input.amount <= 0n) return yield* Effect.die(new Error("credit amount must be positive"))
+        const bounded = yield* boundedBalances(wallet)
+        const balance = input.pocket === "usd" ? bounded.usdMicro : bounded.satsMsat
+        if (input.amount <= 0n || !creditFits(input.pocket, balance, input.amount)) {
+          return { _tag: "Refused", maximum: pocketMaximum(input.pocket) } as const
+        }
         const { transaction, audit: draft, usdMicro: usd, satsMsat: sats } = creditEntries(input)
         const audit = yield* seal(wallet, draft)
         const next = yield* applyWrites(input.accountId, usd, sats, audit, [insertTransaction(transaction, input.creditKey)])
@@ -368,17 +389,19 @@ export const makeSqlLedger = (
           const [row] = yield* sql<InvoiceRow>`
             SELECT * FROM invoices WHERE type = ${input.type} AND external_id = ${input.externalId} FOR UPDATE`
           const invoice = invoiceRow(row!)
-          const decision = decidePayment(invoice, input)
+          const decision = decidePayment(invoice, input, yield* boundedBalances(wallet))
           if (decision._tag === "Duplicate") return "duplicate" as const
-          if (decision._tag === "Late") {
+          if (decision._tag === "Late" || decision._tag === "Refused") {
+            const status = decision._tag === "Late" ? "expired" : "refused"
             yield* sql`
-              UPDATE invoices SET status = 'expired',
+              UPDATE invoices SET status = ${status},
                 late_payment_at = COALESCE(late_payment_at, ${input.paidAt}),
                 late_payment_amount = COALESCE(late_payment_amount, ${decision.amount})
               WHERE id = ${invoice.id}`
-            return "late" as const
+            return decision._tag === "Late" ? ("late" as const) : ("refused" as const)
           }
           const credited = yield* creditLocked(wallet, decision.credit)
+          if (credited._tag === "Refused") return yield* Effect.die(new Error("a credit decided to fit was refused"))
           yield* sql`
             UPDATE invoices SET status = 'paid', paid_at = ${input.paidAt}, transaction_id = ${credited.transaction.id}
             WHERE id = ${invoice.id}`
@@ -403,6 +426,7 @@ export const makeSqlLedger = (
       Effect.gen(function*() {
         const conditions = [sql`account_id = ${accountId}`]
         if (filter.status === "paid") conditions.push(sql`status = 'paid'`)
+        if (filter.status === "refused") conditions.push(sql`status = 'refused'`)
         if (filter.status === "pending") conditions.push(sql`status = 'pending' AND expires_at > ${filter.now}`)
         if (filter.status === "expired") {
           conditions.push(sql`(status = 'expired' OR (status = 'pending' AND expires_at <= ${filter.now}))`)

@@ -192,5 +192,21 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
       )`
     yield* sql`CREATE UNIQUE INDEX registry_live_slug ON registry_submissions (slug) WHERE status <> 'rejected'`
     yield* sql`CREATE INDEX registry_account ON registry_submissions (account_id, created_at DESC, id DESC)`
+  }),
+  "0006_amount_bounds": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // Pocket maximums (MAX_USD_POCKET_MICRO_USD, MAX_SATS_POCKET_MSAT in
+    // src/domain/Money.ts): the payment rule refuses a credit beyond them; the
+    // database refuses one too, far below where BIGINT arithmetic overflows.
+    yield* sql`
+      ALTER TABLE wallets
+        ADD CONSTRAINT wallets_usd_micro_max CHECK (usd_micro <= 1000000000000000),
+        ADD CONSTRAINT wallets_sats_msat_max CHECK (sats_msat <= 1000000000000000)`
+    // A payment that would overfill a pocket leaves its invoice 'refused', with
+    // the payment recorded in late_payment_* like a late one.
+    yield* sql`ALTER TABLE invoices DROP CONSTRAINT invoices_status_check`
+    yield* sql`
+      ALTER TABLE invoices ADD CONSTRAINT invoices_status_check
+        CHECK (status IN ('pending', 'paid', 'expired', 'refused'))`
   })
 }

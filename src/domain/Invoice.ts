@@ -5,10 +5,16 @@ import { sortableRandomId } from "./ids.ts"
  * A funding request: a Lightning invoice (sats) or a card checkout session
  * (USD). Pending until paid before it expires (Lightning 1 h, card 30 min
  * after creation); paid exactly once; never credited once expired.
+ *
+ * `refused` is terminal too: the payment arrived in time but crediting it
+ * would have taken the wallet pocket above its maximum (`pocketMaximum` in
+ * Money.ts). The payment is recorded on the invoice for the operator (like a
+ * late one) and nothing is credited.
  */
 
 export type InvoiceType = "lightning" | "card"
-export type InvoiceStatus = "pending" | "paid" | "expired"
+export type InvoiceStatus = "pending" | "paid" | "expired" | "refused"
+export const invoiceStatuses: ReadonlyArray<InvoiceStatus> = ["pending", "paid", "expired", "refused"]
 
 export const LIGHTNING_INVOICE_TTL_MS = 60 * 60 * 1000
 export const CARD_SESSION_TTL_MS = 30 * 60 * 1000
@@ -35,7 +41,10 @@ export interface Invoice {
   readonly createdAt: Date
   readonly expiresAt: Date
   readonly paidAt: Date | null
-  /** Set when a payment arrived after expiry: recorded for the operator, not credited. */
+  /**
+   * Set when a payment was recorded for the operator and not credited: it arrived
+   * after expiry (status `expired`) or would have overfilled the pocket (`refused`).
+   */
   readonly latePaymentAt: Date | null
   readonly latePaymentAmount: bigint | null
   readonly transactionId: string | null

@@ -160,6 +160,40 @@ const numberToScaled = (
 export const MAX_API_MICRO_USD = 1_000_000_000_000_000n
 export const MAX_API_MSAT = 1_000_000_000_000_000n
 
+// ---------------------------------------------------------------------------
+// Upper bounds: funding and pockets
+// ---------------------------------------------------------------------------
+
+/**
+ * The most one card funding request may ask for: 10,000,000 cents ($100,000),
+ * in micro-dollars.
+ */
+export const MAX_CARD_FUNDING_MICRO_USD = 100_000_000_000n
+/** The most one Lightning invoice may ask for: 100,000,000 sats (1 BTC), in msat. */
+export const MAX_LIGHTNING_FUNDING_MSAT = 100_000_000_000n
+
+/**
+ * The most a wallet pocket may hold: 10^15 micro-dollars ($1,000,000,000) in the
+ * `usd` pocket, 10^15 msat (10^12 sats, 10,000 BTC) in the `sats` pocket. These are
+ * the largest amounts the API shows exactly as JSON numbers, and they sit more
+ * than 9,000 times below the storage limit (2^63 - 1), so no sum of a pocket and
+ * any single amount the gateway accepts can overflow. A credit that would take a
+ * pocket above its maximum is refused (see `creditFits`).
+ */
+export const MAX_USD_POCKET_MICRO_USD = MAX_API_MICRO_USD
+export const MAX_SATS_POCKET_MSAT = MAX_API_MSAT
+
+/** The maximum of a pocket, in its own unit (µUSD for `usd`, msat for `sats`). */
+export const pocketMaximum = (pocket: "usd" | "sats"): bigint =>
+  pocket === "usd" ? MAX_USD_POCKET_MICRO_USD : MAX_SATS_POCKET_MSAT
+
+/**
+ * Whether crediting `amount` (in the pocket's unit) to a pocket that holds
+ * `balance` keeps it within `pocketMaximum`. Negative amounts never fit.
+ */
+export const creditFits = (pocket: "usd" | "sats", balance: bigint, amount: bigint): boolean =>
+  amount >= 0n && balance + amount <= pocketMaximum(pocket)
+
 /**
  * Micro-dollars as a JSON number of cents, with at most 4 decimals. Exact for
  * |amount| <= MAX_API_MICRO_USD (the nearest float beyond it).
@@ -246,8 +280,16 @@ export const BtcUsdRate = Schema.Struct({
 export type BtcUsdRate = typeof BtcUsdRate.Type
 
 /**
+ * The highest BTC/USD rate accepted: $100,000,000 per BTC, in micro-dollars. Far
+ * above any real price, and low enough that the USD value of a full sats pocket
+ * (MAX_SATS_POCKET_MSAT at this rate: 10^18 µUSD) stays inside BIGINT storage.
+ */
+export const MAX_BTC_USD_RATE_MICRO_USD = 100_000_000_000_000n
+
+/**
  * A rate from USD per BTC given as decimal text ("65000.12") or a number (read through
- * its shortest decimal text). Refuses more precision than a micro-dollar and rates <= 0.
+ * its shortest decimal text). Refuses more precision than a micro-dollar, rates <= 0
+ * and rates above MAX_BTC_USD_RATE_MICRO_USD.
  */
 export const parseBtcUsdRate = (usdPerBtc: string | number): Result.Result<BtcUsdRate, InvalidAmount> => {
   if (typeof usdPerBtc === "number" && !Number.isFinite(usdPerBtc)) {
@@ -258,6 +300,9 @@ export const parseBtcUsdRate = (usdPerBtc: string | number): Result.Result<BtcUs
     return invalidAmount(usdPerBtc, `a BTC/USD rate must be a positive decimal number: ${scaled.failure}`)
   }
   if (scaled.success <= 0n) return invalidAmount(usdPerBtc, "a BTC/USD rate must be positive")
+  if (scaled.success > MAX_BTC_USD_RATE_MICRO_USD) {
+    return invalidAmount(usdPerBtc, "a BTC/USD rate must be at most 100000000 USD per BTC")
+  }
   return Result.succeed({ microUsdPerBtc: scaled.success })
 }
 

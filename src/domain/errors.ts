@@ -135,13 +135,22 @@ export type SpendRefusal =
   | CapabilityNotAllowed
   | RateUnavailable
 
-/** A funding amount the rails cannot take (card below the minimum, fractional cents or sats, non-positive). */
+/**
+ * A funding amount the rails cannot take (below the minimum, above the maximum,
+ * fractional cents or sats, non-positive). `minimum` / `maximum` are in the
+ * request's own unit (cents or sats).
+ */
 export class InvalidAmount extends Schema.TaggedError<InvalidAmount>()("InvalidAmount", {
   message: Schema.String,
-  minimum: Schema.optional(Schema.Number)
+  minimum: Schema.optional(Schema.Number),
+  maximum: Schema.optional(Schema.Number)
 }) {
   readonly code = "INVALID_AMOUNT"
   get details() {
-    return this.minimum === undefined ? undefined : { minimum: this.minimum }
+    if (this.minimum === undefined && this.maximum === undefined) return undefined
+    return {
+      ...(this.minimum === undefined ? {} : { minimum: this.minimum }),
+      ...(this.maximum === undefined ? {} : { maximum: this.maximum })
+    }
   }
 }

@@ -12,7 +12,14 @@ import {
   newInvoiceId
 } from "../domain/Invoice.ts"
 import { newAuditId, newTransactionId } from "../domain/Ledger.ts"
-import { MICRO_USD_PER_CENT, type Msat, MSAT_PER_SAT, msatToMicroUsdValue } from "../domain/Money.ts"
+import {
+  MAX_CARD_FUNDING_MICRO_USD,
+  MAX_LIGHTNING_FUNDING_MSAT,
+  MICRO_USD_PER_CENT,
+  type Msat,
+  MSAT_PER_SAT,
+  msatToMicroUsdValue
+} from "../domain/Money.ts"
 import { RateSource } from "../ports/RateSource.ts"
 import { CardRail, LightningRail, type PaymentNotice, PaymentSink, type RailError } from "../ports/Rails.ts"
 import { type Page, type PageRequest, Store } from "../ports/Store.ts"
@@ -31,12 +38,12 @@ export interface InvoiceView extends Invoice {
 }
 
 export class Funding extends Context.Service<Funding, {
-  /** Owners only. `amountSats` must be a positive whole number. */
+  /** Owners only. `amountSats` must be a whole number from 1 to 100,000,000 (1 BTC). */
   readonly fundLightning: (
     principal: Principal,
     amountSats: number
   ) => Effect.Effect<InvoiceView, Forbidden | InvalidAmount | RailError>
-  /** Owners only. At least 1000 cents, whole cents. */
+  /** Owners only. Whole cents from 1000 ($10) to 10,000,000 ($100,000). */
   readonly fundCard: (
     principal: Principal,
     amountCents: number
@@ -61,7 +68,15 @@ export class Funding extends Context.Service<Funding, {
 
       const fundLightning = Effect.fn("Funding.fundLightning")(function*(principal: Principal, amountSats: number) {
         yield* requireOwner(principal, "fund the wallet")
-        if (!Number.isSafeInteger(amountSats) || amountSats <= 0) {
+        const maximumSats = Number(MAX_LIGHTNING_FUNDING_MSAT / MSAT_PER_SAT)
+        if (!Number.isFinite(amountSats) || amountSats < 1 || amountSats > maximumSats) {
+          return yield* new InvalidAmount({
+            message: `amountSats must be between 1 and ${maximumSats}`,
+            minimum: 1,
+            maximum: maximumSats
+          })
+        }
+        if (!Number.isSafeInteger(amountSats)) {
           return yield* new InvalidAmount({ message: "amountSats must be a positive whole number of sats" })
         }
         const createdAt = yield* now
@@ -100,10 +115,19 @@ export class Funding extends Context.Service<Funding, {
       const fundCard = Effect.fn("Funding.fundCard")(function*(principal: Principal, amountCents: number) {
         yield* requireOwner(principal, "fund the wallet")
         const minimumCents = Number(CARD_MINIMUM_MICRO_USD / MICRO_USD_PER_CENT)
+        const maximumCents = Number(MAX_CARD_FUNDING_MICRO_USD / MICRO_USD_PER_CENT)
         if (!Number.isFinite(amountCents) || amountCents < minimumCents) {
           return yield* new InvalidAmount({
             message: `amountUsdCents must be at least ${minimumCents}`,
-            minimum: minimumCents
+            minimum: minimumCents,
+            maximum: maximumCents
+          })
+        }
+        if (amountCents > maximumCents) {
+          return yield* new InvalidAmount({
+            message: `amountUsdCents must be at most ${maximumCents}`,
+            minimum: minimumCents,
+            maximum: maximumCents
           })
         }
         if (!Number.isSafeInteger(amountCents)) {
@@ -215,7 +239,9 @@ export const paymentSinkLayer: Layer.Layer<PaymentSink, never, Store | RateSourc
             : { valueMicroUsd: 0n, rateMicroUsdPerBtc: null },
         now: new Date(yield* Clock.currentTimeMillis)
       })
-      if (outcome === "late") {
+      if (outcome === "refused") {
+        yield* Effect.logWarning(`Payment for ${notice.type} invoice (${notice.externalId}) from ${notice.source} would take the wallet pocket above its maximum: recorded, not credited`)
+      } else if (outcome === "late") {
         yield* Effect.logWarning(`Payment for an expired ${notice.type} invoice (${notice.externalId}) from ${notice.source}: recorded, not credited`)
       } else if (outcome === "unknown") {
         yield* Effect.logWarning(`Payment notice for an unknown ${notice.type} id ${notice.externalId} from ${notice.source}: ignored`)

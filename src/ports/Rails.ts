@@ -88,6 +88,8 @@ export type PaymentOutcome =
   | "duplicate"
   /** The invoice had expired: recorded for the operator, not credited. */
   | "late"
+  /** Crediting it would take the wallet pocket above its maximum: recorded for the operator, not credited. */
+  | "refused"
   /** No invoice of ours has this id; ignored (and logged). */
   | "unknown"
 

@@ -171,6 +171,8 @@ export interface CreditInput {
 export type CreditOutcome =
   | { readonly _tag: "Credited"; readonly transaction: Transaction; readonly wallet: Wallet }
   | { readonly _tag: "Duplicate"; readonly transaction: Transaction }
+  /** The pocket would go above `maximum` (its unit; see `pocketMaximum`), or the amount is not positive: nothing changed. */
+  | { readonly _tag: "Refused"; readonly maximum: bigint }
 
 export interface TransactionFilter {
   readonly type?: TransactionType | undefined
@@ -259,7 +261,9 @@ export interface FundingStore {
    * One transaction: the invoice is marked paid and the wallet credited
    * (credit key = invoice id), or nothing changes. Already paid: "duplicate".
    * Paid at or after expiry: the invoice is expired, the late payment recorded,
-   * nothing credited ("late").
+   * nothing credited ("late"). A credit that would take the pocket above its
+   * maximum: the invoice is refused, the payment recorded, nothing credited
+   * ("refused"). The rule is `decidePayment` (src/funding/payment.ts).
    */
   readonly payInvoice: (input: PayInvoiceInput) => Effect.Effect<PaymentOutcome>
   /** Marks a still-pending invoice expired (the rail says it can no longer be paid). */
@@ -268,7 +272,7 @@ export interface FundingStore {
   readonly expireDue: (now: Date, limit: number) => Effect.Effect<number>
   /** Newest first. */
   readonly listInvoices: (accountId: AccountId, filter: InvoiceFilter, page: PageRequest) => Effect.Effect<Page<Invoice>>
-  /** Invoices that received a payment after expiry, newest payment first (for the operator). */
+  /** Invoices with a payment recorded and not credited (late or refused), newest payment first (for the operator). */
   readonly listLatePayments: (page: PageRequest) => Effect.Effect<Page<Invoice>>
   readonly loadCursor: (name: string) => Effect.Effect<string | null>
   readonly saveCursor: (name: string, value: string) => Effect.Effect<void>

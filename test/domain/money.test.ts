@@ -6,6 +6,14 @@ import {
   Cents,
   ceilDivide,
   centsToMicroUsd,
+  creditFits,
+  MAX_API_MSAT,
+  MAX_BTC_USD_RATE_MICRO_USD,
+  MAX_CARD_FUNDING_MICRO_USD,
+  MAX_LIGHTNING_FUNDING_MSAT,
+  MAX_SATS_POCKET_MSAT,
+  MAX_USD_POCKET_MICRO_USD,
+  pocketMaximum,
   floorDivide,
   formatBtcUsdRate,
   fractionalSatsToMsat,
@@ -99,10 +107,50 @@ describe("rate", () => {
     expect(formatBtcUsdRate(success(parseBtcUsdRate("65000.12")))).toBe("65000.12")
   })
 
+  it("refuses rates above $100,000,000 per BTC, so a full sats pocket's value stays inside storage", () => {
+    expect(success(parseBtcUsdRate("100000000")).microUsdPerBtc).toBe(MAX_BTC_USD_RATE_MICRO_USD)
+    for (const input of ["100000000.000001", "1e9", 1e15, "9223372036854775807"]) {
+      expect(Result.isFailure(parseBtcUsdRate(input)), String(input)).toBe(true)
+    }
+    const fullPocketValue = msatToMicroUsdValue(Msat.make(MAX_SATS_POCKET_MSAT), { microUsdPerBtc: MAX_BTC_USD_RATE_MICRO_USD })
+    expect(fullPocketValue + MAX_USD_POCKET_MICRO_USD < 2n ** 63n - 1n).toBe(true)
+  })
+
   it("refuses zero, negatives, excess precision and junk", () => {
     for (const input of ["0", "0.000000", 0, -1, "-65000", "65000.1234567", "0.0000001", "", "abc", " 1", "1e999999999", NaN, Infinity]) {
       expect(Result.isFailure(parseBtcUsdRate(input)), String(input)).toBe(true)
     }
+  })
+})
+
+describe("funding and pocket bounds", () => {
+  it("per-invoice maximums are $100,000 and 1 BTC; pockets hold at most 10^15 of their unit", () => {
+    expect(MAX_CARD_FUNDING_MICRO_USD).toBe(10_000_000n * 10_000n)
+    expect(MAX_LIGHTNING_FUNDING_MSAT).toBe(100_000_000n * 1_000n)
+    expect(pocketMaximum("usd")).toBe(MAX_USD_POCKET_MICRO_USD)
+    expect(pocketMaximum("sats")).toBe(MAX_SATS_POCKET_MSAT)
+    // Every balance the API shows is exact as a JSON number.
+    expect(microUsdToCents(MAX_USD_POCKET_MICRO_USD)).toBe(100_000_000_000)
+    expect(msatToSats(MAX_SATS_POCKET_MSAT)).toBe(1_000_000_000_000)
+  })
+
+  it("creditFits: up to the maximum exactly, never past it, never a negative amount", () => {
+    expect(creditFits("usd", MAX_USD_POCKET_MICRO_USD - 5n, 5n)).toBe(true)
+    expect(creditFits("usd", MAX_USD_POCKET_MICRO_USD - 5n, 6n)).toBe(false)
+    expect(creditFits("sats", 0n, MAX_SATS_POCKET_MSAT + 1n)).toBe(false)
+    expect(creditFits("sats", 0n, -1n)).toBe(false)
+    fc.assert(
+      fc.property(
+        fc.constantFrom("usd" as const, "sats" as const),
+        fc.bigInt({ min: 0n, max: MAX_API_MSAT }),
+        fc.bigInt({ min: -(2n ** 64n), max: 2n ** 64n }),
+        (pocket, balance, amount) => {
+          const fits = creditFits(pocket, balance, amount)
+          expect(fits).toBe(amount >= 0n && balance + amount <= pocketMaximum(pocket))
+          if (fits) expect(balance + amount < 2n ** 63n).toBe(true)
+        }
+      )
+    )
   })
 })
 

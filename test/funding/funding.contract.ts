@@ -1,8 +1,11 @@
 import type { RegistryStore } from "../../src/ports/RegistryStore.ts"
 import { assert, describe, layer } from "@effect/vitest"
-import { Effect, Exit, type Layer, Option } from "effect"
+import { Effect, Exit, type Layer, Option, Result } from "effect"
 import { TestClock } from "effect/testing"
 import { Agents } from "../../src/agents/Agents.ts"
+import { newAuditId, newReservationId, utcDay } from "../../src/domain/Ledger.ts"
+import { MAX_SATS_POCKET_MSAT, MAX_USD_POCKET_MICRO_USD } from "../../src/domain/Money.ts"
+import { planHold } from "../../src/wallet/decide.ts"
 import { Funding } from "../../src/funding/Funding.ts"
 import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
 import { PaymentSink } from "../../src/ports/Rails.ts"
@@ -73,13 +76,137 @@ export const fundingContract = (name: string, store: () => Layer.Layer<Store | I
           }
           const below = yield* Effect.flip(funding.fundCard(owner, 999.99))
           assert.strictEqual(errCode(below), "INVALID_AMOUNT")
-          assert.deepStrictEqual((below as { details?: unknown }).details, { minimum: 1000 })
+          assert.deepStrictEqual((below as { details?: unknown }).details, { minimum: 1000, maximum: 10_000_000 })
           assert.strictEqual(errCode(yield* Effect.flip(funding.fundCard(owner, 1000.5))), "INVALID_AMOUNT")
           yield* funding.fundCard(owner, 1000)
           const worker = yield* newWorker(owner)
           assert.strictEqual(errCode(yield* Effect.flip(funding.fundLightning(worker, 10))), "FORBIDDEN")
           assert.strictEqual(errCode(yield* Effect.flip(funding.fundCard(worker, 1000))), "FORBIDDEN")
           assert.strictEqual(errCode(yield* Effect.flip(funding.invoices(worker, undefined, { limit: 1, offset: 0 }))), "FORBIDDEN")
+        }))
+
+      it.effect("refuses funding amounts above the per-invoice maximum with INVALID_AMOUNT { minimum, maximum }", () =>
+        Effect.gen(function*() {
+          const owner = yield* fundedAccount(0n)
+          const funding = yield* Funding
+          for (const cents of [10_000_001, 1e15, 9.2e14, 1e300]) {
+            const refused = yield* Effect.flip(funding.fundCard(owner, cents))
+            assert.strictEqual(errCode(refused), "INVALID_AMOUNT")
+            assert.deepStrictEqual((refused as { details?: unknown }).details, { minimum: 1000, maximum: 10_000_000 })
+          }
+          for (const sats of [100_000_001, 1e15, Number.MAX_SAFE_INTEGER]) {
+            const refused = yield* Effect.flip(funding.fundLightning(owner, sats))
+            assert.strictEqual(errCode(refused), "INVALID_AMOUNT")
+            assert.deepStrictEqual((refused as { details?: unknown }).details, { minimum: 1, maximum: 100_000_000 })
+          }
+          assert.strictEqual((yield* funding.fundCard(owner, 10_000_000)).amountMicroUsd, 100_000_000_000n)
+          assert.strictEqual((yield* funding.fundLightning(owner, 100_000_000)).amountMsat, 100_000_000_000n)
+          assert.strictEqual((yield* funding.invoices(owner, undefined, { limit: 10, offset: 0 })).total, 2)
+        }))
+
+      it.effect("a payment that would take a pocket above its maximum is refused and recorded; later credits still work", () =>
+        Effect.gen(function*() {
+          const store = yield* Store
+          const funding = yield* Funding
+          const sink = yield* PaymentSink
+          const wallets = yield* Wallets
+          // 5,000 cents short of the usd pocket's maximum ($1,000,000,000).
+          const owner = yield* fundedAccount(MAX_USD_POCKET_MICRO_USD / 10_000n - 5_000n)
+          const before = yield* wallets.get(owner)
+          const big = yield* funding.fundCard(owner, 10_000)
+          const card = (externalId: string) => ({ type: "card" as const, externalId, paidAt: big.createdAt, source: "test" })
+          assert.strictEqual(yield* sink.record(card(big.externalId)), "refused")
+          // Delivered again (a webhook retry): answered the same way, still nothing credited.
+          assert.strictEqual(yield* sink.record(card(big.externalId)), "duplicate")
+          assert.deepStrictEqual(yield* wallets.get(owner), before)
+          const refused = Option.getOrThrow(yield* store.findInvoice({ type: "card", externalId: big.externalId }))
+          assert.strictEqual(refused.status, "refused")
+          assert.strictEqual(refused.paidAt, null)
+          assert.strictEqual(refused.transactionId, null)
+          assert.strictEqual(refused.latePaymentAt?.toISOString(), big.createdAt.toISOString())
+          assert.strictEqual(refused.latePaymentAmount, 100_000_000n)
+          const listed = yield* funding.invoices(owner, "refused", { limit: 10, offset: 0 })
+          assert.deepStrictEqual(listed.items.map((i) => i.id), [big.id])
+          const operator = yield* store.listLatePayments({ limit: 100, offset: 0 })
+          assert.isTrue(operator.items.some((i) => i.id === big.id && i.status === "refused"))
+          // A credit that fits still goes through, up to exactly the maximum.
+          const fits = yield* funding.fundCard(owner, 5_000)
+          assert.strictEqual(yield* sink.record(card(fits.externalId)), "credited")
+          assert.strictEqual((yield* wallets.get(owner)).usdMicro, MAX_USD_POCKET_MICRO_USD)
+          const one = yield* funding.fundCard(owner, 1_000)
+          assert.strictEqual(yield* sink.record(card(one.externalId)), "refused")
+          assert.strictEqual((yield* wallets.get(owner)).usdMicro, MAX_USD_POCKET_MICRO_USD)
+          // The sats pocket is bounded the same way, whatever the rail says was paid.
+          const ln = yield* funding.fundLightning(owner, 1_000)
+          assert.strictEqual(yield* sink.record(lightningNotice(ln.externalId, ln.createdAt, MAX_SATS_POCKET_MSAT + 1n)), "refused")
+          assert.strictEqual((yield* wallets.get(owner)).satsMsat, 0n)
+          // Even an amount beyond what storage can hold is answered and recorded (without its amount).
+          const absurd = yield* funding.fundLightning(owner, 1_000)
+          assert.strictEqual(yield* sink.record(lightningNotice(absurd.externalId, absurd.createdAt, 2n ** 64n)), "refused")
+          const absurdRecord = Option.getOrThrow(yield* store.findInvoice({ type: "lightning", externalId: absurd.externalId }))
+          assert.strictEqual(absurdRecord.status, "refused")
+          assert.strictEqual(absurdRecord.latePaymentAmount, null)
+          assert.isNotNull(absurdRecord.latePaymentAt)
+          const ln2 = yield* funding.fundLightning(owner, 1_000)
+          assert.strictEqual(yield* sink.record(lightningNotice(ln2.externalId, ln2.createdAt)), "credited")
+          assert.strictEqual((yield* wallets.get(owner)).satsMsat, 1_000_000n)
+        }))
+
+      it.effect("money held by a reservation counts toward the maximum, so its release cannot overfill the pocket", () =>
+        Effect.gen(function*() {
+          const store = yield* Store
+          const funding = yield* Funding
+          const sink = yield* PaymentSink
+          const wallets = yield* Wallets
+          // 10,000 cents short of the maximum, then 10,000 cents held by a call in flight.
+          const owner = yield* fundedAccount(MAX_USD_POCKET_MICRO_USD / 10_000n - 10_000n)
+          const now = new Date()
+          const held = 10_000n * 10_000n
+          const reserved = yield* store.reserve({
+            reservationId: newReservationId(),
+            auditId: newAuditId(),
+            accountId: owner.agent.accountId,
+            agentId: owner.agent.id,
+            capability: "search",
+            provider: "test",
+            quotedMicroUsd: held,
+            rate: null,
+            day: utcDay(now),
+            now,
+            expiresAt: new Date(now.getTime() + 60_000),
+            decide: (snapshot) => planHold(snapshot, "search", held, null)
+          })
+          assert.isTrue(Result.isSuccess(reserved))
+          if (Result.isFailure(reserved)) return
+          // The pocket alone has room for 20,000 cents, but the hold may come back.
+          const tooMuch = yield* funding.fundCard(owner, 10_001)
+          const card = (externalId: string) => ({ type: "card" as const, externalId, paidAt: tooMuch.createdAt, source: "test" })
+          assert.strictEqual(yield* sink.record(card(tooMuch.externalId)), "refused")
+          const fits = yield* funding.fundCard(owner, 10_000)
+          assert.strictEqual(yield* sink.record(card(fits.externalId)), "credited")
+          const viaLedger = yield* wallets.credit({ accountId: owner.agent.accountId, key: "one-more", pocket: "usd", amount: 1n, description: "x" })
+          assert.strictEqual(viaLedger._tag, "Refused")
+          assert.strictEqual(
+            yield* store.release({ reservationId: reserved.success.id, accountId: owner.agent.accountId, auditId: newAuditId(), reason: "test", now }),
+            "Released"
+          )
+          assert.strictEqual((yield* wallets.get(owner)).usdMicro, MAX_USD_POCKET_MICRO_USD)
+        }))
+
+      it.effect("the ledger's own credit refuses to overfill a pocket instead of failing", () =>
+        Effect.gen(function*() {
+          const owner = yield* fundedAccount(0n)
+          const wallets = yield* Wallets
+          const accountId = owner.agent.accountId
+          const full = yield* wallets.credit({ accountId, key: "fill", pocket: "sats", amount: MAX_SATS_POCKET_MSAT, description: "fill" })
+          assert.strictEqual(full._tag, "Credited")
+          const over = yield* wallets.credit({ accountId, key: "over", pocket: "sats", amount: 1n, description: "over" })
+          assert.deepStrictEqual(over, { _tag: "Refused", maximum: MAX_SATS_POCKET_MSAT })
+          const huge = yield* wallets.credit({ accountId, key: "huge", pocket: "usd", amount: 2n ** 63n, description: "huge" })
+          assert.strictEqual(huge._tag, "Refused")
+          const wallet = yield* wallets.get(owner)
+          assert.strictEqual(wallet.satsMsat, MAX_SATS_POCKET_MSAT)
+          assert.strictEqual(wallet.usdMicro, 0n)
         }))
 
       it.effect("the same settlement delivered 5 times concurrently credits once", () =>

@@ -1,6 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { client, errorCode, type RunningServer, startServer, storeBackends } from "../support/server.ts"
 
+/** A whole policy with no limits: what a PUT must say to lift every cap. */
+const NO_LIMITS = { maxPerCallUsdCents: null, maxPerDayUsdCents: null, allowedCapabilities: null }
+
 describe.each(storeBackends)("HTTP /v1 agents and policies over %s", (_name, store) => {
   let server: RunningServer
   let api: ReturnType<typeof client>
@@ -100,7 +103,7 @@ describe.each(storeBackends)("HTTP /v1 agents and policies over %s", (_name, sto
       await api.patch(`/v1/agents/${other.id}`, { killed: true }, worker.apiKey),
       await api.patch(`/v1/agents/${worker.id}`, { name: "me" }, worker.apiKey),
       await api.patch(`/v1/agents/${owner.agentId}`, { killed: true }, worker.apiKey),
-      await api.put(`/v1/agents/${worker.id}/policy`, {}, worker.apiKey),
+      await api.put(`/v1/agents/${worker.id}/policy`, NO_LIMITS, worker.apiKey),
       await api.patch(`/v1/agents/${worker.id}/policy`, { maxPerDayUsdCents: 0 }, worker.apiKey),
       await api.get(`/v1/agents/${other.id}`, worker.apiKey),
       await api.get(`/v1/agents/${other.id}/policy`, worker.apiKey)
@@ -132,7 +135,7 @@ describe.each(storeBackends)("HTTP /v1 agents and policies over %s", (_name, sto
       await api.get(`/v1/agents/${b.agentId}`, a.apiKey),
       await api.patch(`/v1/agents/${b.agentId}`, { killed: true }, a.apiKey),
       await api.get(`/v1/agents/${b.agentId}/policy`, a.apiKey),
-      await api.put(`/v1/agents/${b.agentId}/policy`, {}, a.apiKey),
+      await api.put(`/v1/agents/${b.agentId}/policy`, NO_LIMITS, a.apiKey),
       await api.patch(`/v1/agents/${b.agentId}/policy`, { maxPerCallUsdCents: 1 }, a.apiKey),
       // an agent-role key probing another account also gets 404, not 403
       await api.get(`/v1/agents/${a.agentId}`, bWorker.apiKey),
@@ -206,7 +209,7 @@ describe.each(storeBackends)("HTTP /v1 agents and policies over %s", (_name, sto
     })
   })
 
-  it("PUT replaces the policy and resets every field not given", async () => {
+  it("PUT replaces the whole policy; null and 0 mean no limit", async () => {
     const owner = await signup()
     const path = `/v1/agents/${owner.agentId}/policy`
     const full = await api.put(path, {
@@ -221,14 +224,37 @@ describe.each(storeBackends)("HTTP /v1 agents and policies over %s", (_name, sto
       allowedCapabilities: ["reason", "search"],
       dailySpentUsdCents: 0
     })
-    const partial = await api.put(path, { maxPerDayUsdCents: 500 }, owner.apiKey)
-    expect(partial.body).toEqual({
+    const replaced = await api.put(path, { maxPerCallUsdCents: null, maxPerDayUsdCents: 500, allowedCapabilities: null }, owner.apiKey)
+    expect(replaced.status).toBe(200)
+    expect(replaced.body).toEqual({
       maxPerCallUsdCents: 0,
       maxPerDayUsdCents: 500,
       allowedCapabilities: [],
       dailySpentUsdCents: 0
     })
-    expect((await api.get(path, owner.apiKey)).body).toEqual(partial.body)
+    expect((await api.get(path, owner.apiKey)).body).toEqual(replaced.body)
+    const zeros = await api.put(path, { maxPerCallUsdCents: 0, maxPerDayUsdCents: 0, allowedCapabilities: [] }, owner.apiKey)
+    expect(zeros.body).toMatchObject({ maxPerCallUsdCents: 0, maxPerDayUsdCents: 0, allowedCapabilities: [] })
+  })
+
+  it("PUT with a field left out is 400 VALIDATION_ERROR naming every missing field, and changes nothing", async () => {
+    const owner = await signup()
+    const path = `/v1/agents/${owner.agentId}/policy`
+    const set = await api.put(path, { maxPerCallUsdCents: 10, maxPerDayUsdCents: 100, allowedCapabilities: ["read"] }, owner.apiKey)
+    expect(set.status).toBe(200)
+    const cases: Array<[Record<string, unknown>, Array<string>]> = [
+      [{ maxPerCallUsdCents: 25, allowedCapabilities: ["read"] }, ["maxPerDayUsdCents"]],
+      [{ maxPerDayUsdCents: 500 }, ["maxPerCallUsdCents", "allowedCapabilities"]],
+      [{}, ["maxPerCallUsdCents", "maxPerDayUsdCents", "allowedCapabilities"]]
+    ]
+    for (const [body, missing] of cases) {
+      const res = await api.put(path, body, owner.apiKey)
+      expect(res.status, JSON.stringify(body)).toBe(400)
+      expect(errorCode(res)).toBe("VALIDATION_ERROR")
+      const paths = res.body.error.details.issues.map((i: { path: string }) => i.path)
+      expect([...paths].sort()).toEqual([...missing].sort())
+    }
+    expect((await api.get(path, owner.apiKey)).body).toEqual(set.body)
   })
 
   it("PATCH changes only the given fields; 0, null and [] mean no limit / all", async () => {
@@ -252,7 +278,7 @@ describe.each(storeBackends)("HTTP /v1 agents and policies over %s", (_name, sto
   it("rejects invalid policy values with 400 VALIDATION_ERROR and changes nothing", async () => {
     const owner = await signup()
     const path = `/v1/agents/${owner.agentId}/policy`
-    await api.put(path, { maxPerCallUsdCents: 7 }, owner.apiKey)
+    await api.patch(path, { maxPerCallUsdCents: 7 }, owner.apiKey)
     const bad: Array<[Record<string, unknown>, string]> = [
       [{ maxPerCallUsdCents: -1 }, "maxPerCallUsdCents"],
       [{ maxPerCallUsdCents: 0.00001 }, "maxPerCallUsdCents"],

@@ -149,12 +149,12 @@ describe.each(storeBackends)("capabilities and proxy over HTTP (%s)", (_name, st
   it("refuses by policy without reaching any upstream", async () => {
     const owner = await fundedOwner()
     const worker = await api.post("/v1/agents", { name: "w" }, owner.apiKey)
-    await api.put(`/v1/agents/${worker.body.id}/policy`, { maxPerCallUsdCents: 0.0001 }, owner.apiKey)
+    await api.put(`/v1/agents/${worker.body.id}/policy`, { maxPerCallUsdCents: 0.0001, maxPerDayUsdCents: null, allowedCapabilities: null }, owner.apiKey)
     const seen = alpha.requests.length + beta.requests.length
     const capped = await api.post("/v1/capabilities/reason", { prompt: "x" }, worker.body.apiKey)
     expect(capped.status).toBe(402)
     expect(errorCode(capped)).toBe("PER_CALL_LIMIT_EXCEEDED")
-    await api.put(`/v1/agents/${worker.body.id}/policy`, { allowedCapabilities: ["search"] }, owner.apiKey)
+    await api.put(`/v1/agents/${worker.body.id}/policy`, { maxPerCallUsdCents: null, maxPerDayUsdCents: null, allowedCapabilities: ["search"] }, owner.apiKey)
     expect(errorCode(await api.post("/v1/capabilities/reason", { prompt: "x" }, worker.body.apiKey))).toBe("CAPABILITY_NOT_ALLOWED")
     await api.patch(`/v1/agents/${worker.body.id}`, { killed: true }, owner.apiKey)
     expect(errorCode(await api.post("/v1/capabilities/reason", { prompt: "x" }, worker.body.apiKey))).toBe("AGENT_KILLED")
@@ -240,7 +240,7 @@ describe.each(storeBackends)("capabilities and proxy over HTTP (%s)", (_name, st
     expect(errorCode(await api.post("/v1/proxy/alpha", { ...chat, body: { model: "m-9", messages: [] } }, owner.apiKey))).toBe("NOT_FOUND")
     expect(errorCode(await api.post("/v1/proxy/alpha", { ...chat, body: { model: "m-1", messages: [], max_tokens: 99999 } }, owner.apiKey))).toBe("VALIDATION_ERROR")
     const worker = await api.post("/v1/agents", { name: "w" }, owner.apiKey)
-    await api.put(`/v1/agents/${worker.body.id}/policy`, { maxPerDayUsdCents: 0.0001 }, owner.apiKey)
+    await api.put(`/v1/agents/${worker.body.id}/policy`, { maxPerCallUsdCents: null, maxPerDayUsdCents: 0.0001, allowedCapabilities: null }, owner.apiKey)
     expect(errorCode(await api.post("/v1/proxy/alpha", chat, worker.body.apiKey))).toBe("BUDGET_EXCEEDED")
     await api.patch(`/v1/agents/${worker.body.id}`, { killed: true }, owner.apiKey)
     expect(errorCode(await api.post("/v1/proxy/alpha", chat, worker.body.apiKey))).toBe("AGENT_KILLED")

@@ -1,7 +1,11 @@
 import bolt11 from "bolt11"
+import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import type { AccountId } from "../../src/domain/ids.ts"
+import { Wallets } from "../../src/wallet/Wallets.ts"
 import { client, errorCode, type RunningServer, startServer, storeBackends, TEST_PUBLIC_URL } from "../support/server.ts"
 
+const ADMIN = "admin-token-for-funding-tests-0123456789"
 const REGTEST = { bech32: "bcrt", pubKeyHash: 0x6f, scriptHash: 0xc4, validWitnessVersions: [0, 1] }
 
 describe.each(storeBackends)("HTTP funding with the dev rails over %s", (_name, store) => {
@@ -9,7 +13,7 @@ describe.each(storeBackends)("HTTP funding with the dev rails over %s", (_name, 
   let api: ReturnType<typeof client>
 
   beforeAll(async () => {
-    server = await startServer(store())
+    server = await startServer(store(), { adminToken: ADMIN })
     api = client(server.baseUrl)
   })
   afterAll(() => server?.close())
@@ -77,7 +81,7 @@ describe.each(storeBackends)("HTTP funding with the dev rails over %s", (_name, 
     const card = await api.post("/v1/wallet/fund-card", { amountUsdCents: 999 }, apiKey)
     expect(card.status).toBe(400)
     expect(errorCode(card)).toBe("INVALID_AMOUNT")
-    expect(card.body.error.details).toEqual({ minimum: 1000 })
+    expect(card.body.error.details).toEqual({ minimum: 1000, maximum: 10_000_000 })
     for (const amountUsdCents of [1000.5, -1000, 0]) {
       expect(errorCode(await api.post("/v1/wallet/fund-card", { amountUsdCents }, apiKey))).toBe("INVALID_AMOUNT")
     }
@@ -88,6 +92,61 @@ describe.each(storeBackends)("HTTP funding with the dev rails over %s", (_name, 
       expect(errorCode(await api.post("/v1/wallet/fund", body, apiKey))).toBe("VALIDATION_ERROR")
     }
     expect((await api.get("/v1/wallet/invoices", apiKey)).body.total).toBe(0)
+  })
+
+  it("answers 400 INVALID_AMOUNT { minimum, maximum } above the per-invoice maximum, never 500", async () => {
+    const { apiKey } = await signup()
+    for (const amountUsdCents of [10_000_001, 9.2e14, 1e15, 1e300]) {
+      const res = await api.post("/v1/wallet/fund-card", { amountUsdCents }, apiKey)
+      expect(res.status).toBe(400)
+      expect(errorCode(res)).toBe("INVALID_AMOUNT")
+      expect(res.body.error.details).toEqual({ minimum: 1000, maximum: 10_000_000 })
+    }
+    for (const amountSats of [100_000_001, 1e15, 9_007_199_254_740_991]) {
+      const res = await api.post("/v1/wallet/fund", { amountSats }, apiKey)
+      expect(res.status).toBe(400)
+      expect(errorCode(res)).toBe("INVALID_AMOUNT")
+      expect(res.body.error.details).toEqual({ minimum: 1, maximum: 100_000_000 })
+    }
+    expect((await api.get("/v1/wallet/invoices", apiKey)).body.total).toBe(0)
+    expect((await api.post("/v1/wallet/fund-card", { amountUsdCents: 10_000_000 }, apiKey)).status).toBe(200)
+    expect((await api.post("/v1/wallet/fund", { amountSats: 100_000_000 }, apiKey)).status).toBe(200)
+  })
+
+  it("a payment that would overfill the wallet is refused, recorded for the operator, and later payments still credit", async () => {
+    const { accountId, apiKey } = await signup()
+    // 5,000 cents short of the usd pocket's maximum (10^15 µUSD = $1,000,000,000).
+    await server.run(Effect.gen(function*() {
+      const wallets = yield* Wallets
+      yield* wallets.credit({ accountId: accountId as AccountId, key: "seed", pocket: "usd", amount: 10n ** 15n - 50_000_000n, description: "seed" })
+    }))
+    const before = await api.get("/v1/wallet", apiKey)
+    const pay = async (amountUsdCents: number) => {
+      const res = await api.post("/v1/wallet/fund-card", { amountUsdCents }, apiKey)
+      expect(res.status).toBe(200)
+      const path = new URL(res.body.checkoutUrl).pathname
+      const paid = await fetch(`${server.baseUrl}${path}/pay`, { method: "POST" })
+      return { invoiceId: res.body.invoiceId as string, status: paid.status, text: await paid.text() }
+    }
+    const refused = await pay(10_000)
+    expect(refused.status).toBe(200)
+    expect(refused.text).toContain("nothing was credited")
+    expect((await api.get("/v1/wallet", apiKey)).body).toEqual(before.body)
+    const listed = await api.get("/v1/wallet/invoices?status=refused", apiKey)
+    expect(listed.body.total).toBe(1)
+    expect(listed.body.invoices[0]).toMatchObject({ id: refused.invoiceId, status: "refused", amountUsdCents: 10_000 })
+    expect(listed.body.invoices[0].latePaymentAt).toBeDefined()
+    expect((await api.get("/v1/wallet/invoices?status=pending", apiKey)).body.total).toBe(0)
+    const operator = await api.get("/v1/admin/late-payments?limit=100", ADMIN)
+    expect(operator.status).toBe(200)
+    expect(operator.body.invoices).toContainEqual(
+      expect.objectContaining({ id: refused.invoiceId, status: "refused", accountId, latePaymentAmountUsdCents: 10_000 })
+    )
+    const fits = await pay(5_000)
+    expect(fits.text).toContain("the wallet has been credited")
+    expect((await api.get("/v1/wallet", apiKey)).body.balanceUsdCents).toBe(100_000_000_000)
+    const credits = await api.get("/v1/wallet/transactions?type=credit", apiKey)
+    expect(credits.body.total).toBe(2)
   })
 
   it("keeps funding and invoices to owners", async () => {

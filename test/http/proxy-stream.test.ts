@@ -355,7 +355,7 @@ describe("streamed completions through the proxy", () => {
     const owner = await funded()
     const worker = await api.post("/v1/agents", { name: "w" }, owner.apiKey)
     const seen = upstream.requests.length
-    await api.put(`/v1/agents/${worker.body.id}/policy`, { maxPerDayUsdCents: 0.0001 }, owner.apiKey)
+    await api.put(`/v1/agents/${worker.body.id}/policy`, { maxPerCallUsdCents: null, maxPerDayUsdCents: 0.0001, allowedCapabilities: null }, owner.apiKey)
     const capped = await call(worker.body.apiKey)
     expect(capped.status).toBe(402)
     expect(((await capped.json()) as { error: { code: string } }).error.code).toBe("BUDGET_EXCEEDED")

@@ -151,7 +151,7 @@ describe("the server process", () => {
     const ownerKey: string = signup.body.apiKey
     const worker = await api.post("/v1/agents", { name: "worker" }, ownerKey)
     const workerKey: string = worker.body.apiKey
-    await api.put(`/v1/agents/${worker.body.id}/policy`, { maxPerDayUsdCents: 250 }, ownerKey)
+    await api.put(`/v1/agents/${worker.body.id}/policy`, { maxPerCallUsdCents: null, maxPerDayUsdCents: 250, allowedCapabilities: null }, ownerKey)
     await api.patch(`/v1/agents/${worker.body.id}`, { killed: true }, ownerKey)
     expect((await api.get(`/v1/agents/${worker.body.id}`, workerKey)).status).toBe(403)
     await first.stop()
