@@ -139,7 +139,7 @@ describe.each(storeBackends)("every endpoint × caller × target over %s", (_nam
     const a = await account()
     const b = await account()
     const speakOnly = (await api.post("/v1/agents", { name: "speaker" }, a.owner.key)).body as { apiKey: string; id: string }
-    expect((await api.put(`/v1/agents/${speakOnly.id}/policy`, { allowedCapabilities: ["speak"] }, a.owner.key)).status)
+    expect((await api.patch(`/v1/agents/${speakOnly.id}/policy`, { allowedCapabilities: ["speak"] }, a.owner.key)).status)
       .toBe(200)
     speakOnlyKey = speakOnly.apiKey
     callers = [

@@ -354,7 +354,7 @@ describe.each(storeBackends)("Idempotency-Key across agents over %s", (_name, st
     }))
     const worker = (await api.post("/v1/agents", { name: "worker" }, owner.apiKey)).body as { apiKey: string; id: string }
     if (allowed.length > 0) {
-      const set = await api.put(`/v1/agents/${worker.id}/policy`, { allowedCapabilities: allowed }, owner.apiKey)
+      const set = await api.patch(`/v1/agents/${worker.id}/policy`, { allowedCapabilities: allowed }, owner.apiKey)
       expect(set.status).toBe(200)
     }
     return { owner, worker }
@@ -417,10 +417,10 @@ describe.each(storeBackends)("Idempotency-Key across agents over %s", (_name, st
     expect(replay.text).not.toContain("the owner's answer")
     expect(fake.requests.length).toBe(calls)
     // Its own proxy call, replayed after its policy was narrowed: refused too.
-    await api.put(`/v1/agents/${worker.id}/policy`, { allowedCapabilities: [] }, owner.apiKey)
+    await api.patch(`/v1/agents/${worker.id}/policy`, { allowedCapabilities: [] }, owner.apiKey)
     const own = await withKey("POST", "/v1/proxy/alpha", worker.apiKey, "proxy-2", body)
     expect(own.status, own.text).toBe(200)
-    await api.put(`/v1/agents/${worker.id}/policy`, { allowedCapabilities: ["speak"] }, owner.apiKey)
+    await api.patch(`/v1/agents/${worker.id}/policy`, { allowedCapabilities: ["speak"] }, owner.apiKey)
     const narrowed = await withKey("POST", "/v1/proxy/alpha", worker.apiKey, "proxy-2", body)
     expect(narrowed.status, narrowed.text).toBe(403)
     expect(errorCode(narrowed)).toBe("CAPABILITY_NOT_ALLOWED")
@@ -431,13 +431,13 @@ describe.each(storeBackends)("Idempotency-Key across agents over %s", (_name, st
     const body = { prompt: "once" }
     const first = await withKey("POST", "/v1/capabilities/reason", worker.apiKey, "reason-2", body)
     expect(first.status, first.text).toBe(200)
-    const narrowed = await api.put(`/v1/agents/${worker.id}/policy`, { allowedCapabilities: ["speak"] }, owner.apiKey)
+    const narrowed = await api.patch(`/v1/agents/${worker.id}/policy`, { allowedCapabilities: ["speak"] }, owner.apiKey)
     expect(narrowed.status).toBe(200)
     const replay = await withKey("POST", "/v1/capabilities/reason", worker.apiKey, "reason-2", body)
     expect(replay.status, replay.text).toBe(403)
     expect(errorCode(replay)).toBe("CAPABILITY_NOT_ALLOWED")
     // Allowed again: the stored answer is replayed, nothing runs twice.
-    await api.put(`/v1/agents/${worker.id}/policy`, { allowedCapabilities: [] }, owner.apiKey)
+    await api.patch(`/v1/agents/${worker.id}/policy`, { allowedCapabilities: [] }, owner.apiKey)
     const calls = fake.requests.length
     const allowed = await withKey("POST", "/v1/capabilities/reason", worker.apiKey, "reason-2", body)
     expect(allowed.headers.get("idempotent-replayed")).toBe("true")

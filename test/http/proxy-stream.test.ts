@@ -342,7 +342,7 @@ describe("streamed completions through the proxy", () => {
     const worker = await api.post("/v1/agents", { name: "slow" }, owner.apiKey)
     const finish = await firstChunkThenSweep(worker.body.apiKey)
     // Meanwhile the owner caps the worker below the charge.
-    await api.put(`/v1/agents/${worker.body.id}/policy`, { maxPerDayUsdCents: 0.0001 }, owner.apiKey)
+    await api.patch(`/v1/agents/${worker.body.id}/policy`, { maxPerDayUsdCents: 0.0001 }, owner.apiKey)
     const rest = await finish()
     expect(rest).not.toContain("spendgate.metadata")
     const error = /event: spendgate\.error\ndata: (.*)\n/.exec(rest)
