@@ -223,6 +223,7 @@ describe.each(backends)("kill -9 under mixed load over %s", (backend, cycles) =>
       internalErrors: [],
       requests: 0
     }
+    let sweptTotal = 0
     let server = await startServerProcess(env())
     const api = client(server.baseUrl)
     const signup = await api.post("/v1/signup", { name: "crash load" })
@@ -239,7 +240,7 @@ describe.each(backends)("kill -9 under mixed load over %s", (backend, cycles) =>
       if (cycle > 1) server = await startServerProcess(env())
       const stop = { now: false }
       const workers = Array.from({ length: WORKERS }, () => load(server, keys, seen, rng.fork(), stop))
-      await new Promise((r) => setTimeout(r, rng.int(300, 1500)))
+      await new Promise((r) => setTimeout(r, rng.int(500, 2500)))
       await server.kill9()
       stop.now = true
       const results = await Promise.allSettled(workers)
@@ -253,7 +254,8 @@ describe.each(backends)("kill -9 under mixed load over %s", (backend, cycles) =>
           const held = (yield* store.listReservations(accountId, { limit: 10_000, offset: 0 })).items
             .filter((r) => r.status === "held")
           const latest = held.reduce((t, r) => Math.max(t, r.expiresAt.getTime()), Date.now())
-          yield* store.sweepExpired(new Date(latest + 1), 10_000)
+          const swept = yield* store.sweepExpired(new Date(latest + 1), 10_000)
+          sweptTotal += swept
           const { snapshot, problems } = yield* checkAccount(accountId)
           const paid = new Set(snapshot.invoices.filter((i) => i.status === "paid").map((i) => i.id))
           for (const id of seen.creditedInvoices) if (!paid.has(id)) problems.push(`invoice ${id} was credited to the payer but is not paid`)
@@ -270,6 +272,10 @@ describe.each(backends)("kill -9 under mixed load over %s", (backend, cycles) =>
       }
       expect(seen.internalErrors, `CRASH_SEED=${SEED}`).toEqual([])
     }
+    console.log(
+      `crash-load over ${backend}: ${cycles} kills, ${seen.requests} requests, ${seen.receipts.size} charges, ` +
+        `${seen.creditedInvoices.size} Lightning and ${seen.paidSessions.size} card credits, ${sweptTotal} holds left by the kills and swept`
+    )
     // The load did reach all the money paths.
     expect(seen.receipts.size).toBeGreaterThan(0)
     expect(seen.creditedInvoices.size).toBeGreaterThan(0)

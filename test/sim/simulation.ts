@@ -12,6 +12,7 @@ import type { Policy, Principal } from "../../src/domain/Agent.ts"
 import type { AccountId, AgentId } from "../../src/domain/ids.ts"
 import { parseBtcUsdRate } from "../../src/domain/Money.ts"
 import { Funding } from "../../src/funding/Funding.ts"
+import { accountScope, Idempotency } from "../../src/idempotency/Idempotency.ts"
 import * as Gateway from "../../src/Gateway.ts"
 import type { AdminStore } from "../../src/ports/AdminStore.ts"
 import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
@@ -182,6 +183,7 @@ export const simulate = (options: SimOptions): Promise<SimResult> => {
     const wallets = yield* Wallets
     const spend = yield* Spend
     const store = yield* Store
+    const idempotency = yield* Idempotency
     scripts.midCall = Effect.asVoid(spend.sweep)
     yield* TestClock.setTime(START)
 
@@ -189,6 +191,7 @@ export const simulate = (options: SimOptions): Promise<SimResult> => {
     const log: Array<string> = []
     const problems: Array<string> = []
     const knownDefects: Record<string, number> = {}
+    const executedKeys = new Map<string, number>()
     let charges = 0
     let credits = 0
     const nowMs = Effect.map(Effect.clockWith((clock) => clock.currentTimeMillis), Number)
@@ -302,6 +305,40 @@ export const simulate = (options: SimOptions): Promise<SimResult> => {
         if (Option.isSome(error)) return `call ${agent.id}: ${(error.value as { _tag?: string })._tag}`
         return yield* Effect.failCause(exit.cause)
       }),
+      retriedCall: Effect.gen(function*() {
+        // A call sent with an Idempotency-Key, and sometimes sent again with the same key: at most one charge per key.
+        const account = someAccount()
+        if (account === undefined) return "skip"
+        const agent = someAgent(account)
+        const key = rng.chance(0.6) ? `call-${rng.int(0, 3)}` : `call-${rng.int(4, 1e9)}`
+        const request = {
+          scope: accountScope(account.accountId),
+          key,
+          method: "POST",
+          target: "/v1/capabilities/search",
+          body: new TextEncoder().encode(`{"query":"q","agent":"${agent.id}"}`)
+        }
+        // The key's lifetime runs from its first use: the start of the call (a call may take hours here).
+        const startedMs = yield* nowMs
+        const result = yield* idempotency.run(
+          request,
+          capabilities.execute(agent.principal, "search", { query: "q" }),
+          (r) => Option.some({ status: 200, body: JSON.stringify({ auditId: r.receipt.auditId }) })
+        )
+        if (result._tag === "Executed") {
+          charges++
+          const id = `${account.accountId}/${key}/${agent.id}`
+          const t = startedMs
+          const previous = executedKeys.get(id)
+          // Keys live 24 h from their first use: within that, a second execution is a double charge.
+          if (previous !== undefined && t - previous < 24 * 3_600_000) {
+            problems.push(`key ${key} executed twice within its lifetime (${previous} and ${t})`)
+          }
+          executedKeys.set(id, t)
+          return `retried call ${key}: executed, charged ${result.value.receipt.chargedMicroUsd}`
+        }
+        return `retried call ${key}: replayed`
+      }),
       sweep: Effect.map(spend.sweep, (n) => `sweep: ${n}`),
       expire: Effect.map(funding.expireDue, (n) => `expire: ${n}`),
       tick: Effect.gen(function*() {
@@ -319,7 +356,8 @@ export const simulate = (options: SimOptions): Promise<SimResult> => {
       [4, "fund"],
       [5, "pay"],
       [2, "credit"],
-      [14, "call"],
+      [11, "call"],
+      [4, "retriedCall"],
       [2, "sweep"],
       [1, "expire"],
       [3, "tick"]
