@@ -11,7 +11,7 @@ import { KNOWN_SIM_DEFECTS, simulate, type SimResult, sweptHoldCall } from "./si
  *
  * - SIM_SEED=<n>: replay exactly that one seed (on both back-ends).
  * - SIM_SEEDS / SIM_STEPS: seeds and steps per seed over memory (default 30 × 200);
- *   SIM_PGLITE_SEEDS / SIM_PGLITE_STEPS over PGlite (default 2 × 80).
+ *   SIM_PGLITE_SEEDS / SIM_PGLITE_STEPS over PGlite (default 2 × 60).
  * - SIM_FAULTS: probability of a store fault per call while a step runs (default 0.02).
  *
  * A failing seed is printed as `SEED=<n>` with the steps that led there.
@@ -32,7 +32,7 @@ const backends = [
     "PGlite",
     () => storeOverClient.pipe(Layer.provide(PgliteClient.layer({ dataDir: undefined }))),
     Number(process.env["SIM_PGLITE_SEEDS"] ?? 2),
-    Number(process.env["SIM_PGLITE_STEPS"] ?? 80)
+    Number(process.env["SIM_PGLITE_STEPS"] ?? 60)
   ]
 ] as const
 

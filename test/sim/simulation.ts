@@ -1,4 +1,4 @@
-import { Cause, Effect, Exit, Layer, Option, Result } from "effect"
+import { Cause, Effect, Exit, Layer, Option, References, Result } from "effect"
 import { TestClock } from "effect/testing"
 import * as MemoryStore from "../../adapters/memory/MemoryStore.ts"
 import * as DevCard from "../../adapters/rails/DevCard.ts"
@@ -439,6 +439,8 @@ export const simulate = (options: SimOptions): Promise<SimResult> => {
 
   return Effect.runPromise(
     program.pipe(
+      // Late payments and sweeps are logged as warnings by design; only errors are worth seeing here.
+      Effect.provideService(References.MinimumLogLevel, "Error"),
       Effect.provide(layer),
       Effect.provide(TestClock.layer()),
       Effect.scoped
