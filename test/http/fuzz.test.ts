@@ -1,160 +1,342 @@
 import fc from "fast-check"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import * as MemoryStore from "../../adapters/memory/MemoryStore.ts"
+import type { AccountId } from "../../src/domain/ids.ts"
+import { checkAccount } from "../support/ledger-check.ts"
 import { client, errorCode, type RunningServer, startServer, storeBackends } from "../support/server.ts"
+import {
+  anyJson,
+  contentTypes,
+  encodeLoosely,
+  idempotencyKeys,
+  nastyScalar,
+  type Operation,
+  operationsOf,
+  rawBody,
+  type RawBody,
+  segment,
+  valueFor
+} from "./fuzz-openapi.ts"
 
 /**
- * Every endpoint, random bodies: wrong types, missing and unknown fields,
- * huge strings, negative and fractional numbers, deep nesting. No shape may
- * produce a 500, every error is in the envelope, and nothing changes on a
- * refused request. Bounded: a fixed number of runs per endpoint.
+ * Every operation the server publishes in /v1/openapi.json (every path and
+ * method), plus the dev rails' own routes, gets bad input: path and query
+ * parameters, Idempotency-Key headers, bodies built from the published
+ * schema and then spoiled, raw bodies that are not JSON, wrong content
+ * types; as the owner, as a worker agent, with the admin token, with no key
+ * and with a wrong one. Over memory, PGlite and PostgreSQL.
+ *
+ * No request may produce a 5xx other than a documented 503 (no provider or
+ * no rate configured) or 502 (provider error); every error is in the
+ * envelope `{ error: { code, message } }`; a refused policy change changes
+ * nothing; and afterwards the money still adds up.
+ *
+ * Bounded: FUZZ_RUNS runs per operation and backend (default 15). The seed
+ * is printed; FUZZ_SEED=<n> replays it, and a failure prints fast-check's
+ * `seed` and `path` for `fc.assert(..., { seed, path })`.
+ *
+ * Known defects that other changes fix are listed in KNOWN_DEFECTS below:
+ * the fuzz loop tolerates exactly those (input and status) and each has an
+ * `it.fails` reproducer, so that the suite turns red once the fix lands and
+ * the entry must be removed.
  */
 
-const RUNS = 60
+const RUNS = Number(process.env["FUZZ_RUNS"] ?? 15)
+const SEED = Number(process.env["FUZZ_SEED"] ?? (Date.now() % 2 ** 31))
+/** FUZZ_COLLECT=1: record every violation instead of stopping at the first (to survey, not for CI). */
+const COLLECT = process.env["FUZZ_COLLECT"] === "1"
+const collected: Array<string> = []
+const ADMIN_TOKEN = "admin-token-for-fuzzing-0123456789"
+console.log(`fuzz: FUZZ_SEED=${SEED} FUZZ_RUNS=${RUNS}`)
 
-const scalar = fc.oneof(
-  fc.constant(null),
-  fc.boolean(),
-  fc.integer(),
-  fc.double(),
-  fc.constantFrom(-1, 0, 0.5, 1e-9, 1e21, -0, Number.MAX_SAFE_INTEGER, 2 ** 64),
-  fc.string({ maxLength: 20 }),
-  fc.constantFrom("", " ", "x".repeat(5000), "\u0000", "😀", "reason", "owner", "agent", "true")
-)
-const value = fc.letrec((tie) => ({
-  node: fc.oneof({ depthSize: "small" }, scalar, fc.array(tie("node"), { maxLength: 4 }), fc.dictionary(fc.string({ maxLength: 8 }), tie("node"), { maxKeys: 4 }))
-})).node
-const fieldNames = [
-  "name", "role", "killed", "maxPerCallUsdCents", "maxPerDayUsdCents", "allowedCapabilities", "extra", "__proto__", "constructor",
-  "amountSats", "amountUsdCents", "prompt", "model", "maxTokens", "temperature", "query", "numResults", "url", "selectors",
-  "code", "language", "timeout", "text", "voice", "format", "audio", "to", "subject", "body", "size", "n",
-  "method", "path", "headers", "slug", "baseUrl", "endpoints", "pricing", "capabilities", "contact", "description"
+// The document itself comes from a running server, so that the fuzzer follows the API as it is.
+const spec = await (async () => {
+  const server = await startServer(MemoryStore.layer)
+  try {
+    return await (await fetch(`${server.baseUrl}/v1/openapi.json`)).json()
+  } finally {
+    await server.close()
+  }
+})()
+
+const devOperations: ReadonlyArray<Operation> = [
+  {
+    method: "POST",
+    path: "/v1/dev/lightning/pay",
+    pathParams: [],
+    query: [],
+    body: { type: "object", properties: { paymentRequest: { type: "string", maxLength: 4096 } }, required: ["paymentRequest"] },
+    secured: false
+  },
+  { method: "GET", path: "/dev/checkout/{sessionId}", pathParams: ["sessionId"], query: [], body: undefined, secured: false },
+  { method: "POST", path: "/dev/checkout/{sessionId}/pay", pathParams: ["sessionId"], query: [], body: undefined, secured: false },
+  { method: "GET", path: "/v1/openapi.json", pathParams: [], query: [], body: undefined, secured: false }
 ]
-const body = fc.oneof(
-  value,
-  fc.dictionary(fc.constantFrom(...fieldNames), value, { maxKeys: 5 })
-)
 
-describe.each(storeBackends.slice(0, 2))("fuzzing every endpoint over %s", (_name, store) => {
+const operations: ReadonlyArray<Operation> = [...operationsOf(spec), ...devOperations]
+
+/** 5xx answers the API documents: nothing configured to answer (503) or a provider that failed (502). */
+const upstreamRoutes = (path: string) => path.startsWith("/v1/capabilities/") || path.startsWith("/v1/proxy/")
+const documented5xx = new Map<string, (path: string) => boolean>([
+  // No provider configured for the capability (these servers configure none), or no service behind the proxy.
+  ["PROVIDER_UNAVAILABLE", upstreamRoutes],
+  ["PROVIDER_ERROR", upstreamRoutes],
+  // No BTC/USD rate configured: the operator's rate and anything priced in sats.
+  ["RATE_UNAVAILABLE", () => true]
+])
+
+export interface Sent {
+  readonly backend: string
+  readonly method: string
+  readonly path: string
+  readonly url: string
+  readonly body: RawBody
+}
+
+/**
+ * Known defects, fixed in other changes: a 500 on exactly these inputs is
+ * tolerated by the fuzz loop, and each has an `it.fails` reproducer below.
+ * When a fix merges its reproducer starts to pass, `it.fails` turns red,
+ * and the entry is to be removed here.
+ */
+export const KNOWN_DEFECTS: ReadonlyArray<{
+  readonly name: string
+  readonly backends: ReadonlyArray<string>
+  /** The status the defect gives today. */
+  readonly status: number
+  readonly matches: (sent: Sent) => boolean
+  readonly reproduce: { readonly method: string; readonly path: string; readonly body?: unknown; readonly admin?: boolean }
+}> = [
+  {
+    // PostgreSQL (and PGlite) refuse 0x00 in text: "invalid byte sequence for encoding UTF8: 0x00".
+    name: "NUL (%00) in a path parameter or query value reaches SQL",
+    backends: ["PGlite", "PostgreSQL"],
+    status: 500,
+    matches: (sent) => /%00/i.test(sent.url),
+    reproduce: { method: "GET", path: "/v1/agents/%00" }
+  },
+  {
+    name: "NUL in the dev rail's paymentRequest reaches SQL",
+    backends: ["PGlite", "PostgreSQL"],
+    status: 500,
+    matches: (sent) => sent.path === "/v1/dev/lightning/pay" && hasNul(sent.body),
+    reproduce: { method: "POST", path: "/v1/dev/lightning/pay", body: { paymentRequest: "lnbc\u0000" } }
+  },
+  {
+    // 1e15 cents = 1e19 µUSD, past the bigint column's 9.22e18.
+    name: "fund-card amountUsdCents above 9.2e14 overflows the bigint column",
+    backends: ["PGlite", "PostgreSQL"],
+    status: 500,
+    matches: (sent) =>
+      sent.path === "/v1/wallet/fund-card" &&
+      sent.body.kind === "json" && typeof (sent.body.value as any)?.amountUsdCents === "number" &&
+      Math.abs((sent.body.value as any).amountUsdCents) >= 9.2e14,
+    reproduce: { method: "POST", path: "/v1/wallet/fund-card", body: { amountUsdCents: 1e15 } }
+  }
+]
+
+/**
+ * Not a 5xx, but not the envelope either: a request line over Node's
+ * 16 KiB header limit is answered 431 by the HTTP parser, with an empty
+ * body, before the application sees it.
+ */
+export const KNOWN_NON_ENVELOPE = {
+  name: "URL over 16 KiB: 431 from Node's HTTP parser, empty body",
+  status: 431,
+  matches: (sent: Sent, status: number) => status === 431 && sent.url.length > 16_000,
+  reproduce: { method: "GET", path: `/v1/agents?x=${"y".repeat(20_000)}` }
+}
+
+const hasNul = (value: unknown): boolean => JSON.stringify(value ?? null).includes("\\u0000")
+
+describe.each(storeBackends)("fuzzing every published operation over %s", (backend, store) => {
   let server: RunningServer
   let api: ReturnType<typeof client>
-  let ownerKey: string
-  let ownerId: string
-  let workerId: string
+  const keys: Record<string, string> = {}
+  const hints = new Map<string, Array<string>>()
+  const ids: Record<string, Array<string>> = {}
+  const tolerated: Array<string> = []
+  const accounts: Array<string> = []
 
   beforeAll(async () => {
-    // Hundreds of requests a minute from one key: the limits are lifted here (tested in test/ratelimit/).
-    server = await startServer(store(), { rateLimits: { agentPerMinute: 100_000, accountPerMinute: 100_000 } })
-    api = client(server.baseUrl)
-    const res = await api.post("/v1/signup", { name: "fuzz" })
-    ownerKey = res.body.apiKey
-    ownerId = res.body.agentId
-    const worker = await api.post("/v1/agents", { name: "worker", role: "agent" }, ownerKey)
-    workerId = worker.body.id
-    // Another owner, so that kills of the first one can succeed and be undone.
-    await api.post("/v1/agents", { name: "second", role: "owner" }, ownerKey)
-  })
-  afterAll(() => server?.close())
-
-  const allowed = new Set([200, 201, 400, 401, 402, 403, 404, 409, 413, 415, 503])
-
-  const check = async (method: string, path: string, payload: unknown, raw?: string) => {
-    const res = await api.call(method, path, raw === undefined ? { key: ownerKey, body: payload } : {
-      key: ownerKey,
-      raw,
-      headers: { "content-type": "application/json" }
+    // Thousands of requests a minute from one key: the limits are lifted here (tested in test/ratelimit/).
+    server = await startServer(store(), {
+      adminToken: ADMIN_TOKEN,
+      rateLimits: { agentPerMinute: 1_000_000, accountPerMinute: 1_000_000 }
     })
-    expect(allowed.has(res.status), `${method} ${path} ${JSON.stringify(payload)?.slice(0, 200)} -> ${res.status} ${res.text.slice(0, 200)}`).toBe(true)
-    if (res.status >= 400) errorCode(res)
-    return res
-  }
+    api = client(server.baseUrl)
+    const signup = await api.post("/v1/signup", { name: "fuzz" })
+    keys["owner"] = signup.body.apiKey
+    const worker = await api.post("/v1/agents", { name: "worker", role: "agent" }, keys["owner"])
+    keys["worker"] = worker.body.apiKey
+    const second = await api.post("/v1/agents", { name: "second", role: "owner" }, keys["owner"])
+    keys["second"] = second.body.apiKey
+    const other = await api.post("/v1/signup", { name: "other account" })
+    accounts.push(signup.body.accountId, other.body.accountId)
+    // Real ids, so that requests reach the code behind the lookups.
+    const fund = await api.post("/v1/wallet/fund", { amountSats: 2000 }, keys["owner"])
+    const unpaid = await api.post("/v1/wallet/fund", { amountSats: 1000 }, keys["owner"])
+    await api.post("/v1/dev/lightning/pay", { paymentRequest: fund.body.paymentRequest })
+    const card = await api.post("/v1/wallet/fund-card", { amountUsdCents: 1500 }, keys["owner"])
+    expect(card.status, card.text).toBe(200)
+    const sessionId = new URL(card.body.checkoutUrl).pathname.split("/").pop()!
+    const txns = await api.get("/v1/wallet/transactions", keys["owner"])
+    const submission = await api.post("/v1/registry/submit", {
+      slug: "fuzzsvc",
+      name: "Fuzz service",
+      description: "d",
+      baseUrl: "https://example.com",
+      capabilities: ["search"],
+      endpoints: [{ path: "/x", method: "GET", description: "x" }],
+      pricing: { "/x": { perCallUsdCents: 1 } }
+    }, keys["owner"])
+    ids["id"] = [signup.body.agentId, worker.body.id, second.body.id, other.body.agentId, submission.body?.id].filter(Boolean)
+    ids["auditId"] = txns.body.transactions.map((t: any) => t.auditId).filter(Boolean)
+    ids["capability"] = ["reason", "search", "read", "scrape", "execute", "imagine", "speak", "transcribe", "email", "sms", "teleport"]
+    ids["slug"] = ["fuzzsvc", "openai", "anthropic", "brave"]
+    ids["sessionId"] = [sessionId]
+    hints.set("paymentRequest", [fund.body.paymentRequest, unpaid.body.paymentRequest])
+    hints.set("agentId", ids["id"])
+    hints.set("accountId", [signup.body.accountId, other.body.accountId])
+    hints.set("role", ["owner", "agent"])
+    expect([keys["owner"], keys["worker"], keys["second"], sessionId].every((k) => typeof k === "string")).toBe(true)
+  }, 60_000)
+  afterAll(async () => {
+    if (tolerated.length > 0) console.log(`fuzz over ${backend}: ${tolerated.length} known-defect answers tolerated:\n${[...new Set(tolerated)].join("\n")}`)
+    if (COLLECT) console.log(`fuzz over ${backend}: ${collected.length} violations:\n${collected.join("\n")}`)
+    collected.length = 0
+    await server?.close()
+  })
 
+  /** Undoes what an accepted request may have changed about the agents (kills, policies). */
   const restore = async () => {
-    await api.patch(`/v1/agents/${workerId}`, { killed: false, name: "worker" }, ownerKey)
-    await api.patch(`/v1/agents/${ownerId}`, { killed: false }, ownerKey)
+    const owner = keys["owner"]!
+    const second = keys["second"]!
+    for (const id of ids["id"]!.slice(0, 3)) {
+      const res = await api.patch(`/v1/agents/${id}`, { killed: false }, second)
+      if (res.status === 403) await api.patch(`/v1/agents/${id}`, { killed: false }, owner)
+    }
   }
 
-  it("POST /v1/signup", async () => {
-    await fc.assert(fc.asyncProperty(body, async (payload) => void (await check("POST", "/v1/signup", payload))), { numRuns: RUNS })
-  })
-
-  it("POST /v1/agents", async () => {
-    await fc.assert(fc.asyncProperty(body, async (payload) => void (await check("POST", "/v1/agents", payload))), { numRuns: RUNS })
-  })
-
-  it("PATCH /v1/agents/{id}", async () => {
-    await fc.assert(
-      fc.asyncProperty(body, async (payload) => {
-        await check("PATCH", `/v1/agents/${workerId}`, payload)
-        await restore()
-      }),
-      { numRuns: RUNS }
+  const request = (op: Operation) => {
+    const params = op.pathParams.map((name) => segment(ids[name] ?? []))
+    const query = op.query.map(({ name, schema }) =>
+      fc.option(fc.oneof(segment(hints.get(name) ?? [], schema), fc.constantFrom("-1", "0", "1e3", "1e308", "2026-02-30", "2026-01-01T00:00:00Z", "abc")), { nil: undefined })
+        .map((value) => value === undefined ? undefined : `${encodeLoosely(name)}=${value}`)
     )
-  })
+    const extraQuery = fc.option(fc.tuple(segment([]), segment([])).map(([k, v]) => `${k}=${v}`), { nil: undefined })
+    const body: fc.Arbitrary<RawBody> = op.body === undefined
+      ? fc.oneof({ weight: 3, arbitrary: fc.constant<RawBody>({ kind: "none" }) }, { weight: 1, arbitrary: anyJson.map<RawBody>((value) => ({ kind: "json", value })) })
+      : fc.oneof(
+        { weight: 6, arbitrary: valueFor(spec, op.body, 0, hints).map<RawBody>((value) => ({ kind: "json", value })) },
+        { weight: 1, arbitrary: nastyScalar.map<RawBody>((value) => ({ kind: "json", value })) },
+        { weight: 2, arbitrary: rawBody }
+      )
+    const admin = op.path.startsWith("/v1/admin")
+    const auth = fc.constantFrom(...(admin ? ["admin", "admin", "admin", "owner", "none", "garbage"] : ["owner", "owner", "owner", "worker", "worker", "none", "garbage"]))
+    return fc.record({
+      params: fc.tuple(...params),
+      query: fc.tuple(...query, extraQuery),
+      body,
+      contentType: contentTypes,
+      idempotencyKey: idempotencyKeys,
+      auth
+    })
+  }
 
-  it("PUT and PATCH /v1/agents/{id}/policy", async () => {
+  const send = async (op: Operation, input: any) => {
+    let path = op.path
+    op.pathParams.forEach((name, i) => (path = path.replace(`{${name}}`, input.params[i])))
+    const qs = (input.query as Array<string | undefined>).filter((q) => q !== undefined).join("&")
+    const url = `${server.baseUrl}${path}${qs === "" ? "" : `?${qs}`}`
+    const headers: Record<string, string> = {}
+    if (input.auth === "admin") headers["authorization"] = `Bearer ${ADMIN_TOKEN}`
+    else if (input.auth === "garbage") headers["authorization"] = "Bearer sk_live_\u00ff\u00fe"
+    else if (input.auth !== "none") headers["authorization"] = `Bearer ${keys[input.auth]}`
+    if (input.idempotencyKey !== undefined) headers["idempotency-key"] = input.idempotencyKey
+    const raw: RawBody = input.body
+    let payload: string | Uint8Array | undefined
+    if (raw.kind === "json") payload = JSON.stringify(raw.value) ?? "null"
+    else if (raw.kind === "text") payload = raw.text
+    else if (raw.kind === "bytes") payload = raw.bytes
+    if (payload !== undefined && input.contentType !== undefined) headers["content-type"] = input.contentType
+    const method = op.method
+    const response = await fetch(url, {
+      method,
+      headers,
+      ...(payload === undefined || method === "GET" ? {} : { body: payload })
+    })
+    const text = await response.text()
+    let parsed: any = undefined
+    try {
+      parsed = text === "" ? undefined : JSON.parse(text)
+    } catch {
+      parsed = undefined
+    }
+    return { sent: { backend, method, path: op.path, url, body: raw } satisfies Sent, status: response.status, text, body: parsed, headers: response.headers }
+  }
+
+  it.each(operations.map((op) => [`${op.method} ${op.path}`, op] as const))("%s", async (_label, op) => {
+    const policyPath = /^\/v1\/agents\/\{id\}\/policy$/.test(op.path) && op.method !== "GET"
     await fc.assert(
-      fc.asyncProperty(body, fc.constantFrom("PUT", "PATCH"), async (payload, method) => {
-        const before = await api.get(`/v1/agents/${workerId}/policy`, ownerKey)
-        const res = await check(method, `/v1/agents/${workerId}/policy`, payload)
-        if (res.status === 400) {
-          const after = await api.get(`/v1/agents/${workerId}/policy`, ownerKey)
-          expect(after.body).toEqual(before.body)
+      fc.asyncProperty(request(op), async (input) => {
+        const before = policyPath ? await api.get(`/v1/agents/${ids["id"]![1]}/policy`, keys["owner"]) : undefined
+        const res = await send(op, input)
+        const where = `${res.sent.method} ${res.sent.url.slice(0, 300)} body=${JSON.stringify(res.sent.body)?.slice(0, 300)} -> ${res.status} ${res.text.slice(0, 300)}`
+        try {
+          if (res.status >= 500) {
+            const code = res.body?.error?.code
+            const known = KNOWN_DEFECTS.find((d) => d.backends.includes(backend) && d.status === res.status && d.matches(res.sent))
+            if (known !== undefined) {
+              tolerated.push(`${known.name}: ${where.slice(0, 160)}`)
+              return
+            }
+            expect(res.status === 502 || res.status === 503, `5xx: ${where}`).toBe(true)
+            expect(documented5xx.get(code)?.(op.path) === true, `undocumented ${res.status} ${code} on ${op.path}: ${where}`).toBe(true)
+          }
+          if (op.path === "/health") return
+          if (KNOWN_NON_ENVELOPE.matches(res.sent, res.status)) {
+            tolerated.push(`${KNOWN_NON_ENVELOPE.name}: ${where.slice(0, 160)}`)
+            return
+          }
+          if (res.status >= 400 && !(op.path.startsWith("/dev/checkout") && op.method === "GET")) {
+            expect(() => errorCode({ status: res.status, headers: res.headers, body: res.body, text: res.text }), where).not.toThrow()
+          }
+          if (before !== undefined && res.status === 400) {
+            const after = await api.get(`/v1/agents/${ids["id"]![1]}/policy`, keys["owner"])
+            expect(after.body, `a refused policy change changed the policy: ${where}`).toEqual(before.body)
+          }
+        } catch (error) {
+          if (!COLLECT) throw error
+          collected.push(where.slice(0, 400))
+        } finally {
+          if (res.status < 300 && (op.method === "PATCH" || op.method === "PUT")) await restore()
         }
       }),
-      { numRuns: RUNS }
+      { numRuns: RUNS, seed: SEED, interruptAfterTimeLimit: 20_000, markInterruptAsFailure: false }
     )
+  }, 60_000)
+
+  // One reproducer per known defect: each fails today; when the fix lands it passes,
+  // `it.fails` turns red, and the entry comes out of KNOWN_DEFECTS.
+  for (const defect of KNOWN_DEFECTS.filter((d) => d.backends.includes(backend))) {
+    it.fails(`known defect (${defect.status} today): ${defect.name}`, async () => {
+      const { method, path, body } = defect.reproduce
+      const res = await api.call(method, path, { key: keys["owner"]!, ...(body === undefined ? {} : { body }) })
+      expect(res.status, `${method} ${path} -> ${res.status}`).toBeLessThan(500)
+      expect(errorCode(res)).toMatch(/^[A-Z_]+$/)
+    })
+  }
+  it.fails(`known defect (${KNOWN_NON_ENVELOPE.status} today): ${KNOWN_NON_ENVELOPE.name}`, async () => {
+    const res = await api.call(KNOWN_NON_ENVELOPE.reproduce.method, KNOWN_NON_ENVELOPE.reproduce.path, { key: keys["owner"]! })
+    expect(res.status).toBeLessThan(500)
+    errorCode(res)
   })
 
-  it("GET endpoints with random ids and query strings", async () => {
-    const segment = fc.oneof(fc.string({ maxLength: 80 }), fc.constantFrom(workerId, ownerId, "%00", "..", "%2e%2e", "agt_"))
-    const query = fc.dictionary(fc.constantFrom("limit", "offset", "x"), fc.string({ maxLength: 12 }), { maxKeys: 3 })
-    await fc.assert(
-      fc.asyncProperty(segment, query, async (id, q) => {
-        const qs = new URLSearchParams(q).toString()
-        await check("GET", `/v1/agents/${encodeURIComponent(id)}`, undefined)
-        await check("GET", `/v1/agents/${encodeURIComponent(id)}/policy`, undefined)
-        await check("GET", `/v1/agents?${qs}`, undefined)
-      }),
-      { numRuns: RUNS }
-    )
-  })
-
-  it("every POST that moves money or creates something", async () => {
-    const paths = [
-      "/v1/wallet/fund",
-      "/v1/wallet/fund-card",
-      "/v1/registry/submit",
-      "/v1/proxy/openai",
-      ...["reason", "search", "read", "scrape", "execute", "imagine", "speak", "transcribe", "email", "sms", "teleport"]
-        .map((c) => `/v1/capabilities/${c}`)
-    ]
-    await fc.assert(
-      fc.asyncProperty(fc.constantFrom(...paths), body, async (path, payload) => void (await check("POST", path, payload))),
-      { numRuns: RUNS * 3 }
-    )
-  })
-
-  it("GET lists with random query strings", async () => {
-    const query = fc.dictionary(
-      fc.constantFrom("limit", "offset", "type", "agentId", "startDate", "endDate", "status", "x"),
-      fc.oneof(fc.string({ maxLength: 12 }), fc.constantFrom("2026-02-30", "2026-01-01", "-1", "1e3", "charge", "paid")),
-      { maxKeys: 4 }
-    )
-    const paths = ["/v1/wallet/transactions", "/v1/wallet/invoices", "/v1/registry/submissions", "/v1/services", "/v1/capabilities"]
-    await fc.assert(
-      fc.asyncProperty(fc.constantFrom(...paths), query, async (path, q) =>
-        void (await check("GET", `${path}?${new URLSearchParams(q).toString()}`, undefined))),
-      { numRuns: RUNS }
-    )
-  })
-
-  it("raw bodies that are not valid JSON", async () => {
-    await fc.assert(
-      fc.asyncProperty(fc.string({ maxLength: 200 }), async (raw) => {
-        await check("POST", "/v1/agents", undefined, raw)
-        await check("PUT", `/v1/agents/${workerId}/policy`, undefined, raw)
-      }),
-      { numRuns: RUNS }
-    )
+  it("still adds up afterwards: pockets equal the ledger, invoices credited once, the audit chain verifies", async () => {
+    for (const accountId of accounts) {
+      const { problems } = await server.run(checkAccount(accountId as AccountId))
+      expect(problems, `account ${accountId}`).toEqual([])
+    }
   })
 })

@@ -1,0 +1,146 @@
+import { Effect } from "effect"
+import type { AccountId } from "../../src/domain/ids.ts"
+import type { Invoice } from "../../src/domain/Invoice.ts"
+import type { AuditRecord, Reservation, Transaction, Wallet } from "../../src/domain/Ledger.ts"
+import { Store } from "../../src/ports/Store.ts"
+import { Wallets } from "../../src/wallet/Wallets.ts"
+
+/**
+ * The money invariants of one account, read straight from the store, for
+ * the crash, simulation and fuzz suites. Returns the list of violations
+ * (empty when the account adds up) together with what was read, so a
+ * caller can check more.
+ *
+ * - no pocket is negative;
+ * - each pocket = credits + refunds − charges − what open holds took
+ *   (the transactions), and = the sum of the audit log's signed changes;
+ * - every hold that ended took exactly what was charged plus what came back;
+ * - no paid invoice is credited twice, and every paid invoice has exactly
+ *   one credit transaction (its `transactionId`);
+ * - the audit hash chain verifies.
+ */
+export interface AccountSnapshot {
+  readonly wallet: Wallet
+  readonly transactions: ReadonlyArray<Transaction>
+  readonly reservations: ReadonlyArray<Reservation>
+  readonly audit: ReadonlyArray<AuditRecord>
+  readonly invoices: ReadonlyArray<Invoice>
+}
+
+const PAGE = 500
+
+const allPages = <A>(read: (offset: number) => Effect.Effect<{ readonly items: ReadonlyArray<A>; readonly total: number }>) =>
+  Effect.gen(function*() {
+    const out: Array<A> = []
+    for (let offset = 0; ; offset += PAGE) {
+      const page = yield* read(offset)
+      out.push(...page.items)
+      if (page.items.length < PAGE || out.length >= page.total) return out
+    }
+  })
+
+export const snapshotAccount = (accountId: AccountId) =>
+  Effect.gen(function*() {
+    const store = yield* Store
+    const wallet = yield* store.getWallet(accountId)
+    const transactions = yield* allPages((offset) => store.listTransactions(accountId, {}, { limit: PAGE, offset }))
+    const reservations = yield* allPages((offset) => store.listReservations(accountId, { limit: PAGE, offset }))
+    const invoices = yield* allPages((offset) =>
+      store.listInvoices(accountId, { now: new Date() }, { limit: PAGE, offset })
+    )
+    const audit: Array<AuditRecord> = []
+    for (let after = 0n; ;) {
+      const batch = yield* store.listAudit(accountId, after, 1000)
+      audit.push(...batch)
+      if (batch.length < 1000) break
+      after = batch[batch.length - 1]!.seq
+    }
+    return { wallet, transactions, reservations, audit, invoices } satisfies AccountSnapshot
+  })
+
+export const accountViolations = (s: AccountSnapshot): Array<string> => {
+  const problems: Array<string> = []
+  const { wallet, transactions, reservations, audit, invoices } = s
+  if (wallet.usdMicro < 0n) problems.push(`usd pocket negative: ${wallet.usdMicro}`)
+  if (wallet.satsMsat < 0n) problems.push(`sats pocket negative: ${wallet.satsMsat}`)
+  let usd = 0n
+  let sats = 0n
+  for (const t of transactions) {
+    const sign = t.type === "charge" ? -1n : 1n
+    usd += sign * t.usdMicro
+    sats += sign * t.satsMsat
+  }
+  for (const r of reservations) {
+    if (r.status === "held") {
+      usd -= r.heldUsdMicro
+      sats -= r.heldSatsMsat
+    }
+  }
+  if (usd !== wallet.usdMicro) problems.push(`usd pocket ${wallet.usdMicro} != ledger ${usd}`)
+  if (sats !== wallet.satsMsat) problems.push(`sats pocket ${wallet.satsMsat} != ledger ${sats}`)
+  const auditUsd = audit.reduce((sum, r) => sum + r.usdDeltaMicro, 0n)
+  const auditSats = audit.reduce((sum, r) => sum + r.satsDeltaMsat, 0n)
+  if (auditUsd !== wallet.usdMicro) problems.push(`usd pocket ${wallet.usdMicro} != audit ${auditUsd}`)
+  if (auditSats !== wallet.satsMsat) problems.push(`sats pocket ${wallet.satsMsat} != audit ${auditSats}`)
+  const txById = new Map(transactions.map((t) => [t.id, t]))
+  for (const r of reservations) {
+    const records = audit.filter((a) => a.reservationId === r.id)
+    const kinds = records.map((a) => a.kind)
+    if (kinds.filter((k) => k === "reserve").length !== 1) problems.push(`hold ${r.id}: ${kinds.join(",")}`)
+    const ends = kinds.filter((k) => k === "settle" || k === "release").length
+    if (r.status === "held" ? ends !== 0 : ends !== 1) problems.push(`hold ${r.id} (${r.status}) has ${ends} endings`)
+    if (r.status === "held") continue
+    const charges = records.flatMap((a) => {
+      const t = a.transactionId === null ? undefined : txById.get(a.transactionId)
+      return t !== undefined && t.type === "charge" ? [t] : []
+    })
+    const returnedUsd = records.filter((a) => a.kind !== "reserve").reduce((sum, a) => sum + a.usdDeltaMicro, 0n)
+    const returnedSats = records.filter((a) => a.kind !== "reserve").reduce((sum, a) => sum + a.satsDeltaMsat, 0n)
+    const chargedUsd = charges.reduce((sum, t) => sum + t.usdMicro, 0n)
+    const chargedSats = charges.reduce((sum, t) => sum + t.satsMsat, 0n)
+    if (returnedUsd + chargedUsd !== r.heldUsdMicro || returnedSats + chargedSats !== r.heldSatsMsat) {
+      problems.push(`hold ${r.id}: took ${r.heldUsdMicro}/${r.heldSatsMsat}, charged ${chargedUsd}/${chargedSats}, returned ${returnedUsd}/${returnedSats}`)
+    }
+    if ((r.status === "settled") !== (charges.length === 1) || charges.length > 1) {
+      problems.push(`hold ${r.id} (${r.status}) has ${charges.length} charges`)
+    }
+    if (r.status === "settled" && (r.settledMicroUsd ?? 0n) > r.quotedMicroUsd) {
+      problems.push(`hold ${r.id} settled ${r.settledMicroUsd} above its quote ${r.quotedMicroUsd}`)
+    }
+  }
+  const creditedBy = new Map<string, number>()
+  for (const invoice of invoices) {
+    if (invoice.status === "paid") {
+      if (invoice.transactionId === null || !txById.has(invoice.transactionId)) {
+        problems.push(`paid invoice ${invoice.id} has no credit transaction`)
+      } else {
+        creditedBy.set(invoice.transactionId, (creditedBy.get(invoice.transactionId) ?? 0) + 1)
+        const t = txById.get(invoice.transactionId)!
+        const expected = invoice.type === "lightning" ? t.satsMsat : t.usdMicro
+        const amount = invoice.type === "lightning" ? invoice.amountMsat : invoice.amountMicroUsd
+        if (amount !== null && expected !== amount) problems.push(`invoice ${invoice.id} for ${amount} credited ${expected}`)
+      }
+    } else if (invoice.transactionId !== null) {
+      problems.push(`invoice ${invoice.id} (${invoice.status}) has a credit`)
+    }
+  }
+  for (const [tx, n] of creditedBy) if (n > 1) problems.push(`transaction ${tx} credits ${n} invoices`)
+  // One credit per paid invoice: credits that name an invoice in their description are not counted on, the ids are.
+  const credits = transactions.filter((t) => t.type === "credit")
+  const invoiceCredits = credits.filter((t) => creditedBy.has(t.id)).length
+  if (invoiceCredits !== invoices.filter((i) => i.status === "paid").length) {
+    problems.push(`${invoiceCredits} invoice credits for ${invoices.filter((i) => i.status === "paid").length} paid invoices`)
+  }
+  return problems
+}
+
+/** Snapshot, invariants and the audit chain of one account; fails the effect with the list of violations. */
+export const checkAccount = (accountId: AccountId) =>
+  Effect.gen(function*() {
+    const snapshot = yield* snapshotAccount(accountId)
+    const problems = accountViolations(snapshot)
+    const wallets = yield* Wallets
+    const broken = yield* wallets.verifyChain(accountId)
+    if (broken !== null) problems.push(`audit chain broken: ${JSON.stringify(broken, (_k, v) => typeof v === "bigint" ? v.toString() : v)}`)
+    return { snapshot, problems }
+  })
