@@ -121,10 +121,13 @@ import { accessSync, constants as fsConstants, lstatSync, readFileSync, readlink
 import * as fs from "node:fs/promises"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
+import type { Writable } from "node:stream"
 import { StringDecoder } from "node:string_decoder"
 import { Duration, Effect, Result, Semaphore } from "effect"
 import { type Metered, type Provider, ProviderFailure, type Quote, type UnitPrice } from "../../../src/capabilities/Provider.ts"
 import { type ExecuteInput, type ExecuteOutput, MAX_EXECUTE_TIMEOUT_MS } from "../../../src/capabilities/schemas.ts"
+import { type CallCgroup, type CgroupReport, type Cgroups, DEFAULT_CGROUP_ROOT, probeCgroups } from "./cgroup.ts"
+import { compileFilter, seccompProblem } from "./seccomp.ts"
 
 export const PROVIDER_NAME = "sandbox"
 export const DEFAULT_TIMEOUT_MS = 10_000
@@ -136,6 +139,10 @@ export const DEFAULT_MAX_PROCESSES = 64
 export const DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024
 export const DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
 export const DEFAULT_MAX_CONCURRENT = 4
+/** CPU per sandbox, in cores, when cgroups are available. */
+export const DEFAULT_CPUS = 1
+/** Memory for the whole sandbox (its cgroup) beyond the per-process limit: room for the interpreter itself. */
+export const SANDBOX_MEMORY_HEADROOM_BYTES = 128 * 1024 * 1024
 export const DEFAULT_BWRAP_PATH = "/usr/bin/bwrap"
 export const DEFAULT_PYTHON_PATH = "/usr/bin/python3"
 export const DEFAULT_BASH_PATH = "/bin/bash"
@@ -191,11 +198,24 @@ export interface SandboxOptions {
   readonly nodePath?: string | undefined
   readonly pythonPath?: string | undefined
   readonly bashPath?: string | undefined
+  /** Where the cgroup file system is mounted; default /sys/fs/cgroup. */
+  readonly cgroupRoot?: string | undefined
+  /** Memory of the whole sandbox (all its processes), enforced by its cgroup; default memoryBytes + 128 MiB. */
+  readonly sandboxMemoryBytes?: number | undefined
+  /** CPU time per wall time of a sandbox, in cores, enforced by its cgroup; default 1. */
+  readonly cpus?: number | undefined
+  /** The seccomp filter (seccomp.ts); default on. Off only for debugging: the provider is then reported degraded. */
+  readonly seccomp?: boolean | undefined
 }
 
 /** What the start-up probe found. `unavailable` names the languages that cannot run here, with why. */
 export type SandboxStatus =
-  | { readonly ok: true; readonly unavailable: { readonly [L in Language]?: string } }
+  | {
+    readonly ok: true
+    readonly unavailable: { readonly [L in Language]?: string }
+    /** Present when a protection is missing on this machine (cgroup limits, seccomp): which, and why. */
+    readonly degraded?: string
+  }
   | { readonly ok: false; readonly reason: string }
 
 /** The provider, with the probe's verdict for the health endpoint. */
@@ -239,6 +259,14 @@ interface Settings {
   readonly interpreters: { readonly [L in Language]: Interpreter }
   /** Start bwrap as this uid/gid (the gateway runs as root). */
   readonly dropTo: { readonly uid: number; readonly gid: number } | undefined
+  /** Per-call cgroups, or why there are none. */
+  readonly cgroups: Cgroups | undefined
+  readonly cgroupProblem: string | undefined
+  readonly sandboxMemoryBytes: number
+  readonly cpus: number
+  /** The compiled seccomp program, or why there is none. */
+  readonly seccomp: Buffer | undefined
+  readonly seccompProblem: string | undefined
 }
 
 const MiB = 1024 * 1024
@@ -299,6 +327,26 @@ const interpreterOf = (
   return { ...base, problem: undefined, sandboxPath: inside, bind: [real, inside] }
 }
 
+const cgroupsOf = (root: string): Pick<Settings, "cgroups" | "cgroupProblem"> => {
+  const probed = probeCgroups(root)
+  return probed.ok ? { cgroups: probed.cgroups, cgroupProblem: undefined } : { cgroups: undefined, cgroupProblem: probed.reason }
+}
+
+const seccompOf = (wanted: boolean): Pick<Settings, "seccomp" | "seccompProblem"> => {
+  if (!wanted) return { seccomp: undefined, seccompProblem: "the seccomp filter is turned off by configuration" }
+  const problem = seccompProblem()
+  return problem === undefined ? { seccomp: compileFilter(), seccompProblem: undefined } : { seccomp: undefined, seccompProblem: problem }
+}
+
+/** What the sandbox runs without on this machine, as one sentence; undefined when nothing is missing. */
+const degradedReason = (settings: Settings): string | undefined => {
+  const missing = [
+    settings.cgroupProblem === undefined ? undefined : `no cgroup limits (memory, CPU, processes of the whole sandbox): ${settings.cgroupProblem}`,
+    settings.seccompProblem === undefined ? undefined : `no seccomp filter: ${settings.seccompProblem}`
+  ].filter((m) => m !== undefined)
+  return missing.length === 0 ? undefined : missing.join("; ")
+}
+
 const settingsOf = (options: SandboxOptions): Settings => {
   const name = options.name ?? PROVIDER_NAME
   if (name.trim() === "" || name.length > 64) throw new RangeError("sandbox: name must be 1 to 64 characters")
@@ -325,6 +373,15 @@ const settingsOf = (options: SandboxOptions): Settings => {
   const maxOutputBytes = integer("maxOutputBytes", options.maxOutputBytes, DEFAULT_MAX_OUTPUT_BYTES, 1024, 64 * MiB)
   const maxFileBytes = integer("maxFileBytes", options.maxFileBytes, DEFAULT_MAX_FILE_BYTES, 1024, 1024 * 1024 * MiB)
   const maxConcurrent = integer("maxConcurrent", options.maxConcurrent, DEFAULT_MAX_CONCURRENT, 1, 1024)
+  const sandboxMemoryBytes = integer(
+    "sandboxMemoryBytes",
+    options.sandboxMemoryBytes,
+    memoryBytes + SANDBOX_MEMORY_HEADROOM_BYTES,
+    16 * MiB,
+    64 * 1024 * MiB
+  )
+  const cpus = options.cpus ?? DEFAULT_CPUS
+  if (!Number.isFinite(cpus) || cpus < 0.01 || cpus > 1024) throw new RangeError(`${name}: cpus must be from 0.01 to 1024`)
   const tempDir = options.tempDir ?? tmpdir()
   if (!path.isAbsolute(tempDir)) throw new RangeError(`${name}: tempDir must be an absolute path`)
   const { args: system, roots } = systemLayout()
@@ -348,13 +405,21 @@ const settingsOf = (options: SandboxOptions): Settings => {
     system,
     launcher: interpreters.bash,
     interpreters,
-    dropTo: process.getuid?.() === 0 ? { uid: SANDBOX_UID, gid: SANDBOX_GID } : undefined
+    dropTo: process.getuid?.() === 0 ? { uid: SANDBOX_UID, gid: SANDBOX_GID } : undefined,
+    ...cgroupsOf(options.cgroupRoot ?? DEFAULT_CGROUP_ROOT),
+    sandboxMemoryBytes,
+    cpus,
+    ...seccompOf(options.seccomp ?? true)
   }
 }
 
 // ---------------------------------------------------------------------------
 // The command line
 // ---------------------------------------------------------------------------
+
+/** Descriptors bwrap is given beside the status (3): the seccomp program, and the one it waits on. */
+const SECCOMP_FD = 4
+const BLOCK_FD = 5
 
 const KiB = (bytes: number) => String(Math.max(1, Math.floor(bytes / 1024)))
 
@@ -366,7 +431,7 @@ const KiB = (bytes: number) => String(Math.max(1, Math.floor(bytes / 1024)))
 const launcherScript = (settings: Settings, interpreter: Interpreter): string =>
   [
     `ulimit -c 0 -n ${OPEN_FILES} -f ${KiB(settings.maxFileBytes)} -d ${KiB(interpreter.dataBytes)}` +
-    ` -v ${KiB(interpreter.addressBytes)} -u ${settings.maxProcesses}` +
+    ` -v ${KiB(interpreter.addressBytes)} -u ${settings.cgroups === undefined ? settings.maxProcesses : settings.maxProcesses * 2}` +
     ` || { echo "sandbox: the resource limits could not be set" >&2; exit 125; }`,
     // No redirection here: bash would park stderr on a spare descriptor, which the loop would then close.
     `for f in /proc/self/fd/*; do n=\${f##*/}; if [ "$n" -gt 2 ] && [ -e "$f" ]; then eval "exec $n>&-"; fi; done`,
@@ -423,6 +488,9 @@ const sandboxArguments = (settings: Settings, language: Language, dir: string): 
     "/",
     "--json-status-fd",
     "3",
+    ...(settings.seccomp === undefined ? [] : ["--seccomp", String(SECCOMP_FD)]),
+    // With a cgroup, the sandbox waits before it starts anything until its first process has been moved into it.
+    ...(settings.cgroups === undefined ? [] : ["--block-fd", String(BLOCK_FD)]),
     "--",
     settings.launcher.sandboxPath,
     "-c",
@@ -530,6 +598,10 @@ interface Outcome {
   /** The program's exit status as bwrap reported it, else bwrap's own. */
   readonly exitCode: number | null
   readonly durationMs: number
+  /** The sandbox could not be put in its cgroup (it was killed before the code started). */
+  readonly setupError?: string | undefined
+  /** What the kernel did to the sandbox's cgroup, when it had one. */
+  readonly limits?: CgroupReport | undefined
 }
 
 interface Running {
@@ -619,13 +691,21 @@ const awaitTeardown = async (initPid: number | undefined): Promise<void> => {
 const start = (
   settings: Settings,
   args: ReadonlyArray<string>,
-  timeoutMs: number
+  timeoutMs: number,
+  cgroup: CallCgroup | undefined
 ): Running => {
   const startedAt = performance.now()
   let child: ChildProcess
   try {
     child = spawn(settings.bwrapPath, args, {
-      stdio: ["ignore", "pipe", "pipe", "pipe"],
+      stdio: [
+        "ignore",
+        "pipe",
+        "pipe",
+        "pipe",
+        settings.seccomp === undefined ? "ignore" : "pipe",
+        cgroup === undefined ? "ignore" : "pipe"
+      ],
       // Nothing of the gateway's environment: the sandbox's PID 1 is a fork of bwrap and shows bwrap's environment in /proc/1/environ.
       env: {},
       // A process group of its own, so that all of it can be killed at once.
@@ -654,6 +734,8 @@ const start = (
   let timedOut = false
   let flooded = false
   let spawnError: NodeJS.ErrnoException | undefined
+  let setupError: string | undefined
+  let adopted = false
   let closed = false
   const closedWaiters: Array<() => void> = []
 
@@ -689,10 +771,27 @@ const start = (
   child.stdout!.on("data", onOutput(stdout))
   child.stderr!.on("data", onOutput(stderr))
   const statusStream = child.stdio[3]
+  const extra = child.stdio as unknown as ReadonlyArray<Writable | null | undefined>
+  const seccompStream = extra[SECCOMP_FD]
+  const blockStream = extra[BLOCK_FD]
+  // bwrap reads the whole program (to end of file) before it installs it.
+  if (settings.seccomp !== undefined) seccompStream?.end(settings.seccomp)
   statusStream?.on("data", (chunk: Buffer) => {
     if (status.length < MAX_STATUS_CHARS) status += chunk.toString("utf8")
+    if (cgroup === undefined || adopted) return
+    const initPid = /"child-pid"\s*:\s*(\d+)/.exec(status)
+    if (initPid === null) return
+    adopted = true
+    // The sandbox's first process waits on the block descriptor: once it is in the cgroup, all it starts is too.
+    try {
+      cgroup.adopt(Number(initPid[1]))
+      blockStream?.end("1")
+    } catch (error) {
+      setupError = `the sandbox could not be put in its cgroup: ${oneLine(describeError(error), 200)}`
+      kill()
+    }
   })
-  for (const stream of [child.stdout, child.stderr, statusStream]) stream?.on("error", () => {})
+  for (const stream of [child.stdout, child.stderr, statusStream, seccompStream, blockStream]) stream?.on("error", () => {})
 
   const done = new Promise<Outcome>((resolve) => {
     const finish = (code: number | null) => {
@@ -712,7 +811,9 @@ const start = (
         timedOut,
         flooded,
         exitCode,
-        durationMs
+        durationMs,
+        setupError,
+        limits: undefined
       }
       void awaitTeardown(initPid === null ? undefined : Number(initPid[1])).then(() => {
         resolve(outcome)
@@ -791,16 +892,31 @@ const runSandboxed = (settings: Settings, language: Language, code: string, time
         try: () => fs.writeFile(path.join(dir, interpreter.fileName), code, { encoding: "utf8", mode: 0o644 }),
         catch: (error) => failure(settings.name, "unavailable", `the code could not be written: ${oneLine(describeError(error), 200)}`)
       })
+      const cgroups = settings.cgroups
+      const cgroup = cgroups === undefined ? undefined : yield* Effect.acquireRelease(
+        Effect.try({
+          try: () =>
+            cgroups.create(`${process.pid}-${path.basename(dir).slice(CALL_DIR_PREFIX.length)}`, {
+              memoryBytes: settings.sandboxMemoryBytes,
+              cpus: settings.cpus,
+              maxProcesses: settings.maxProcesses
+            }),
+          catch: (error) => failure(settings.name, "unavailable", `the sandbox's cgroup could not be made: ${oneLine(describeError(error), 200)}`)
+        }),
+        (cgroup) => Effect.promise(() => cgroup.remove().catch(() => undefined))
+      )
       const running = yield* Effect.acquireRelease(
-        Effect.sync(() => start(settings, sandboxArguments(settings, language, dir), timeoutMs)),
+        Effect.sync(() => start(settings, sandboxArguments(settings, language, dir), timeoutMs, cgroup)),
         (running) => Effect.promise(() => running.stop())
       )
-      return yield* Effect.promise(() => running.done)
+      const outcome = yield* Effect.promise(() => running.done)
+      return cgroup === undefined ? outcome : { ...outcome, limits: cgroup.report() }
     })
   )
 
 /** The sandbox failed to come up, or the process never ran: the reason, else undefined. */
 const setupProblem = (settings: Settings, outcome: Outcome): string | undefined => {
+  if (outcome.setupError !== undefined) return outcome.setupError
   if (outcome.started) return undefined
   if (outcome.spawnError !== undefined) return spawnProblem(settings, outcome.spawnError)
   if (outcome.timedOut) return `the sandbox did not start within the time limit`
@@ -845,7 +961,8 @@ const probeWith = (settings: Settings): Effect.Effect<SandboxStatus> =>
       Effect.map(probeLanguage(settings, language), (problem) => [language, problem] as const), { concurrency: "unbounded" })
     const unavailable: { [L in Language]?: string } = {}
     for (const [language, problem] of others) if (problem !== undefined) unavailable[language] = problem
-    return { ok: true, unavailable } as const
+    const degraded = degradedReason(settings)
+    return degraded === undefined ? { ok: true, unavailable } as const : { ok: true, unavailable, degraded } as const
   })
 
 /**
@@ -862,6 +979,26 @@ export const probe = (options: SandboxOptions): Effect.Effect<SandboxStatus> =>
 // The provider
 // ---------------------------------------------------------------------------
 
+/**
+ * What the sandbox's cgroup stopped, told after the program's own stderr:
+ * `[sandbox] …` lines, so that a program killed for its memory (exit status
+ * 137, from SIGKILL) or refused forks is reported as such.
+ */
+const limitNotes = (settings: Settings, limits: CgroupReport | undefined): string => {
+  if (limits === undefined) return ""
+  const notes: Array<string> = []
+  if (limits.oomKills > 0) {
+    notes.push(
+      `[sandbox] memory limit reached (${Math.floor(settings.sandboxMemoryBytes / MiB)} MiB for the whole sandbox): ` +
+        `${limits.oomKills} process${limits.oomKills === 1 ? " was" : "es were"} killed`
+    )
+  }
+  if (limits.forksRefused > 0) {
+    notes.push(`[sandbox] process limit reached (${settings.maxProcesses}): ${limits.forksRefused} fork${limits.forksRefused === 1 ? " was" : "s were"} refused`)
+  }
+  return notes.map((note) => `\n${note}\n`).join("")
+}
+
 const secondsOf = (ms: number): bigint => BigInt(Math.max(1, Math.ceil(ms / 1000)))
 
 export const make = (options: SandboxOptions): Effect.Effect<SandboxProvider> =>
@@ -870,10 +1007,13 @@ export const make = (options: SandboxOptions): Effect.Effect<SandboxProvider> =>
     const { name } = settings
     const price = settings.unitPrice.priceMicroUsd
     const swept = yield* Effect.promise(() => sweepStale(settings).catch(() => 0))
+    const sweptCgroups = settings.cgroups?.sweep() ?? 0
+    if (sweptCgroups > 0) yield* Effect.logInfo(`${name}: removed ${sweptCgroups} sandbox cgroups left by an earlier run`)
     if (swept > 0) yield* Effect.logInfo(`${name}: removed ${swept} sandbox directories left by an earlier run`)
     const status = yield* probeWith(settings)
     if (!status.ok) yield* Effect.logWarning(`${name}: code execution is unavailable: ${status.reason}`)
     else {
+      if (status.degraded !== undefined) yield* Effect.logWarning(`${name}: code execution is degraded: ${status.degraded}`)
       for (const language of LANGUAGES) {
         const problem = status.unavailable[language]
         if (problem !== undefined) yield* Effect.logWarning(`${name}: ${language} is unavailable: ${problem}`)
@@ -906,7 +1046,7 @@ export const make = (options: SandboxOptions): Effect.Effect<SandboxProvider> =>
       const charge = price * seconds
       const output: ExecuteOutput = {
         stdout: outcome.stdout,
-        stderr: outcome.stderr,
+        stderr: outcome.stderr + limitNotes(settings, outcome.limits),
         exitCode: outcome.exitCode,
         timedOut: outcome.timedOut,
         durationMs: outcome.durationMs,
