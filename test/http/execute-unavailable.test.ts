@@ -1,5 +1,5 @@
 import { Effect, Layer, Result } from "effect"
-import { mkdtempSync, rmSync } from "node:fs"
+import { chmodSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -48,6 +48,8 @@ const funded = async (server: RunningServer) => {
 
 beforeAll(() => {
   tempDir = mkdtempSync(path.join(tmpdir(), "sandbox-unavailable-"))
+  // The sandbox's uid must reach its call directories here.
+  chmodSync(tempDir, 0o755)
 })
 afterAll(() => rmSync(tempDir, { recursive: true, force: true }))
 
@@ -111,6 +113,34 @@ describe("execute with the sandbox unavailable", () => {
       expect(pinned.status).toBe(503)
       expect(errorCode(pinned)).toBe("PROVIDER_UNAVAILABLE")
       expect(calls.n).toBe(1)
+    })
+  })
+
+  describe("with the sandbox degraded (no cgroups here)", () => {
+    let server: RunningServer
+    beforeAll(async () => {
+      server = await startServer(MemoryStore.layer, {
+        providers: Layer.effect(
+          Providers,
+          Effect.map(
+            Sandbox.make({ unitPrice: { per: "second", priceMicroUsd: 100n }, tempDir, cgroupRoot: tempDir }),
+            (sandbox) => ({ all: [sandbox] })
+          )
+        )
+      })
+    })
+    afterAll(() => server?.close())
+
+    it("lists the sandbox as degraded with the reason, and still runs code in it", async () => {
+      const api = client(server.baseUrl)
+      const key = await funded(server)
+      const detail = await api.get("/v1/capabilities/execute", key)
+      expect(detail.body.defaultProvider).toBe("sandbox")
+      expect(detail.body.providers[0]).toMatchObject({ name: "sandbox", status: "degraded" })
+      expect(detail.body.providers[0].reason).toContain(`no cgroup limits (memory, CPU, processes of the whole sandbox): no cgroup file system at ${tempDir}`)
+      const res = await api.post("/v1/capabilities/execute", { language: "bash", code: "echo ran" }, key)
+      expect(res.status).toBe(200)
+      expect(res.body.data.stdout).toBe("ran\n")
     })
   })
 })

@@ -47,12 +47,24 @@
  *   `memoryBytes`, so what it can really use is about `memoryBytes` (a 4 GB
  *   Buffer fails with "Array buffer allocation failed"). Worker threads need
  *   their own reservations and do not start under the default limit.
- *   Rlimits bound each process, not the sandbox as a whole: the worst case is
- *   `maxProcesses` × the limit. Running the gateway in a memory-limited
- *   cgroup (container) bounds the total.
+ *   Rlimits bound each process, not the sandbox as a whole; the cgroup below
+ *   bounds the total.
  * - Processes: RLIMIT_NPROC at `maxProcesses` (threads count, bwrap's init
  *   counts). It counts per user namespace, so each sandbox has its own
- *   budget and a fork bomb stops at it.
+ *   budget and a fork bomb stops at it. With a cgroup, pids.max is the limit
+ *   (the rlimit stays, at twice that, as a backstop).
+ * - A cgroup per call (cgroup.ts; v2, or the v1 hierarchies), entered before
+ *   the code starts (bwrap waits on `--block-fd` until its first process has
+ *   been moved in): `sandboxMemoryBytes` for all its processes together
+ *   (default `memoryBytes` + 128 MiB, no swap; past it the kernel OOM-kills),
+ *   `cpus` cores of CPU time per wall time (default 1; past it the sandbox is
+ *   throttled), `maxProcesses` tasks. What the cgroup stopped is told at the
+ *   end of `stderr` (`[sandbox] memory limit reached …`, `[sandbox] process
+ *   limit reached …`); a program killed for its memory exits with 137.
+ * - A seccomp filter (seccomp.ts, `--seccomp`) on everything the code runs:
+ *   ptrace, mount, namespaces, modules, kexec, BPF, perf events, keyrings,
+ *   userfaultfd, io_uring, process_vm_readv/writev, personality changes and
+ *   the administrator's calls fail with EPERM.
  * - Files: at most `maxFileBytes` per file written (RLIMIT_FSIZE), 256 open
  *   files, no core dumps. The whole tree in /tmp is not capped; a call is
  *   bounded by its wall time.
@@ -85,7 +97,11 @@
  * not need files of its own beside it (Node does not).
  *
  * Availability: `make` runs `probe` once: a trivial program in each language
- * through the real sandbox and limits. If bwrap is missing or cannot create
+ * through the real sandbox and limits. Where the machine allows no cgroups
+ * (none mounted at `cgroupRoot`, not writable, controllers missing) or no
+ * seccomp filter (not x86_64), code still runs in the sandbox but
+ * `status.degraded` says what is missing and why; the health and capability
+ * endpoints show the provider as degraded with that reason. If bwrap is missing or cannot create
  * the namespaces, the provider's `status` is `{ ok: false, reason }` and every
  * `run` fails with `unavailable` and that reason; code is never run outside a
  * sandbox. A language whose interpreter does not work is listed in
@@ -109,7 +125,7 @@
  *     --ro-bind-try /etc/alternatives /etc/alternatives
  *     --proc /proc --dev /dev --size 4194304 --tmpfs /dev/shm
  *     --bind <tmp>/spendgate-sandbox-XXXXXX /tmp --chdir /tmp --remount-ro /
- *     --json-status-fd 3
+ *     --json-status-fd 3 --seccomp 4 --block-fd 5
  *     -- /usr/bin/bash -c '<launcher>' sandbox /usr/bin/python3.11 -u -B /tmp/main.py
  *
  * where the launcher is `ulimit -c 0 -n 256 -f <KiB> -d <KiB> -v <KiB> -u <n>`,
