@@ -18,6 +18,7 @@ import { client, errorCode, type RunningServer, startServer } from "../support/s
  */
 
 let tempDir = ""
+const ADMIN_TOKEN = "admin-token-for-execute-tests-0123456789"
 const brokenSandbox = () =>
   Sandbox.make({ unitPrice: { per: "second", priceMicroUsd: 100n }, tempDir, bwrapPath: "/nonexistent/bwrap" })
 
@@ -126,7 +127,8 @@ describe("execute with the sandbox unavailable", () => {
             Sandbox.make({ unitPrice: { per: "second", priceMicroUsd: 100n }, tempDir, cgroupRoot: tempDir }),
             (sandbox) => ({ all: [sandbox] })
           )
-        )
+        ),
+        adminToken: ADMIN_TOKEN
       })
     })
     afterAll(() => server?.close())
@@ -141,6 +143,11 @@ describe("execute with the sandbox unavailable", () => {
       const res = await api.post("/v1/capabilities/execute", { language: "bash", code: "echo ran" }, key)
       expect(res.status).toBe(200)
       expect(res.body.data.stdout).toBe("ran\n")
+      const health = await api.call("GET", "/v1/admin/service-health", { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+      expect(health.status).toBe(200)
+      const sandbox = health.body.providers.find((p: { name: string }) => p.name === "sandbox")
+      expect(sandbox).toMatchObject({ status: "degraded", circuit: "closed" })
+      expect(sandbox.reason).toContain("no cgroup limits")
     })
   })
 })

@@ -1,5 +1,7 @@
 import { assert, describe, it, layer } from "@effect/vitest"
 import { Cause, Effect, Exit, Fiber } from "effect"
+import { spawnSync } from "node:child_process"
+import { fileURLToPath } from "node:url"
 import * as BuiltinRead from "../../adapters/providers/read/builtin.ts"
 import { makePool, type ParseFailure } from "../../adapters/providers/read/parse-pool.ts"
 import * as BuiltinScrape from "../../adapters/providers/scrape/builtin.ts"
@@ -119,4 +121,24 @@ describe("the parse pool", () => {
       assert.deepStrictEqual(pool.stats(), { workers: 0, busy: 0, queued: 0 })
       assert.isNull(yield* pool.run({ kind: "spin", ms: 1 }, 20_000))
     }), 30_000)
+
+  it("the worker also loads in a plain Node process (type stripping, as `npm start` runs the gateway)", () => {
+    const pool = fileURLToPath(new URL("../../adapters/providers/read/parse-pool.ts", import.meta.url))
+    const script = [
+      `import { Effect } from "effect"`,
+      `import { makePool } from ${JSON.stringify(pool)}`,
+      `const pool = makePool({ maxWorkers: 1 })`,
+      `const html = "<html><head><title>Plain</title></head><body><article><h1>Plain</h1><p>" + "Words to read here. ".repeat(40) + "</p></article></body></html>"`,
+      `const read = await Effect.runPromise(pool.run({ kind: "read", html, pageUrl: "https://example.test/" }, 20000))`,
+      `console.log(JSON.stringify({ ok: read.ok, title: read.output.title }))`,
+      `await pool.close()`
+    ].join("\n")
+    const result = spawnSync(process.execPath, ["--input-type=module", "-e", script], {
+      cwd: fileURLToPath(new URL("../..", import.meta.url)),
+      encoding: "utf8",
+      timeout: 60_000
+    })
+    assert.strictEqual(result.status, 0, result.stderr)
+    assert.deepStrictEqual(JSON.parse(result.stdout.trim()), { ok: true, title: "Plain" })
+  }, 60_000)
 })
