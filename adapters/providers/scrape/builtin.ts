@@ -230,8 +230,8 @@ export const make = (options: Options): Effect.Effect<Provider<"scrape">, never,
     }).pipe(Effect.orDie)
     const http = yield* OutboundHttp
     const { unitPrice } = options
+    // Workers start on the first page, not at start-up: loading the parser costs a second or two of CPU.
     const pool = options.pool ?? sharedPool()
-    pool.warm()
     const fail = (reason: ProviderFailure["reason"], message: string) => new ProviderFailure({ provider: name, reason, message })
 
     const run = Effect.fn("ScrapeBuiltin.run")(function*(input: ScrapeInput) {
