@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Result } from "effect"
-import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs"
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll } from "vitest"
@@ -218,5 +218,16 @@ describe("sandbox degraded", () => {
         assert.strictEqual(output.stdout, "still sandboxed\n0\n")
       }
       assert.deepStrictEqual(readdirSync(fake), [], "nothing was written under a root that is no cgroup file system")
+    }))
+
+  it.live("a cgroup v2 hierarchy without the memory, cpu and pids controllers: degraded, naming what is missing", () =>
+    Effect.gen(function*() {
+      // On a hybrid host the unified hierarchy holds none of them (they are bound to the v1 hierarchies).
+      const unified = "/sys/fs/cgroup/unified"
+      const controllers = existsSync(`${unified}/cgroup.controllers`) ? readFileSync(`${unified}/cgroup.controllers`, "utf8") : null
+      if (controllers === null || /\bmemory\b/.test(controllers)) return
+      const provider = yield* make({ cgroupRoot: unified })
+      if (!provider.status.ok) return assert.fail(provider.status.reason)
+      assert.include(provider.status.degraded ?? "", `the cgroup v2 hierarchy at ${unified} lacks the memory, cpu, pids controller(s)`)
     }))
 })
