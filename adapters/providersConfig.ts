@@ -277,7 +277,11 @@ export const loadProvidersConfig: Effect.Effect<ProvidersConfig, InvalidConfig> 
       "execute",
       Sandbox.make(options),
       Sandbox.probe(options).pipe(
-        Effect.map((status) => (status.ok ? { ok: true } as const : { ok: false, reason: status.reason } as const))
+        Effect.map((status) =>
+          status.ok
+            ? { ok: true, ...(status.degraded === undefined ? {} : { degraded: status.degraded }) } as const
+            : { ok: false, reason: status.reason } as const
+        )
       )
     )
   }

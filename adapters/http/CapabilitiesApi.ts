@@ -64,7 +64,10 @@ export const CapabilityDetail = Schema.Struct({
       outputPricePer1kTokens: Schema.Number,
       maxTokens: Schema.Number
     }))),
-    pricing: Schema.optional(Schema.Record(Schema.String, Schema.Unknown))
+    pricing: Schema.optional(Schema.Record(Schema.String, Schema.Unknown)),
+    /** Absent when usable; `unavailable`: never chosen here; `degraded`: runs without a protection; `reason` says why. */
+    status: Schema.optional(Schema.Literals(["degraded", "unavailable"])),
+    reason: Schema.optional(Schema.String)
   }))
 })
 

@@ -154,15 +154,16 @@ export const AdminHandlers = HttpApiBuilder.group(
           const reports = []
           for (const provider of providers) {
             const report = yield* health.report(provider.name)
-            const status = Option.isSome(statuses) ? statuses.value.of(provider.name) : undefined
+            const status = (Option.isSome(statuses) ? statuses.value.of(provider.name) : undefined) ?? provider.status
+            const reason = status === undefined ? undefined : !status.ok ? status.reason : status.degraded
             reports.push({
               name: provider.name,
               capability: provider.capability,
               configured: true,
               status: status !== undefined && !status.ok
                 ? "unavailable" as const
-                : report.circuit === "closed" ? "ok" as const : "degraded" as const,
-              ...(status !== undefined && !status.ok ? { reason: status.reason } : {}),
+                : report.circuit === "closed" && reason === undefined ? "ok" as const : "degraded" as const,
+              ...(reason !== undefined ? { reason } : {}),
               circuit: report.circuit,
               calls: report.calls,
               successRate: report.successRate,

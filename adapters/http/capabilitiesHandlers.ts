@@ -3,6 +3,7 @@ import { HttpApiBuilder } from "effect/http-api"
 import { Capabilities, type CapabilitySummary, type ExecutionResult } from "../../src/capabilities/Capabilities.ts"
 import { priceKey } from "../../src/capabilities/catalog.ts"
 import type { AnyProvider } from "../../src/capabilities/Provider.ts"
+import type { ProviderAvailability } from "../../src/capabilities/ProviderHealth.ts"
 import type { BuiltCapability, CapabilityIO } from "../../src/capabilities/schemas.ts"
 import { NotFound } from "../../src/domain/errors.ts"
 import { microUsdToCents, msatToSats } from "../../src/domain/Money.ts"
@@ -33,12 +34,15 @@ const listItem = (summary: CapabilitySummary) => ({
   pricing: Object.fromEntries(summary.providers.map((p) => [p.name, providerPricing(p)]))
 })
 
+const notOk = (availability: ProviderAvailability | undefined) =>
+  availability === undefined || availability.status === "ok" ? {} : { status: availability.status, reason: availability.reason }
+
 const detail = (summary: CapabilitySummary) => ({
   name: summary.name,
   description: summary.description,
   defaultProvider: summary.defaultProvider,
-  providers: summary.providers.map((p) =>
-    p.models !== undefined
+  providers: summary.providers.map((p) => ({
+    ...(p.models !== undefined
       ? {
         name: p.name,
         models: p.models.map((m) => ({
@@ -48,8 +52,10 @@ const detail = (summary: CapabilitySummary) => ({
           maxTokens: m.maxTokens
         }))
       }
-      : { name: p.name, pricing: providerPricing(p) }
-  )
+      : { name: p.name, pricing: providerPricing(p) }),
+    // Only a provider that cannot work here, or works with less protection, says so (with why).
+    ...notOk(summary.availability[p.name])
+  }))
 })
 
 export const resultJson = <O>(result: ExecutionResult<O>) => {

@@ -7,7 +7,7 @@ import { OutboundHttp, type UnsafeUrl } from "../ports/Net.ts"
 import { Spend, type SpendReceipt } from "../wallet/Spend.ts"
 import { capabilityInfo } from "./catalog.ts"
 import { type AnyProvider, type Metered, type Provider, ProviderFailure, type Quote } from "./Provider.ts"
-import { ProviderHealth } from "./ProviderHealth.ts"
+import { availabilityOf, type ProviderAvailability, ProviderHealth, type ProviderStatus, ProviderStatuses } from "./ProviderHealth.ts"
 import type { BuiltCapability, CapabilityIO } from "./schemas.ts"
 
 /**
@@ -15,6 +15,9 @@ import type { BuiltCapability, CapabilityIO } from "./schemas.ts"
  * (reserve, run, settle or release) → result and receipt. Providers are
  * tried cheapest first among the healthy ones; when one fails before any
  * output reached the caller its hold is released and the next is tried.
+ * A provider that found at start-up it cannot work here (its own `status`, or
+ * the one ProviderStatuses reports) is never chosen, not even when pinned: a
+ * capability left with no usable provider is PROVIDER_UNAVAILABLE (503).
  */
 
 /** The configured providers, in the order the operator listed them. */
@@ -54,6 +57,8 @@ export interface CapabilitySummary {
   readonly description: string
   readonly per: string
   readonly providers: ReadonlyArray<AnyProvider>
+  /** Per provider name: usable, degraded (with why) or unavailable here (with why). */
+  readonly availability: { readonly [provider: string]: ProviderAvailability }
   readonly defaultProvider: string | null
 }
 
@@ -78,6 +83,12 @@ export class Capabilities extends Context.Service<Capabilities, {
       const health = yield* ProviderHealth
       const spend = yield* Spend
       const outbound = yield* Effect.serviceOption(OutboundHttp)
+      const statuses = yield* Effect.serviceOption(ProviderStatuses)
+
+      /** What start-up found: the operator's probe when there is one, else the provider's own word. */
+      const statusOf = (provider: Pick<AnyProvider, "name" | "status">): ProviderStatus | undefined =>
+        (Option.isSome(statuses) ? statuses.value.of(provider.name) : undefined) ?? provider.status
+      const usable = (provider: Pick<AnyProvider, "name" | "status">) => statusOf(provider)?.ok !== false
 
       const providersFor = (capability: Capability): ReadonlyArray<AnyProvider> =>
         all.filter((p) => p.capability === capability)
@@ -89,9 +100,10 @@ export class Capabilities extends Context.Service<Capabilities, {
       const summary = (capability: Capability) =>
         Effect.gen(function*() {
           const providers = providersFor(capability)
+          const candidates = providers.filter(usable)
           const healthy: Array<AnyProvider> = []
-          for (const p of providers) if (yield* health.isHealthy(p.name)) healthy.push(p)
-          const best = [...(healthy.length > 0 ? healthy : providers)].sort((a, b) =>
+          for (const p of candidates) if (yield* health.isHealthy(p.name)) healthy.push(p)
+          const best = [...(healthy.length > 0 ? healthy : candidates)].sort((a, b) =>
             nominalPrice(a) < nominalPrice(b) ? -1 : nominalPrice(a) > nominalPrice(b) ? 1 : 0
           )[0]
           return {
@@ -99,6 +111,7 @@ export class Capabilities extends Context.Service<Capabilities, {
             description: capabilityInfo[capability].description,
             per: capabilityInfo[capability].per,
             providers,
+            availability: Object.fromEntries(providers.map((p) => [p.name, availabilityOf(statusOf(p))])),
             defaultProvider: best?.name ?? null
           } satisfies CapabilitySummary
         })
@@ -170,6 +183,8 @@ export class Capabilities extends Context.Service<Capabilities, {
             if (found === undefined) return yield* new NotFound({ resource: `Provider ${pinned.slice(0, 64)} for ${capability}` })
             candidates = [found]
           }
+          // Never run where the provider itself said it cannot work (e.g. no bubblewrap for the sandbox).
+          candidates = candidates.filter(usable)
           if (candidates.length === 0) return yield* Effect.fail(new NoProvider({ capability }))
 
           // Addresses chosen by the caller are checked before anything is held.

@@ -62,6 +62,8 @@ export interface Provider<C extends BuiltCapability = BuiltCapability> {
   readonly models?: ReadonlyArray<ModelInfo> | undefined
   /** Other capabilities: the flat price. */
   readonly unitPrice?: UnitPrice | undefined
+  /** What the provider found at start-up about working here (see ProviderStatus); absent: able. */
+  readonly status?: { readonly ok: true; readonly degraded?: string | undefined } | { readonly ok: false; readonly reason: string } | undefined
   /** Unknown model → NotFound; input the provider cannot take → ValidationError. */
   readonly quote: (input: CapabilityIO[C]["input"]) => Result.Result<Quote, NotFound | ValidationError>
   readonly run: (

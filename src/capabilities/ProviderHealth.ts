@@ -126,9 +126,30 @@ export class ProviderHealth extends Context.Service<ProviderHealth, {
 
 /**
  * Whether a provider can work at all here, as it found out at start-up (e.g.
- * the built-in sandbox needs bubblewrap). Optional: providers without a
+ * the built-in sandbox needs bubblewrap). `ok: false`: it cannot, and is
+ * never chosen. `degraded`: it works, but without a protection it would have
+ * on a better equipped machine (the reason says which). Providers without a
  * check are taken as able.
  */
+export type ProviderStatus =
+  | { readonly ok: true; readonly degraded?: string | undefined }
+  | { readonly ok: false; readonly reason: string }
+
+/** Where a provider stands for a listing: usable, usable with less protection, or not usable here. */
+export type ProviderAvailability =
+  | { readonly status: "ok" }
+  | { readonly status: "degraded"; readonly reason: string }
+  | { readonly status: "unavailable"; readonly reason: string }
+
+export const availabilityOf = (status: ProviderStatus | undefined): ProviderAvailability =>
+  status === undefined
+    ? { status: "ok" }
+    : !status.ok
+    ? { status: "unavailable", reason: status.reason }
+    : status.degraded !== undefined
+    ? { status: "degraded", reason: status.degraded }
+    : { status: "ok" }
+
 export class ProviderStatuses extends Context.Service<ProviderStatuses, {
-  readonly of: (provider: string) => { readonly ok: true } | { readonly ok: false; readonly reason: string } | undefined
+  readonly of: (provider: string) => ProviderStatus | undefined
 }>()("spendgate/ProviderStatuses") {}

@@ -47,12 +47,24 @@
  *   `memoryBytes`, so what it can really use is about `memoryBytes` (a 4 GB
  *   Buffer fails with "Array buffer allocation failed"). Worker threads need
  *   their own reservations and do not start under the default limit.
- *   Rlimits bound each process, not the sandbox as a whole: the worst case is
- *   `maxProcesses` × the limit. Running the gateway in a memory-limited
- *   cgroup (container) bounds the total.
+ *   Rlimits bound each process, not the sandbox as a whole; the cgroup below
+ *   bounds the total.
  * - Processes: RLIMIT_NPROC at `maxProcesses` (threads count, bwrap's init
  *   counts). It counts per user namespace, so each sandbox has its own
- *   budget and a fork bomb stops at it.
+ *   budget and a fork bomb stops at it. With a cgroup, pids.max is the limit
+ *   (the rlimit stays, at twice that, as a backstop).
+ * - A cgroup per call (cgroup.ts; v2, or the v1 hierarchies), entered before
+ *   the code starts (bwrap waits on `--block-fd` until its first process has
+ *   been moved in): `sandboxMemoryBytes` for all its processes together
+ *   (default `memoryBytes` + 128 MiB, no swap; past it the kernel OOM-kills),
+ *   `cpus` cores of CPU time per wall time (default 1; past it the sandbox is
+ *   throttled), `maxProcesses` tasks. What the cgroup stopped is told at the
+ *   end of `stderr` (`[sandbox] memory limit reached …`, `[sandbox] process
+ *   limit reached …`); a program killed for its memory exits with 137.
+ * - A seccomp filter (seccomp.ts, `--seccomp`) on everything the code runs:
+ *   ptrace, mount, namespaces, modules, kexec, BPF, perf events, keyrings,
+ *   userfaultfd, io_uring, process_vm_readv/writev, personality changes and
+ *   the administrator's calls fail with EPERM.
  * - Files: at most `maxFileBytes` per file written (RLIMIT_FSIZE), 256 open
  *   files, no core dumps. The whole tree in /tmp is not capped; a call is
  *   bounded by its wall time.
@@ -85,7 +97,11 @@
  * not need files of its own beside it (Node does not).
  *
  * Availability: `make` runs `probe` once: a trivial program in each language
- * through the real sandbox and limits. If bwrap is missing or cannot create
+ * through the real sandbox and limits. Where the machine allows no cgroups
+ * (none mounted at `cgroupRoot`, not writable, controllers missing) or no
+ * seccomp filter (not x86_64), code still runs in the sandbox but
+ * `status.degraded` says what is missing and why; the health and capability
+ * endpoints show the provider as degraded with that reason. If bwrap is missing or cannot create
  * the namespaces, the provider's `status` is `{ ok: false, reason }` and every
  * `run` fails with `unavailable` and that reason; code is never run outside a
  * sandbox. A language whose interpreter does not work is listed in
@@ -109,23 +125,26 @@
  *     --ro-bind-try /etc/alternatives /etc/alternatives
  *     --proc /proc --dev /dev --size 4194304 --tmpfs /dev/shm
  *     --bind <tmp>/spendgate-sandbox-XXXXXX /tmp --chdir /tmp --remount-ro /
- *     --json-status-fd 3
+ *     --json-status-fd 3 --seccomp 4 --block-fd 5
  *     -- /usr/bin/bash -c '<launcher>' sandbox /usr/bin/python3.11 -u -B /tmp/main.py
  *
  * where the launcher is `ulimit -c 0 -n 256 -f <KiB> -d <KiB> -v <KiB> -u <n>`,
  * the loop closing descriptors above 2, and `exec "$@"`. `sandboxCommand`
  * builds it.
  */
-import { type ChildProcess, spawn } from "node:child_process"
-import { accessSync, constants as fsConstants, lstatSync, readFileSync, readlinkSync, realpathSync } from "node:fs"
+import { accessSync, constants as fsConstants, lstatSync, readlinkSync, realpathSync } from "node:fs"
 import * as fs from "node:fs/promises"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
-import { StringDecoder } from "node:string_decoder"
 import { Duration, Effect, Result, Semaphore } from "effect"
 import { type Metered, type Provider, ProviderFailure, type Quote, type UnitPrice } from "../../../src/capabilities/Provider.ts"
 import { type ExecuteInput, type ExecuteOutput, MAX_EXECUTE_TIMEOUT_MS } from "../../../src/capabilities/schemas.ts"
+import { BLOCK_FD, describeError, oneLine, type Outcome, SECCOMP_FD, start } from "./bwrap-process.ts"
+import { CALL_DIR_PREFIX, makeCallDir, removeTree, sweepStale } from "./calldir.ts"
+import { type CgroupReport, type Cgroups, DEFAULT_CGROUP_ROOT, probeCgroups } from "./cgroup.ts"
+import { compileFilter, seccompProblem } from "./seccomp.ts"
 
+export { DISCARD_LIMIT_BYTES } from "./bwrap-process.ts"
 export const PROVIDER_NAME = "sandbox"
 export const DEFAULT_TIMEOUT_MS = 10_000
 export const DEFAULT_MAX_TIMEOUT_MS = 30_000
@@ -136,6 +155,10 @@ export const DEFAULT_MAX_PROCESSES = 64
 export const DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024
 export const DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
 export const DEFAULT_MAX_CONCURRENT = 4
+/** CPU per sandbox, in cores, when cgroups are available. */
+export const DEFAULT_CPUS = 1
+/** Memory for the whole sandbox (its cgroup) beyond the per-process limit: room for the interpreter itself. */
+export const SANDBOX_MEMORY_HEADROOM_BYTES = 128 * 1024 * 1024
 export const DEFAULT_BWRAP_PATH = "/usr/bin/bwrap"
 export const DEFAULT_PYTHON_PATH = "/usr/bin/python3"
 export const DEFAULT_BASH_PATH = "/bin/bash"
@@ -146,18 +169,9 @@ export const SANDBOX_GID = 65534
 export const NODE_DATA_RESERVE_BYTES = 640 * 1024 * 1024
 /** Further address space Node needs for its heap and code ranges (measured: Node 24 needs about 1.75 GiB of RLIMIT_AS to run a 256 MiB heap). */
 export const NODE_ADDRESS_RESERVE_BYTES = 2 * 1024 * 1024 * 1024
-/** Output read and discarded past the caps, in all, before the program is killed. */
-export const DISCARD_LIMIT_BYTES = 64 * 1024 * 1024
 const SHM_BYTES = 4 * 1024 * 1024
 const OPEN_FILES = 256
-/** A sandbox that was killed must be gone within this; past it the call ends anyway. */
-const KILL_GRACE_MS = 5_000
 const PROBE_TIMEOUT_MS = 15_000
-const CALL_DIR_PREFIX = "spendgate-sandbox-"
-/** A call directory untouched for this long belongs to no running call. */
-const STALE_AFTER_MS = 10 * 60 * 1000
-/** What bwrap writes to its status descriptor is small; anything past this is ignored. */
-const MAX_STATUS_CHARS = 16 * 1024
 const SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 /** Mirrored from the host when present: symlinks stay symlinks, directories are bound read-only. */
 const SYSTEM_ENTRIES = ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"]
@@ -191,11 +205,24 @@ export interface SandboxOptions {
   readonly nodePath?: string | undefined
   readonly pythonPath?: string | undefined
   readonly bashPath?: string | undefined
+  /** Where the cgroup file system is mounted; default /sys/fs/cgroup. */
+  readonly cgroupRoot?: string | undefined
+  /** Memory of the whole sandbox (all its processes), enforced by its cgroup; default memoryBytes + 128 MiB. */
+  readonly sandboxMemoryBytes?: number | undefined
+  /** CPU time per wall time of a sandbox, in cores, enforced by its cgroup; default 1. */
+  readonly cpus?: number | undefined
+  /** The seccomp filter (seccomp.ts); default on. Off only for debugging: the provider is then reported degraded. */
+  readonly seccomp?: boolean | undefined
 }
 
 /** What the start-up probe found. `unavailable` names the languages that cannot run here, with why. */
 export type SandboxStatus =
-  | { readonly ok: true; readonly unavailable: { readonly [L in Language]?: string } }
+  | {
+    readonly ok: true
+    readonly unavailable: { readonly [L in Language]?: string }
+    /** Present when a protection is missing on this machine (cgroup limits, seccomp): which, and why. */
+    readonly degraded?: string
+  }
   | { readonly ok: false; readonly reason: string }
 
 /** The provider, with the probe's verdict for the health endpoint. */
@@ -239,6 +266,14 @@ interface Settings {
   readonly interpreters: { readonly [L in Language]: Interpreter }
   /** Start bwrap as this uid/gid (the gateway runs as root). */
   readonly dropTo: { readonly uid: number; readonly gid: number } | undefined
+  /** Per-call cgroups, or why there are none. */
+  readonly cgroups: Cgroups | undefined
+  readonly cgroupProblem: string | undefined
+  readonly sandboxMemoryBytes: number
+  readonly cpus: number
+  /** The compiled seccomp program, or why there is none. */
+  readonly seccomp: Buffer | undefined
+  readonly seccompProblem: string | undefined
 }
 
 const MiB = 1024 * 1024
@@ -299,6 +334,26 @@ const interpreterOf = (
   return { ...base, problem: undefined, sandboxPath: inside, bind: [real, inside] }
 }
 
+const cgroupsOf = (root: string): Pick<Settings, "cgroups" | "cgroupProblem"> => {
+  const probed = probeCgroups(root)
+  return probed.ok ? { cgroups: probed.cgroups, cgroupProblem: undefined } : { cgroups: undefined, cgroupProblem: probed.reason }
+}
+
+const seccompOf = (wanted: boolean): Pick<Settings, "seccomp" | "seccompProblem"> => {
+  if (!wanted) return { seccomp: undefined, seccompProblem: "the seccomp filter is turned off by configuration" }
+  const problem = seccompProblem()
+  return problem === undefined ? { seccomp: compileFilter(), seccompProblem: undefined } : { seccomp: undefined, seccompProblem: problem }
+}
+
+/** What the sandbox runs without on this machine, as one sentence; undefined when nothing is missing. */
+const degradedReason = (settings: Settings): string | undefined => {
+  const missing = [
+    settings.cgroupProblem === undefined ? undefined : `no cgroup limits (memory, CPU, processes of the whole sandbox): ${settings.cgroupProblem}`,
+    settings.seccompProblem === undefined ? undefined : `no seccomp filter: ${settings.seccompProblem}`
+  ].filter((m) => m !== undefined)
+  return missing.length === 0 ? undefined : missing.join("; ")
+}
+
 const settingsOf = (options: SandboxOptions): Settings => {
   const name = options.name ?? PROVIDER_NAME
   if (name.trim() === "" || name.length > 64) throw new RangeError("sandbox: name must be 1 to 64 characters")
@@ -325,6 +380,15 @@ const settingsOf = (options: SandboxOptions): Settings => {
   const maxOutputBytes = integer("maxOutputBytes", options.maxOutputBytes, DEFAULT_MAX_OUTPUT_BYTES, 1024, 64 * MiB)
   const maxFileBytes = integer("maxFileBytes", options.maxFileBytes, DEFAULT_MAX_FILE_BYTES, 1024, 1024 * 1024 * MiB)
   const maxConcurrent = integer("maxConcurrent", options.maxConcurrent, DEFAULT_MAX_CONCURRENT, 1, 1024)
+  const sandboxMemoryBytes = integer(
+    "sandboxMemoryBytes",
+    options.sandboxMemoryBytes,
+    memoryBytes + SANDBOX_MEMORY_HEADROOM_BYTES,
+    16 * MiB,
+    64 * 1024 * MiB
+  )
+  const cpus = options.cpus ?? DEFAULT_CPUS
+  if (!Number.isFinite(cpus) || cpus < 0.01 || cpus > 1024) throw new RangeError(`${name}: cpus must be from 0.01 to 1024`)
   const tempDir = options.tempDir ?? tmpdir()
   if (!path.isAbsolute(tempDir)) throw new RangeError(`${name}: tempDir must be an absolute path`)
   const { args: system, roots } = systemLayout()
@@ -348,7 +412,11 @@ const settingsOf = (options: SandboxOptions): Settings => {
     system,
     launcher: interpreters.bash,
     interpreters,
-    dropTo: process.getuid?.() === 0 ? { uid: SANDBOX_UID, gid: SANDBOX_GID } : undefined
+    dropTo: process.getuid?.() === 0 ? { uid: SANDBOX_UID, gid: SANDBOX_GID } : undefined,
+    ...cgroupsOf(options.cgroupRoot ?? DEFAULT_CGROUP_ROOT),
+    sandboxMemoryBytes,
+    cpus,
+    ...seccompOf(options.seccomp ?? true)
   }
 }
 
@@ -366,7 +434,7 @@ const KiB = (bytes: number) => String(Math.max(1, Math.floor(bytes / 1024)))
 const launcherScript = (settings: Settings, interpreter: Interpreter): string =>
   [
     `ulimit -c 0 -n ${OPEN_FILES} -f ${KiB(settings.maxFileBytes)} -d ${KiB(interpreter.dataBytes)}` +
-    ` -v ${KiB(interpreter.addressBytes)} -u ${settings.maxProcesses}` +
+    ` -v ${KiB(interpreter.addressBytes)} -u ${settings.cgroups === undefined ? settings.maxProcesses : settings.maxProcesses * 2}` +
     ` || { echo "sandbox: the resource limits could not be set" >&2; exit 125; }`,
     // No redirection here: bash would park stderr on a spare descriptor, which the loop would then close.
     `for f in /proc/self/fd/*; do n=\${f##*/}; if [ "$n" -gt 2 ] && [ -e "$f" ]; then eval "exec $n>&-"; fi; done`,
@@ -423,6 +491,9 @@ const sandboxArguments = (settings: Settings, language: Language, dir: string): 
     "/",
     "--json-status-fd",
     "3",
+    ...(settings.seccomp === undefined ? [] : ["--seccomp", String(SECCOMP_FD)]),
+    // With a cgroup, the sandbox waits before it starts anything until its first process has been moved into it.
+    ...(settings.cgroups === undefined ? [] : ["--block-fd", String(BLOCK_FD)]),
     "--",
     settings.launcher.sandboxPath,
     "-c",
@@ -445,323 +516,11 @@ export const sandboxCommand = (
 }
 
 // ---------------------------------------------------------------------------
-// The per-call directory
-// ---------------------------------------------------------------------------
-
-const makeCallDir = (settings: Settings): Promise<string> =>
-  fs.mkdtemp(path.join(settings.tempDir, CALL_DIR_PREFIX)).then(async (dir) => {
-    try {
-      await fs.chmod(dir, 0o700)
-      if (settings.dropTo !== undefined) await fs.chown(dir, settings.dropTo.uid, settings.dropTo.gid)
-      return dir
-    } catch (error) {
-      await removeTree(dir)
-      throw error
-    }
-  })
-
-/**
- * Makes every directory of the tree writable and searchable again (the code
- * may have locked some), never through a symbolic link. Only needed when the
- * gateway is not root (root removes locked directories anyway); it runs once
- * the sandbox is gone, so nothing swaps a directory for a link meanwhile.
- */
-const unlockTree = async (dir: string): Promise<void> => {
-  try {
-    if (!(await fs.lstat(dir)).isDirectory()) return
-    await fs.chmod(dir, 0o700)
-    for (const entry of await fs.readdir(dir, { withFileTypes: true })) {
-      if (entry.isDirectory()) await unlockTree(path.join(dir, entry.name))
-    }
-  } catch {
-    // Whatever cannot be unlocked is reported by the removal that follows.
-  }
-}
-
-const removeTree = async (dir: string): Promise<void> => {
-  try {
-    await fs.rm(dir, { recursive: true, force: true, maxRetries: 2 })
-  } catch (error) {
-    if (process.getuid?.() === 0) throw error
-    await unlockTree(dir)
-    await fs.rm(dir, { recursive: true, force: true, maxRetries: 2 })
-  }
-}
-
-/**
- * Removes call directories left behind by a gateway that was killed mid-call
- * (SIGKILL, power loss). Only those untouched for `STALE_AFTER_MS`: no call
- * lives that long, so a directory of another running gateway is never taken.
- */
-const sweepStale = async (settings: Settings): Promise<number> => {
-  let removed = 0
-  const now = Date.now()
-  for (const entry of await fs.readdir(settings.tempDir, { withFileTypes: true })) {
-    if (!entry.isDirectory() || !entry.name.startsWith(CALL_DIR_PREFIX)) continue
-    const dir = path.join(settings.tempDir, entry.name)
-    try {
-      const stat = await fs.lstat(dir)
-      if (now - stat.mtimeMs < STALE_AFTER_MS) continue
-      await removeTree(dir)
-      removed++
-    } catch {
-      // Gone already, or not ours to remove.
-    }
-  }
-  return removed
-}
-
-// ---------------------------------------------------------------------------
-// One sandboxed process
-// ---------------------------------------------------------------------------
-
-/** What happened to one run, as the process saw it. */
-interface Outcome {
-  /** bwrap reported the sandbox up (its init's pid); false means bwrap failed to set it up. */
-  readonly started: boolean
-  /** spawn itself failed (bwrap missing, not executable). */
-  readonly spawnError: NodeJS.ErrnoException | undefined
-  readonly stdout: string
-  readonly stderr: string
-  readonly truncated: boolean
-  readonly timedOut: boolean
-  /** Killed for writing more than the discard limit. */
-  readonly flooded: boolean
-  /** The program's exit status as bwrap reported it, else bwrap's own. */
-  readonly exitCode: number | null
-  readonly durationMs: number
-}
-
-interface Running {
-  readonly done: Promise<Outcome>
-  /** SIGKILLs the sandbox and resolves once it is gone (or after a grace period). */
-  readonly stop: () => Promise<void>
-}
-
-/** One stream kept up to `cap` bytes, decoded as UTF-8 without splitting a character at the cut. */
-const collector = (cap: number) => {
-  const decoder = new StringDecoder("utf8")
-  let text = ""
-  let kept = 0
-  let cut = false
-  return {
-    /** Returns the bytes of the chunk that were thrown away. */
-    push(chunk: Buffer): number {
-      const room = cap - kept
-      if (chunk.byteLength <= room) {
-        text += decoder.write(chunk)
-        kept += chunk.byteLength
-        return 0
-      }
-      if (room > 0) {
-        text += decoder.write(chunk.subarray(0, room))
-        kept = cap
-      }
-      cut = true
-      return chunk.byteLength - Math.max(room, 0)
-    },
-    get truncated() {
-      return cut
-    },
-    /** A cut stream drops the incomplete character at its end; a whole one flushes it. */
-    finish: () => (cut ? text : text + decoder.end())
-  }
-}
-
-/** This process's PID namespace; a sandbox's init is in another one. */
-let ownPidNamespace: string | undefined
-const pidNamespaceOf = (pid: number | "self"): string | undefined => {
-  try {
-    return readlinkSync(`/proc/${pid}/ns/pid`)
-  } catch {
-    return undefined
-  }
-}
-
-/** The sandbox's init, by its host pid, is still running (and is still that process: another PID namespace, not a zombie). */
-const initAlive = (pid: number): boolean => {
-  ownPidNamespace ??= pidNamespaceOf("self")
-  const namespace = pidNamespaceOf(pid)
-  if (namespace === undefined || ownPidNamespace === undefined || namespace === ownPidNamespace) return false
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
-    const state = stat.charAt(stat.lastIndexOf(")") + 2)
-    return state !== "Z" && state !== "X" && state !== ""
-  } catch {
-    return false
-  }
-}
-
-/**
- * bwrap returns as soon as the program's exit status is known, while the
- * kernel may still be killing what the program left running. The sandbox's
- * init only finishes dying once every process of its PID namespace is gone,
- * so waiting for it means nothing of the sandbox is left when a call ends.
- * Should it linger, it is killed directly, which takes the namespace with it.
- */
-const awaitTeardown = async (initPid: number | undefined): Promise<void> => {
-  if (initPid === undefined) return
-  const startedAt = performance.now()
-  let killed = false
-  while (initAlive(initPid) && performance.now() - startedAt < KILL_GRACE_MS) {
-    if (!killed && performance.now() - startedAt > 100) {
-      killed = true
-      try {
-        process.kill(initPid, "SIGKILL")
-      } catch {
-        // Gone meanwhile.
-      }
-    }
-    await new Promise((resolve) => setTimeout(resolve, 5))
-  }
-}
-
-const start = (
-  settings: Settings,
-  args: ReadonlyArray<string>,
-  timeoutMs: number
-): Running => {
-  const startedAt = performance.now()
-  let child: ChildProcess
-  try {
-    child = spawn(settings.bwrapPath, args, {
-      stdio: ["ignore", "pipe", "pipe", "pipe"],
-      // Nothing of the gateway's environment: the sandbox's PID 1 is a fork of bwrap and shows bwrap's environment in /proc/1/environ.
-      env: {},
-      // A process group of its own, so that all of it can be killed at once.
-      detached: true,
-      ...(settings.dropTo === undefined ? {} : settings.dropTo)
-    })
-  } catch (error) {
-    const outcome: Outcome = {
-      started: false,
-      spawnError: error as NodeJS.ErrnoException,
-      stdout: "",
-      stderr: "",
-      truncated: false,
-      timedOut: false,
-      flooded: false,
-      exitCode: null,
-      durationMs: 0
-    }
-    return { done: Promise.resolve(outcome), stop: () => Promise.resolve() }
-  }
-
-  const stdout = collector(settings.maxOutputBytes)
-  const stderr = collector(settings.maxOutputBytes)
-  let status = ""
-  let discarded = 0
-  let timedOut = false
-  let flooded = false
-  let spawnError: NodeJS.ErrnoException | undefined
-  let closed = false
-  const closedWaiters: Array<() => void> = []
-
-  const kill = () => {
-    if (closed) return
-    try {
-      if (child.pid !== undefined) process.kill(-child.pid, "SIGKILL")
-    } catch {
-      // Already gone, or never started.
-    }
-    try {
-      child.kill("SIGKILL")
-    } catch {
-      // Already gone.
-    }
-  }
-  const exitReported = () => /"exit-code"\s*:/.test(status)
-
-  const timer = setTimeout(() => {
-    // A program that finished at the very deadline has not timed out.
-    if (closed || exitReported()) return
-    timedOut = true
-    kill()
-  }, timeoutMs)
-
-  const onOutput = (target: ReturnType<typeof collector>) => (chunk: Buffer) => {
-    discarded += target.push(chunk)
-    if (discarded > DISCARD_LIMIT_BYTES && !flooded && !timedOut) {
-      flooded = true
-      kill()
-    }
-  }
-  child.stdout!.on("data", onOutput(stdout))
-  child.stderr!.on("data", onOutput(stderr))
-  const statusStream = child.stdio[3]
-  statusStream?.on("data", (chunk: Buffer) => {
-    if (status.length < MAX_STATUS_CHARS) status += chunk.toString("utf8")
-  })
-  for (const stream of [child.stdout, child.stderr, statusStream]) stream?.on("error", () => {})
-
-  const done = new Promise<Outcome>((resolve) => {
-    const finish = (code: number | null) => {
-      if (closed) return
-      closed = true
-      clearTimeout(timer)
-      const durationMs = Math.max(0, Math.round(performance.now() - startedAt))
-      const initPid = /"child-pid"\s*:\s*(\d+)/.exec(status)
-      const reported = /"exit-code"\s*:\s*(-?\d+)/.exec(status)
-      const exitCode = timedOut || flooded ? null : reported !== null ? Number(reported[1]) : code
-      const outcome: Outcome = {
-        started: initPid !== null,
-        spawnError,
-        stdout: stdout.finish(),
-        stderr: stderr.finish(),
-        truncated: stdout.truncated || stderr.truncated,
-        timedOut,
-        flooded,
-        exitCode,
-        durationMs
-      }
-      void awaitTeardown(initPid === null ? undefined : Number(initPid[1])).then(() => {
-        resolve(outcome)
-        for (const waiter of closedWaiters.splice(0)) waiter()
-      })
-    }
-    child.on("error", (error: NodeJS.ErrnoException) => {
-      spawnError = error
-      // No process: no "close" may follow; finish now.
-      if (child.pid === undefined) finish(null)
-    })
-    child.on("close", (code) => finish(code))
-  })
-
-  const stop = () =>
-    new Promise<void>((resolve) => {
-      if (closed) return resolve()
-      kill()
-      const grace = setTimeout(() => {
-        // Never seen in practice; the call must end regardless. Streams are dropped so nothing more is read.
-        for (const stream of child.stdio) stream?.destroy()
-        resolve()
-      }, KILL_GRACE_MS)
-      closedWaiters.push(() => {
-        clearTimeout(grace)
-        resolve()
-      })
-    })
-
-  return { done, stop }
-}
-
-// ---------------------------------------------------------------------------
 // Running code
 // ---------------------------------------------------------------------------
 
 const failure = (provider: string, reason: ProviderFailure["reason"], message: string) =>
   new ProviderFailure({ provider, reason, message })
-
-const oneLine = (text: string, max = 300): string => {
-  const line = text.replace(/[\s\u0000-\u001f\u007f]+/g, " ").trim()
-  return line.length > max ? `${line.slice(0, max - 1)}…` : line
-}
-
-const describeError = (error: unknown): string => {
-  if (!(error instanceof Error)) return String(error)
-  const code = (error as NodeJS.ErrnoException).code
-  return code === undefined ? error.message : `${code}: ${error.message}`
-}
 
 const spawnProblem = (settings: Settings, error: NodeJS.ErrnoException): string =>
   error.code === "ENOENT"
@@ -791,16 +550,31 @@ const runSandboxed = (settings: Settings, language: Language, code: string, time
         try: () => fs.writeFile(path.join(dir, interpreter.fileName), code, { encoding: "utf8", mode: 0o644 }),
         catch: (error) => failure(settings.name, "unavailable", `the code could not be written: ${oneLine(describeError(error), 200)}`)
       })
+      const cgroups = settings.cgroups
+      const cgroup = cgroups === undefined ? undefined : yield* Effect.acquireRelease(
+        Effect.try({
+          try: () =>
+            cgroups.create(`${process.pid}-${path.basename(dir).slice(CALL_DIR_PREFIX.length)}`, {
+              memoryBytes: settings.sandboxMemoryBytes,
+              cpus: settings.cpus,
+              maxProcesses: settings.maxProcesses
+            }),
+          catch: (error) => failure(settings.name, "unavailable", `the sandbox's cgroup could not be made: ${oneLine(describeError(error), 200)}`)
+        }),
+        (cgroup) => Effect.promise(() => cgroup.remove().catch(() => undefined))
+      )
       const running = yield* Effect.acquireRelease(
-        Effect.sync(() => start(settings, sandboxArguments(settings, language, dir), timeoutMs)),
+        Effect.sync(() => start(settings, sandboxArguments(settings, language, dir), timeoutMs, cgroup)),
         (running) => Effect.promise(() => running.stop())
       )
-      return yield* Effect.promise(() => running.done)
+      const outcome = yield* Effect.promise(() => running.done)
+      return cgroup === undefined ? outcome : { ...outcome, limits: cgroup.report() }
     })
   )
 
 /** The sandbox failed to come up, or the process never ran: the reason, else undefined. */
 const setupProblem = (settings: Settings, outcome: Outcome): string | undefined => {
+  if (outcome.setupError !== undefined) return outcome.setupError
   if (outcome.started) return undefined
   if (outcome.spawnError !== undefined) return spawnProblem(settings, outcome.spawnError)
   if (outcome.timedOut) return `the sandbox did not start within the time limit`
@@ -845,7 +619,8 @@ const probeWith = (settings: Settings): Effect.Effect<SandboxStatus> =>
       Effect.map(probeLanguage(settings, language), (problem) => [language, problem] as const), { concurrency: "unbounded" })
     const unavailable: { [L in Language]?: string } = {}
     for (const [language, problem] of others) if (problem !== undefined) unavailable[language] = problem
-    return { ok: true, unavailable } as const
+    const degraded = degradedReason(settings)
+    return degraded === undefined ? { ok: true, unavailable } as const : { ok: true, unavailable, degraded } as const
   })
 
 /**
@@ -862,6 +637,26 @@ export const probe = (options: SandboxOptions): Effect.Effect<SandboxStatus> =>
 // The provider
 // ---------------------------------------------------------------------------
 
+/**
+ * What the sandbox's cgroup stopped, told after the program's own stderr:
+ * `[sandbox] …` lines, so that a program killed for its memory (exit status
+ * 137, from SIGKILL) or refused forks is reported as such.
+ */
+const limitNotes = (settings: Settings, limits: CgroupReport | undefined): string => {
+  if (limits === undefined) return ""
+  const notes: Array<string> = []
+  if (limits.oomKills > 0) {
+    notes.push(
+      `[sandbox] memory limit reached (${Math.floor(settings.sandboxMemoryBytes / MiB)} MiB for the whole sandbox): ` +
+        `${limits.oomKills} process${limits.oomKills === 1 ? " was" : "es were"} killed`
+    )
+  }
+  if (limits.forksRefused > 0) {
+    notes.push(`[sandbox] process limit reached (${settings.maxProcesses}): ${limits.forksRefused} fork${limits.forksRefused === 1 ? " was" : "s were"} refused`)
+  }
+  return notes.map((note) => `\n${note}\n`).join("")
+}
+
 const secondsOf = (ms: number): bigint => BigInt(Math.max(1, Math.ceil(ms / 1000)))
 
 export const make = (options: SandboxOptions): Effect.Effect<SandboxProvider> =>
@@ -870,10 +665,13 @@ export const make = (options: SandboxOptions): Effect.Effect<SandboxProvider> =>
     const { name } = settings
     const price = settings.unitPrice.priceMicroUsd
     const swept = yield* Effect.promise(() => sweepStale(settings).catch(() => 0))
+    const sweptCgroups = settings.cgroups?.sweep() ?? 0
+    if (sweptCgroups > 0) yield* Effect.logInfo(`${name}: removed ${sweptCgroups} sandbox cgroups left by an earlier run`)
     if (swept > 0) yield* Effect.logInfo(`${name}: removed ${swept} sandbox directories left by an earlier run`)
     const status = yield* probeWith(settings)
     if (!status.ok) yield* Effect.logWarning(`${name}: code execution is unavailable: ${status.reason}`)
     else {
+      if (status.degraded !== undefined) yield* Effect.logWarning(`${name}: code execution is degraded: ${status.degraded}`)
       for (const language of LANGUAGES) {
         const problem = status.unavailable[language]
         if (problem !== undefined) yield* Effect.logWarning(`${name}: ${language} is unavailable: ${problem}`)
@@ -906,7 +704,7 @@ export const make = (options: SandboxOptions): Effect.Effect<SandboxProvider> =>
       const charge = price * seconds
       const output: ExecuteOutput = {
         stdout: outcome.stdout,
-        stderr: outcome.stderr,
+        stderr: outcome.stderr + limitNotes(settings, outcome.limits),
         exitCode: outcome.exitCode,
         timedOut: outcome.timedOut,
         durationMs: outcome.durationMs,

@@ -21,6 +21,11 @@
  *   a validation error without trying another provider.
  * - `text` and `markdown` are cut at `MAX_OUTPUT_CHARS`, with a note.
  *
+ * - Parsing (linkedom, Readability, turndown) runs in a worker thread of the
+ *   shared parse pool (parse-pool.ts), never on the event loop, within
+ *   `parseDeadlineMs` (default 10 s); a page that takes longer fails with
+ *   `timeout` and its worker is terminated.
+ *
  * A page costs the unit price, charged only when the call succeeds.
  *
  * The DOM, decoding and fetch-failure helpers here are shared with the
@@ -34,6 +39,7 @@ import { type Provider, ProviderFailure, type UnitPrice } from "../../../src/cap
 import type { ReadInput, ReadOutput } from "../../../src/capabilities/schemas.ts"
 import { type FetchFailed, OutboundHttp, type UnsafeUrl } from "../../../src/ports/Net.ts"
 import { positiveInteger } from "../http.ts"
+import { DEFAULT_PARSE_DEADLINE_MS, type ParseFailure, type ParsePool, type ParseTask, sharedPool } from "./parse-pool.ts"
 
 export const DEFAULT_NAME = "readability"
 export const DEFAULT_MAX_BYTES = 5 * 1024 * 1024
@@ -59,6 +65,10 @@ export interface Options {
   readonly maxBytes?: number | undefined
   /** For the whole fetch, redirects included. Default 15 s. */
   readonly timeoutMs?: number | undefined
+  /** Longest a page may take to parse, in the worker pool, queue wait included. Default 10 s. */
+  readonly parseDeadlineMs?: number | undefined
+  /** The worker pool; default the process's shared one. */
+  readonly pool?: ParsePool | undefined
 }
 
 // ---------------------------------------------------------------------------
@@ -330,6 +340,27 @@ export const fetchFailure = (
 }
 
 // ---------------------------------------------------------------------------
+// Parsing off the event loop
+// ---------------------------------------------------------------------------
+
+/** Runs a parse in the worker pool; its failures in the provider's terms. */
+export const parseInPool = (
+  provider: string,
+  pool: ParsePool,
+  task: ParseTask,
+  deadlineMs: number
+): Effect.Effect<unknown, ProviderFailure> =>
+  pool.run(task, deadlineMs).pipe(
+    Effect.mapError((failure: ParseFailure) =>
+      new ProviderFailure({
+        provider,
+        reason: failure.reason,
+        message: clip(failure.reason === "malformed" ? `the page could not be parsed: ${failure.message}` : failure.message)
+      })
+    )
+  )
+
+// ---------------------------------------------------------------------------
 // Reading
 // ---------------------------------------------------------------------------
 
@@ -357,6 +388,11 @@ const absolutize = (document: DomDocument, base: string): void => {
 }
 
 type HtmlRead = Result.Result<ReadOutput, { readonly reason: "too_large"; readonly message: string }>
+
+/** `readHtml`'s answer as the worker sends it (plain data). */
+type WorkerRead =
+  | { readonly ok: true; readonly output: ReadOutput }
+  | { readonly ok: false; readonly failure: { readonly reason: "too_large"; readonly message: string } }
 
 /** Reads an HTML page; synchronous CPU work, bounded by the byte and element caps. */
 export const readHtml = (html: string, pageUrl: string, turndown: TurndownService): HtmlRead => {
@@ -437,14 +473,16 @@ export const make = (options: Options): Effect.Effect<Provider<"read">, never, O
         checkFlatPrice("read/builtin", name, options.unitPrice)
         return {
           maxBytes: positiveInteger("read/builtin", "maxBytes", options.maxBytes, DEFAULT_MAX_BYTES),
-          timeoutMs: positiveInteger("read/builtin", "timeoutMs", options.timeoutMs, DEFAULT_TIMEOUT_MS)
+          timeoutMs: positiveInteger("read/builtin", "timeoutMs", options.timeoutMs, DEFAULT_TIMEOUT_MS),
+          parseDeadlineMs: positiveInteger("read/builtin", "parseDeadlineMs", options.parseDeadlineMs, DEFAULT_PARSE_DEADLINE_MS)
         }
       },
       catch: (error) => error
     }).pipe(Effect.orDie)
     const http = yield* OutboundHttp
     const { unitPrice } = options
-    const turndown = makeTurndown()
+    // Workers start on the first page, not at start-up: loading the parser costs a second or two of CPU.
+    const pool = options.pool ?? sharedPool()
     const fail = (reason: ProviderFailure["reason"], message: string) => new ProviderFailure({ provider: name, reason, message })
 
     const run = Effect.fn("ReadBuiltin.run")(function*(input: ReadInput) {
@@ -474,12 +512,9 @@ export const make = (options: Options): Effect.Effect<Provider<"read">, never, O
           break
         case "html": {
           const html = decodeBody(page.body, page.contentType, true)
-          const read = yield* Effect.try({
-            try: () => readHtml(html, page.url, turndown),
-            catch: (error) => fail("malformed", clip(`the page could not be parsed: ${error instanceof Error ? error.message : String(error)}`))
-          })
-          if (Result.isFailure(read)) return yield* fail(read.failure.reason, read.failure.message)
-          result = read.success
+          const read = (yield* parseInPool(name, pool, { kind: "read", html, pageUrl: page.url }, settings.parseDeadlineMs)) as WorkerRead
+          if (!read.ok) return yield* fail(read.failure.reason, read.failure.message)
+          result = read.output
           break
         }
       }

@@ -44,10 +44,12 @@ import {
   mimeOf,
   oneLineOrNull,
   parseDocument,
+  parseInPool,
   resolveUrl,
   sniff,
   visibleText
 } from "../read/builtin.ts"
+import { DEFAULT_PARSE_DEADLINE_MS, type ParsePool, sharedPool } from "../read/parse-pool.ts"
 
 export const DEFAULT_NAME = "scraper"
 export const DEFAULT_MAX_BYTES = 5 * 1024 * 1024
@@ -68,6 +70,10 @@ export interface Options {
   readonly maxBytes?: number | undefined
   /** For the whole fetch, redirects included. Default 15 s. */
   readonly timeoutMs?: number | undefined
+  /** Longest a page may take to parse, in the worker pool, queue wait included. Default 10 s. */
+  readonly parseDeadlineMs?: number | undefined
+  /** The worker pool; default the process's shared one. */
+  readonly pool?: ParsePool | undefined
 }
 
 // ---------------------------------------------------------------------------
@@ -216,13 +222,16 @@ export const make = (options: Options): Effect.Effect<Provider<"scrape">, never,
         checkFlatPrice("scrape/builtin", name, options.unitPrice)
         return {
           maxBytes: positiveInteger("scrape/builtin", "maxBytes", options.maxBytes, DEFAULT_MAX_BYTES),
-          timeoutMs: positiveInteger("scrape/builtin", "timeoutMs", options.timeoutMs, DEFAULT_TIMEOUT_MS)
+          timeoutMs: positiveInteger("scrape/builtin", "timeoutMs", options.timeoutMs, DEFAULT_TIMEOUT_MS),
+          parseDeadlineMs: positiveInteger("scrape/builtin", "parseDeadlineMs", options.parseDeadlineMs, DEFAULT_PARSE_DEADLINE_MS)
         }
       },
       catch: (error) => error
     }).pipe(Effect.orDie)
     const http = yield* OutboundHttp
     const { unitPrice } = options
+    // Workers start on the first page, not at start-up: loading the parser costs a second or two of CPU.
+    const pool = options.pool ?? sharedPool()
     const fail = (reason: ProviderFailure["reason"], message: string) => new ProviderFailure({ provider: name, reason, message })
 
     const run = Effect.fn("ScrapeBuiltin.run")(function*(input: ScrapeInput) {
@@ -239,10 +248,13 @@ export const make = (options: Options): Effect.Effect<Provider<"scrape">, never,
       }
       const text = decodeBody(page.body, page.contentType, kind === "html")
       const scraped = kind === "html"
-        ? yield* Effect.try({
-          try: () => scrapeHtml(text, page.url, input),
-          catch: (error) => fail("malformed", clip(`the page could not be parsed: ${error instanceof Error ? error.message : String(error)}`))
-        })
+        // Parsed in a worker thread, off the event loop, within the parse deadline.
+        ? (yield* parseInPool(name, pool, {
+          kind: "scrape",
+          html: text,
+          pageUrl: page.url,
+          input: { selectors: input.selectors, includeHtml: input.includeHtml }
+        }, settings.parseDeadlineMs)) as Scraped
         : scrapeText(text, input)
       const output: ScrapeOutput = {
         url: page.url,
