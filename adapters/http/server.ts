@@ -3,6 +3,7 @@ import { Layer, Option, type Redacted } from "effect"
 import { HttpRouter, type HttpServer } from "effect/http"
 import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
 import { createServer } from "node:http"
+import { withClientErrors } from "./clientError.ts"
 import type { Services } from "../../src/Gateway.ts"
 import type { Providers } from "../../src/capabilities/Capabilities.ts"
 import type { AdminStore } from "../../src/ports/AdminStore.ts"
@@ -67,5 +68,5 @@ export const serverLayer = (
     disableLogger: options.logRequests !== true,
     disableListenLog: options.announce === false
   }).pipe(
-    Layer.provideMerge(NodeHttpServer.layer(createServer, { port: options.port, host: options.host }))
+    Layer.provideMerge(NodeHttpServer.layer(() => withClientErrors(createServer()), { port: options.port, host: options.host }))
   )

@@ -35,10 +35,8 @@ import {
  * is printed; FUZZ_SEED=<n> replays it, and a failure prints fast-check's
  * `seed` and `path` for `fc.assert(..., { seed, path })`.
  *
- * Known defects that other changes fix are listed in KNOWN_DEFECTS below:
- * the fuzz loop tolerates exactly those (input and status) and each has an
- * `it.fails` reproducer, so that the suite turns red once the fix lands and
- * the entry must be removed.
+ * Inputs that once answered 500 (or outside the envelope) are kept as fixed
+ * regression cases in FORMER_500S, beside the generated ones.
  */
 
 const RUNS = Number(process.env["FUZZ_RUNS"] ?? 15)
@@ -94,60 +92,28 @@ export interface Sent {
 }
 
 /**
- * Known defects, fixed in other changes: a 500 on exactly these inputs is
- * tolerated by the fuzz loop, and each has an `it.fails` reproducer below.
- * When a fix merges its reproducer starts to pass, `it.fails` turns red,
- * and the entry is to be removed here.
+ * Inputs that once answered 500 on PostgreSQL and PGlite, kept as fixed
+ * regression cases beside the generated ones: NUL in a path or query value
+ * (PostgreSQL refuses 0x00 in text), NUL in a JSON body that reaches SQL, and
+ * an amount past the bigint column. Each must now be a 4xx in the envelope.
  */
-export const KNOWN_DEFECTS: ReadonlyArray<{
+export const FORMER_500S: ReadonlyArray<{
   readonly name: string
-  readonly backends: ReadonlyArray<string>
-  /** The status the defect gives today. */
-  readonly status: number
-  readonly matches: (sent: Sent) => boolean
-  readonly reproduce: { readonly method: string; readonly path: string; readonly body?: unknown; readonly admin?: boolean }
+  readonly reproduce: { readonly method: string; readonly path: string; readonly body?: unknown }
 }> = [
+  { name: "NUL (%00) as a path parameter", reproduce: { method: "GET", path: "/v1/agents/%00" } },
+  { name: "NUL (%00) inside a path parameter", reproduce: { method: "GET", path: "/v1/agents/a%00b/policy" } },
+  { name: "NUL (%00) in an audit id", reproduce: { method: "GET", path: "/v1/audit/aud_%00" } },
+  { name: "NUL (%00) in a query value", reproduce: { method: "GET", path: "/v1/wallet/transactions?agentId=%00" } },
+  { name: "NUL (%00) in a dev checkout id", reproduce: { method: "GET", path: "/dev/checkout/%00" } },
   {
-    // PostgreSQL (and PGlite) refuse 0x00 in text: "invalid byte sequence for encoding UTF8: 0x00".
-    name: "NUL (%00) in a path parameter or query value reaches SQL",
-    backends: ["PGlite", "PostgreSQL"],
-    status: 500,
-    matches: (sent) => /%00/i.test(sent.url),
-    reproduce: { method: "GET", path: "/v1/agents/%00" }
-  },
-  {
-    name: "NUL in the dev rail's paymentRequest reaches SQL",
-    backends: ["PGlite", "PostgreSQL"],
-    status: 500,
-    matches: (sent) => sent.path === "/v1/dev/lightning/pay" && hasNul(sent.body),
+    name: "NUL in the dev rail's paymentRequest",
     reproduce: { method: "POST", path: "/v1/dev/lightning/pay", body: { paymentRequest: "lnbc\u0000" } }
   },
-  {
-    // 1e15 cents = 1e19 µUSD, past the bigint column's 9.22e18.
-    name: "fund-card amountUsdCents above 9.2e14 overflows the bigint column",
-    backends: ["PGlite", "PostgreSQL"],
-    status: 500,
-    matches: (sent) =>
-      sent.path === "/v1/wallet/fund-card" &&
-      sent.body.kind === "json" && typeof (sent.body.value as any)?.amountUsdCents === "number" &&
-      Math.abs((sent.body.value as any).amountUsdCents) >= 9.2e14,
-    reproduce: { method: "POST", path: "/v1/wallet/fund-card", body: { amountUsdCents: 1e15 } }
-  }
+  { name: "fund-card amountUsdCents of 1e15", reproduce: { method: "POST", path: "/v1/wallet/fund-card", body: { amountUsdCents: 1e15 } } },
+  { name: "fund-card amountUsdCents of 9.2e14", reproduce: { method: "POST", path: "/v1/wallet/fund-card", body: { amountUsdCents: 9.2e14 } } },
+  { name: "Lightning funding of 1e15 sats", reproduce: { method: "POST", path: "/v1/wallet/fund", body: { amountSats: 1e15 } } }
 ]
-
-/**
- * Not a 5xx, but not the envelope either: a request line over Node's
- * 16 KiB header limit is answered 431 by the HTTP parser, with an empty
- * body, before the application sees it.
- */
-export const KNOWN_NON_ENVELOPE = {
-  name: "URL over 16 KiB: 431 from Node's HTTP parser, empty body",
-  status: 431,
-  matches: (sent: Sent, status: number) => status === 431 && sent.url.length > 16_000,
-  reproduce: { method: "GET", path: `/v1/agents?x=${"y".repeat(20_000)}` }
-}
-
-const hasNul = (value: unknown): boolean => JSON.stringify(value ?? null).includes("\\u0000")
 
 describe.each(storeBackends)("fuzzing every published operation over %s", (backend, store) => {
   let server: RunningServer
@@ -155,7 +121,6 @@ describe.each(storeBackends)("fuzzing every published operation over %s", (backe
   const keys: Record<string, string> = {}
   const hints = new Map<string, Array<string>>()
   const ids: Record<string, Array<string>> = {}
-  const tolerated: Array<string> = []
   const accounts: Array<string> = []
 
   beforeAll(async () => {
@@ -202,7 +167,6 @@ describe.each(storeBackends)("fuzzing every published operation over %s", (backe
     expect([keys["owner"], keys["worker"], keys["second"], sessionId].every((k) => typeof k === "string")).toBe(true)
   }, 60_000)
   afterAll(async () => {
-    if (tolerated.length > 0) console.log(`fuzz over ${backend}: ${tolerated.length} known-defect answers tolerated:\n${[...new Set(tolerated)].join("\n")}`)
     if (COLLECT) console.log(`fuzz over ${backend}: ${collected.length} violations:\n${collected.join("\n")}`)
     collected.length = 0
     await server?.close()
@@ -286,19 +250,10 @@ describe.each(storeBackends)("fuzzing every published operation over %s", (backe
         try {
           if (res.status >= 500) {
             const code = res.body?.error?.code
-            const known = KNOWN_DEFECTS.find((d) => d.backends.includes(backend) && d.status === res.status && d.matches(res.sent))
-            if (known !== undefined) {
-              tolerated.push(`${known.name}: ${where.slice(0, 160)}`)
-              return
-            }
             expect(res.status === 502 || res.status === 503, `5xx: ${where}`).toBe(true)
             expect(documented5xx.get(code)?.(op.path) === true, `undocumented ${res.status} ${code} on ${op.path}: ${where}`).toBe(true)
           }
           if (op.path === "/health") return
-          if (KNOWN_NON_ENVELOPE.matches(res.sent, res.status)) {
-            tolerated.push(`${KNOWN_NON_ENVELOPE.name}: ${where.slice(0, 160)}`)
-            return
-          }
           if (res.status >= 400 && !(op.path.startsWith("/dev/checkout") && op.method === "GET")) {
             expect(() => errorCode({ status: res.status, headers: res.headers, body: res.body, text: res.text }), where).not.toThrow()
           }
@@ -317,20 +272,19 @@ describe.each(storeBackends)("fuzzing every published operation over %s", (backe
     )
   }, 60_000)
 
-  // One reproducer per known defect: each fails today; when the fix lands it passes,
-  // `it.fails` turns red, and the entry comes out of KNOWN_DEFECTS.
-  for (const defect of KNOWN_DEFECTS.filter((d) => d.backends.includes(backend))) {
-    it.fails(`known defect (${defect.status} today): ${defect.name}`, async () => {
-      const { method, path, body } = defect.reproduce
+  for (const former of FORMER_500S) {
+    it(`answers in the envelope, not 500: ${former.name}`, async () => {
+      const { method, path, body } = former.reproduce
       const res = await api.call(method, path, { key: keys["owner"]!, ...(body === undefined ? {} : { body }) })
+      expect(res.status, `${method} ${path} -> ${res.status}`).toBeGreaterThanOrEqual(400)
       expect(res.status, `${method} ${path} -> ${res.status}`).toBeLessThan(500)
       expect(errorCode(res)).toMatch(/^[A-Z_]+$/)
     })
   }
-  it.fails(`known defect (${KNOWN_NON_ENVELOPE.status} today): ${KNOWN_NON_ENVELOPE.name}`, async () => {
-    const res = await api.call(KNOWN_NON_ENVELOPE.reproduce.method, KNOWN_NON_ENVELOPE.reproduce.path, { key: keys["owner"]! })
-    expect(res.status).toBeLessThan(500)
-    errorCode(res)
+  it("answers a request line over Node's 16 KiB header limit in the envelope (431 HEADERS_TOO_LARGE)", async () => {
+    const res = await api.call("GET", `/v1/agents?x=${"y".repeat(20_000)}`, { key: keys["owner"]! })
+    expect(res.status).toBe(431)
+    expect(errorCode(res)).toBe("HEADERS_TOO_LARGE")
   })
 
   it("still adds up afterwards: pockets equal the ledger, invoices credited once, the audit chain verifies", async () => {

@@ -12,7 +12,7 @@ import type { Policy, Principal } from "../../src/domain/Agent.ts"
 import type { AccountId, AgentId } from "../../src/domain/ids.ts"
 import { parseBtcUsdRate } from "../../src/domain/Money.ts"
 import { Funding } from "../../src/funding/Funding.ts"
-import { accountScope, Idempotency } from "../../src/idempotency/Idempotency.ts"
+import { agentScope, Idempotency } from "../../src/idempotency/Idempotency.ts"
 import * as Gateway from "../../src/Gateway.ts"
 import type { AdminStore } from "../../src/ports/AdminStore.ts"
 import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
@@ -50,18 +50,13 @@ export interface SimOptions {
 }
 
 /**
- * Known defects, fixed in other changes: a step that dies with exactly
- * this is logged and counted (`knownDefects`) instead of failing the run;
- * the invariants are still checked after it. Each has an `it.fails`
- * reproducer in sim.test.ts; remove the entry when the fix lands.
+ * Known defects: a step that dies with exactly one of these is logged and
+ * counted (`knownDefects`) instead of failing the run; the invariants are
+ * still checked after it. Each entry gets an `it.fails` reproducer in
+ * sim.test.ts and comes out when its fix lands. Empty: the last one (a call
+ * that outlived its swept hold died unpaid) is fixed and is now a plain test.
  */
-export const KNOWN_SIM_DEFECTS: ReadonlyArray<{ readonly name: string; readonly matches: (cause: string) => boolean }> = [
-  {
-    // Spend.ts: settle answers NotHeld because the sweep released the hold mid-call; the call then dies (HTTP 500).
-    name: "a call that outlives its hold and is swept dies (\"expired before it was settled\")",
-    matches: (cause) => /reservation rsv_\w+ expired before it was settled/.test(cause)
-  }
-]
+export const KNOWN_SIM_DEFECTS: ReadonlyArray<{ readonly name: string; readonly matches: (cause: string) => boolean }> = []
 
 export interface SimResult {
   readonly seed: number
@@ -312,7 +307,7 @@ export const simulate = (options: SimOptions): Promise<SimResult> => {
         const agent = someAgent(account)
         const key = rng.chance(0.6) ? `call-${rng.int(0, 3)}` : `call-${rng.int(4, 1e9)}`
         const request = {
-          scope: accountScope(account.accountId),
+          scope: agentScope(agent.id),
           key,
           method: "POST",
           target: "/v1/capabilities/search",
@@ -449,7 +444,7 @@ export const simulate = (options: SimOptions): Promise<SimResult> => {
 }
 
 /**
- * The smallest run of KNOWN_SIM_DEFECTS[0]: a funded agent calls a
+ * A funded agent calls a
  * provider that takes longer than a hold lives; the recovery sweep runs
  * during the call and returns the money; then the provider answers.
  * Returns how the call ended.
