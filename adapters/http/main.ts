@@ -1,5 +1,6 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Data, Effect, Layer, References } from "effect"
+import { HttpServerError } from "effect/http"
 import { createServer } from "node:net"
 import * as Gateway from "../../src/Gateway.ts"
 import { Funding } from "../../src/funding/Funding.ts"
@@ -124,7 +125,24 @@ const main = Effect.gen(function*() {
     Layer.provide(railsLayer(payments, config.dataDir)),
     Layer.provide(Layer.succeedContext(storage))
   )
-  return yield* Layer.launch(app).pipe(Effect.provideService(References.MinimumLogLevel, config.logLevel))
+  return yield* Layer.launch(app).pipe(
+    Effect.provideService(References.MinimumLogLevel, config.logLevel),
+    // The port was taken between the check and the bind: one line, like the check's.
+    Effect.catchIf(
+      (error): error is HttpServerError.ServeError => error instanceof HttpServerError.ServeError,
+      (error) => {
+        const cause = error.cause
+        return Effect.fail(
+          new CannotListen({
+            host: config.host,
+            port: config.port,
+            code: errorCode(cause),
+            reason: cause instanceof Error ? cause.message : String(cause)
+          })
+        )
+      }
+    )
+  )
 }).pipe(
   Effect.scoped,
   Effect.catchIf(

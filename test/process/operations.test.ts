@@ -237,3 +237,30 @@ describe("dev rails on a public interface", () => {
     }
   }, 60_000)
 })
+
+describe("the new settings", () => {
+  it("refuse a bad value with one line naming the variable, before anything is opened", async () => {
+    const dataDir = join(tmpdir(), `spendgate-never-${process.pid}`)
+    const cases: ReadonlyArray<readonly [Record<string, string>, string]> = [
+      [{ SIGNUP: "maybe" }, "SIGNUP must be open, closed or token"],
+      [{ SIGNUP: "token" }, "SIGNUP_TOKEN is required when SIGNUP=token"],
+      [{ SIGNUP: "token", SIGNUP_TOKEN: "short" }, "SIGNUP_TOKEN must be at least 24 characters"],
+      [{ SIGNUP_TOKEN: "signup-token-0123456789abcdef" }, "SIGNUP_TOKEN is set but SIGNUP=open"],
+      [{ SIGNUP_RATE_PER_HOUR: "0" }, "SIGNUP_RATE_PER_HOUR must be a whole number from 1 to 1000000"],
+      [{ SIGNUP_RATE_PER_HOUR: "ten" }, "SIGNUP_RATE_PER_HOUR must be a whole number"],
+      [{ TRUST_PROXY: "yes" }, "TRUST_PROXY must be the number of reverse proxies"],
+      [{ TRUST_PROXY: "11" }, "TRUST_PROXY must be the number of reverse proxies"],
+      [{ DEV_RAILS_PUBLIC: "1" }, "DEV_RAILS_PUBLIC must be on or off"]
+    ]
+    // One at a time: the machine running the tests may be small.
+    for (const [env, message] of cases) {
+      const result = await runToExit({ PORT: "0", DATA_DIR: dataDir, ...env })
+      expect(result.code, message).toBe(1)
+      const errorLines = lines(result.stderr)
+      expect(errorLines, message).toHaveLength(1)
+      expect(errorLines[0], message).toMatch(/^Invalid configuration: /)
+      expect(errorLines[0], message).toContain(message)
+    }
+    expect(() => statSync(dataDir)).toThrow()
+  }, 120_000)
+})
