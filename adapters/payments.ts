@@ -74,7 +74,7 @@ export const describeDevRails = (config: Pick<PaymentConfig, "lightning" | "card
 
 /** The start-up warning when the dev rails are served on a non-loopback HOST (DEV_RAILS_PUBLIC=on). */
 export const devRailsPublicWarning = (config: PaymentConfig, host: string): string =>
-  `Dev payment rails (${describeDevRails(config)}) are reachable on HOST=${host} because DEV_RAILS_PUBLIC=on: ` +
+  `Dev payment rails (${describeDevRails(config)}) are reachable from the network (HOST=${host}) because DEV_RAILS_PUBLIC=on: ` +
   "anyone who can reach this port can credit any wallet without paying. Never use this with real users or real money"
 
 const fail = (message: string) => Effect.fail(new InvalidConfig({ message: `Invalid configuration: ${message}` }))
@@ -93,6 +93,8 @@ export const loadPaymentConfig = (options: {
   readonly host: string
   readonly port: number
   readonly fixedRate: Option.Option<BtcUsdRate>
+  /** TRUST_PROXY: reverse proxies in front of the server, which make even a loopback HOST public. */
+  readonly trustProxyHops?: number
 }): Effect.Effect<PaymentConfig, InvalidConfig> =>
   Effect.gen(function*() {
     const lightningKind = Option.getOrElse(yield* optionalString("LIGHTNING_RAIL"), () => "dev")
@@ -160,12 +162,17 @@ export const loadPaymentConfig = (options: {
     const publicValue = Option.getOrElse(publicOptIn, () => "off").trim()
     if (publicValue !== "on" && publicValue !== "off") return yield* fail("DEV_RAILS_PUBLIC must be on or off")
     const devRails = describeDevRails({ lightning, card })
-    const devRailsPublic = devRails !== "" && !isLoopbackHost(options.host)
+    const proxied = (options.trustProxyHops ?? 0) > 0
+    const devRailsPublic = devRails !== "" && (!isLoopbackHost(options.host) || proxied)
     if (devRailsPublic && publicValue !== "on") {
+      const exposure = proxied && isLoopbackHost(options.host)
+        ? `HOST=${options.host} is served through reverse proxies (TRUST_PROXY=${options.trustProxyHops})`
+        : `HOST=${options.host} is not a loopback address`
       return yield* fail(
-        `HOST=${options.host} is not a loopback address and the dev payment rails are on (${devRails}), ` +
-          "so anyone who can reach the port could credit any wallet without paying; bind HOST=127.0.0.1, " +
-          "configure real rails (LIGHTNING_RAIL=lnd, CARD_RAIL=stripe), or set DEV_RAILS_PUBLIC=on to accept this"
+        `${exposure} and the dev payment rails are on (${devRails}), ` +
+          "so anyone who can reach the server could credit any wallet without paying; " +
+          "configure real rails (LIGHTNING_RAIL=lnd, CARD_RAIL=stripe), keep the server on 127.0.0.1, " +
+          "or set DEV_RAILS_PUBLIC=on to accept this"
       )
     }
     return { lightning, card, rate, devRailsPublic }

@@ -91,13 +91,18 @@ const main = Effect.gen(function*() {
   const config = yield* loadServerConfig
   const database = { databaseUrl: config.databaseUrl, dataDir: config.dataDir }
   yield* Effect.logInfo(`Spendgate starting: storage = ${describeStorage(database)}`)
-  const payments = yield* loadPaymentConfig({ host: config.host, port: config.port, fixedRate: config.btcUsdRate })
+  const signup = yield* loadSignupConfig
+  const payments = yield* loadPaymentConfig({
+    host: config.host,
+    port: config.port,
+    fixedRate: config.btcUsdRate,
+    trustProxyHops: signup.trustProxyHops
+  })
   yield* Effect.logInfo(
     `Rails: lightning = ${payments.lightning.kind}, card = ${payments.card.kind}, BTC/USD rate = ${payments.rate.kind}`
   )
   const rateLimits = yield* loadRateLimitConfig
   yield* Effect.logInfo(`Rate limits: ${describeRateLimits(rateLimits)}`)
-  const signup = yield* loadSignupConfig
   yield* Effect.logInfo(`Signup: ${describeSignup(signup)}`)
   const capabilities = yield* loadProvidersConfig
   yield* Effect.logInfo(

@@ -215,6 +215,13 @@ describe("dev rails on a public interface", () => {
     expect(errorLines[0]).toContain("DEV_RAILS_PUBLIC=on")
     expect(() => statSync(emptyDir)).toThrow()
 
+    // Loopback behind a reverse proxy is public too.
+    const proxied = await runToExit({ PORT: "0", DATA_DIR: emptyDir, TRUST_PROXY: "1" })
+    expect(proxied.code).toBe(1)
+    expect(lines(proxied.stderr)).toHaveLength(1)
+    expect(proxied.stderr).toContain("TRUST_PROXY=1")
+    expect(proxied.stderr).toContain("DEV_RAILS_PUBLIC=on")
+
     const bad = await runToExit({ HOST: "0.0.0.0", PORT: "0", DATA_DIR: emptyDir, DEV_RAILS_PUBLIC: "yes" })
     expect(bad.code).toBe(1)
     expect(lines(bad.stderr)).toHaveLength(1)
@@ -250,6 +257,7 @@ describe("the new settings", () => {
       [{ SIGNUP_RATE_PER_HOUR: "ten" }, "SIGNUP_RATE_PER_HOUR must be a whole number"],
       [{ TRUST_PROXY: "yes" }, "TRUST_PROXY must be the number of reverse proxies"],
       [{ TRUST_PROXY: "11" }, "TRUST_PROXY must be the number of reverse proxies"],
+      [{ TRUST_PROXY: "-1" }, "TRUST_PROXY must be the number of reverse proxies"],
       [{ DEV_RAILS_PUBLIC: "1" }, "DEV_RAILS_PUBLIC must be on or off"]
     ]
     // One at a time: the machine running the tests may be small.
