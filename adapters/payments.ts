@@ -39,7 +39,8 @@ export interface PaymentConfig {
   readonly card: CardConfig
   readonly rate: RateConfig
   /**
-   * The dev rails are on and HOST is not a loopback address, which the
+   * The dev rails are on and reachable from the network (HOST is not a
+   * loopback address, or TRUST_PROXY says proxies forward to it), which the
    * operator accepted with DEV_RAILS_PUBLIC=on: start-up warns loudly.
    */
   readonly devRailsPublic: boolean

@@ -311,7 +311,7 @@ export const SignupGateLive = (options: SignupOptions = {}): Layer.Layer<SignupG
           Effect.gen(function*() {
             if (mode === "closed") return yield* fail("FORBIDDEN", "Signup is closed on this server")
             if (mode === "token") {
-              const match = /^Bearer (.+)$/.exec(request.headers["authorization"] ?? "")
+              const match = /^Bearer +(\S+) *$/i.exec(request.headers["authorization"] ?? "")
               // Compared as SHA-256 digests in constant time: no length or prefix leaks.
               if (match === null || !timingSafeEqual(digest(match[1]!), expected!)) {
                 return yield* fail("UNAUTHORIZED", "Signup on this server needs Authorization: Bearer <signup token>")

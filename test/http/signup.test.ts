@@ -157,8 +157,16 @@ describe("SIGNUP=token", () => {
       const missing = await api.post("/v1/signup", { name: "ops" })
       expect(missing.status).toBe(401)
       expect(errorCode(missing)).toBe("UNAUTHORIZED")
-      for (const wrong of ["nope", `${SIGNUP_TOKEN}x`, SIGNUP_TOKEN.slice(0, -1), `bearer ${SIGNUP_TOKEN}`]) {
-        const refused = await api.call("POST", "/v1/signup", { body: { name: "ops" }, headers: { authorization: wrong.startsWith("bearer ") ? wrong : `Bearer ${wrong}` } })
+      const wrongHeaders = [
+        "Bearer nope",
+        `Bearer ${SIGNUP_TOKEN}x`,
+        `Bearer ${SIGNUP_TOKEN.slice(0, -1)}`,
+        `Token ${SIGNUP_TOKEN}`,
+        SIGNUP_TOKEN,
+        "Bearer "
+      ]
+      for (const authorization of wrongHeaders) {
+        const refused = await api.call("POST", "/v1/signup", { body: { name: "ops" }, headers: { authorization } })
         expect(refused.status).toBe(401)
         expect(errorCode(refused)).toBe("UNAUTHORIZED")
       }
