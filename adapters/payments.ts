@@ -1,5 +1,6 @@
 import { Config, Effect, Layer, Option, Redacted } from "effect"
 import { readFileSync } from "node:fs"
+import { isIPv4, isIPv6 } from "node:net"
 import type { BtcUsdRate } from "../src/domain/Money.ts"
 import { RateSource } from "../src/ports/RateSource.ts"
 import type { CardRail, LightningRail, PaymentSink } from "../src/ports/Rails.ts"
@@ -37,7 +38,45 @@ export interface PaymentConfig {
   readonly lightning: LightningConfig
   readonly card: CardConfig
   readonly rate: RateConfig
+  /**
+   * The dev rails are on and reachable from the network (HOST is not a
+   * loopback address, or TRUST_PROXY says proxies forward to it), which the
+   * operator accepted with DEV_RAILS_PUBLIC=on: start-up warns loudly.
+   */
+  readonly devRailsPublic: boolean
 }
+
+/**
+ * Whether HOST only accepts connections from this machine: `localhost`,
+ * 127.0.0.0/8, `::1` (also written in full, in brackets, or IPv4-mapped).
+ * Anything else (`0.0.0.0`, `::`, a LAN address, a host name) may be reached
+ * from the network.
+ */
+export const isLoopbackHost = (host: string): boolean => {
+  const bare = host.trim().toLowerCase().replace(/^\[(.*)\]$/, "$1")
+  if (bare === "localhost") return true
+  if (isIPv4(bare)) return bare.startsWith("127.")
+  if (!isIPv6(bare)) return false
+  const mapped = /^(?:0{0,4}:){0,5}:?ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(bare)
+  if (mapped !== null) return mapped[1]!.startsWith("127.")
+  const groups = bare.split("::")
+  const head = groups[0] === "" ? [] : groups[0]!.split(":")
+  const tail = groups.length === 2 && groups[1] !== "" ? groups[1]!.split(":") : []
+  const all = groups.length === 2 ? [...head, ...Array(8 - head.length - tail.length).fill("0"), ...tail] : head
+  return all.length === 8 && all.slice(0, 7).every((g) => parseInt(g, 16) === 0) && parseInt(all[7]!, 16) === 1
+}
+
+/** Names of the dev rails that are on, e.g. `LIGHTNING_RAIL=dev, CARD_RAIL=dev`. */
+export const describeDevRails = (config: Pick<PaymentConfig, "lightning" | "card">): string =>
+  [
+    ...(config.lightning.kind === "dev" ? ["LIGHTNING_RAIL=dev"] : []),
+    ...(config.card.kind === "dev" ? ["CARD_RAIL=dev"] : [])
+  ].join(", ")
+
+/** The start-up warning when the dev rails are served on a non-loopback HOST (DEV_RAILS_PUBLIC=on). */
+export const devRailsPublicWarning = (config: PaymentConfig, host: string): string =>
+  `Dev payment rails (${describeDevRails(config)}) are reachable from the network (HOST=${host}) because DEV_RAILS_PUBLIC=on: ` +
+  "anyone who can reach this port can credit any wallet without paying. Never use this with real users or real money"
 
 const fail = (message: string) => Effect.fail(new InvalidConfig({ message: `Invalid configuration: ${message}` }))
 
@@ -55,6 +94,8 @@ export const loadPaymentConfig = (options: {
   readonly host: string
   readonly port: number
   readonly fixedRate: Option.Option<BtcUsdRate>
+  /** TRUST_PROXY: reverse proxies in front of the server, which make even a loopback HOST public. */
+  readonly trustProxyHops?: number
 }): Effect.Effect<PaymentConfig, InvalidConfig> =>
   Effect.gen(function*() {
     const lightningKind = Option.getOrElse(yield* optionalString("LIGHTNING_RAIL"), () => "dev")
@@ -115,7 +156,27 @@ export const loadPaymentConfig = (options: {
       }
       rate = { kind: "exchanges", sources: names as ReadonlyArray<Exchanges.ExchangeName> }
     }
-    return { lightning, card, rate }
+
+    // The dev rails' payer routes credit any wallet for free: on an address
+    // other machines can reach, only if the operator says so explicitly.
+    const publicOptIn = yield* optionalString("DEV_RAILS_PUBLIC")
+    const publicValue = Option.getOrElse(publicOptIn, () => "off").trim()
+    if (publicValue !== "on" && publicValue !== "off") return yield* fail("DEV_RAILS_PUBLIC must be on or off")
+    const devRails = describeDevRails({ lightning, card })
+    const proxied = (options.trustProxyHops ?? 0) > 0
+    const devRailsPublic = devRails !== "" && (!isLoopbackHost(options.host) || proxied)
+    if (devRailsPublic && publicValue !== "on") {
+      const exposure = proxied && isLoopbackHost(options.host)
+        ? `HOST=${options.host} is served through reverse proxies (TRUST_PROXY=${options.trustProxyHops})`
+        : `HOST=${options.host} is not a loopback address`
+      return yield* fail(
+        `${exposure} and the dev payment rails are on (${devRails}), ` +
+          "so anyone who can reach the server could credit any wallet without paying; " +
+          "configure real rails (LIGHTNING_RAIL=lnd, CARD_RAIL=stripe), keep the server on 127.0.0.1, " +
+          "or set DEV_RAILS_PUBLIC=on to accept this"
+      )
+    }
+    return { lightning, card, rate, devRailsPublic }
   })
 
 /** The two rails. */
@@ -141,7 +202,7 @@ export const devPayers = (config: PaymentConfig) => ({
 })
 
 /** RateSource and the operator's RateStatus. */
-export const rateLayer = (config: PaymentConfig): Layer.Layer<RateSource | Exchanges.RateStatus> => {
+export const rateLayer = (config: Omit<PaymentConfig, "devRailsPublic">): Layer.Layer<RateSource | Exchanges.RateStatus> => {
   switch (config.rate.kind) {
     case "fixed":
       return Layer.merge(RateSource.fixed(config.rate.rate), Exchanges.fixedStatus(config.rate.rate))

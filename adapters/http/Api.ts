@@ -10,7 +10,7 @@ import { CapabilitiesApi } from "./CapabilitiesApi.ts"
 import { ServicesApi } from "./ServicesApi.ts"
 import { FundingApi } from "./FundingApi.ts"
 import { WalletApi } from "./WalletApi.ts"
-import { BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable } from "./errors.ts"
+import { BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable, TooManyRequests, Unauthorized } from "./errors.ts"
 
 /**
  * The HTTP contract of /v1: schemas only, no behaviour. Handlers live in
@@ -111,7 +111,8 @@ export class PublicApi extends HttpApiGroup.make("public")
         agentId: Schema.String,
         accountId: Schema.String
       }).pipe(HttpApiSchema.status(201)),
-      error: [BadRequest, ServiceUnavailable]
+      // 401 without the signup token, 403 when signup is closed, 429 over the per-address limit (SIGNUP).
+      error: [BadRequest, Unauthorized, Forbidden, TooManyRequests, ServiceUnavailable]
     }).middleware(IdempotencyKeys)
   )
   .middleware(AccessControl)

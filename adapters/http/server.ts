@@ -16,7 +16,8 @@ import { ServicesHandlers } from "./servicesHandlers.ts"
 import { Api } from "./Api.ts"
 import { envelopeMiddleware } from "./envelope.ts"
 import { AgentsHandlers, PublicHandlers } from "./handlers.ts"
-import { RateLimitedAuthenticationLive, type RateLimitOptions } from "./rateLimit.ts"
+import * as MemoryRateLimiter from "../ratelimit/memory.ts"
+import { RateLimitedAuthenticationLive, type RateLimitOptions, SignupGateLive, type SignupOptions } from "./rateLimit.ts"
 import { FundingHandlers } from "./fundingHandlers.ts"
 import { WalletHandlers } from "./walletHandlers.ts"
 import { IdempotencyKeysLive } from "./idempotency.ts"
@@ -34,6 +35,8 @@ export interface HttpOptions {
   readonly devRails?: { readonly lightning: boolean; readonly card: boolean }
   /** Per-agent and per-account limits and where they are counted (in process by default). */
   readonly rateLimits?: RateLimitOptions
+  /** Who may sign up (SIGNUP); default open, 10 an hour per client address. */
+  readonly signup?: SignupOptions
   /** ADMIN_TOKEN; the admin API answers 404 without one. */
   readonly adminToken?: Option.Option<Redacted.Redacted<string>>
   /** Routes outside the /v1 contract, e.g. a payment rail's webhook. */
@@ -41,8 +44,10 @@ export interface HttpOptions {
 }
 
 /** All routes of the API: /v1, /health, /v1/openapi.json and /docs. */
-export const routes = (options: Omit<HttpOptions, "port" | "host"> = {}) =>
-  Layer.mergeAll(
+export const routes = (options: Omit<HttpOptions, "port" | "host"> = {}) => {
+  // One limiter (one Redis connection) for the request and the signup limits.
+  const limiter = options.rateLimits?.limiter ?? MemoryRateLimiter.layer()
+  return Layer.mergeAll(
     devRoutes(options.devRails ?? { lightning: false, card: false }),
     options.extraRoutes ?? Layer.empty,
     HttpApiBuilder.layer(Api, { openapiPath: "/v1/openapi.json" }).pipe(
@@ -51,11 +56,13 @@ export const routes = (options: Omit<HttpOptions, "port" | "host"> = {}) =>
     HttpApiScalar.layer(Api, { path: "/docs" }),
     envelopeMiddleware(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes })
   ).pipe(
-    Layer.provideMerge(RateLimitedAuthenticationLive(options.rateLimits)),
+    Layer.provideMerge(RateLimitedAuthenticationLive({ ...options.rateLimits, limiter })),
+    Layer.provideMerge(SignupGateLive(options.signup).pipe(Layer.provide(limiter))),
     Layer.provideMerge(IdempotencyKeysLive),
     Layer.provideMerge(AccessControlLive),
     Layer.provideMerge(AdminAuthenticationLive(options.adminToken ?? Option.none()))
   )
+}
 
 /**
  * The HTTP server over the core services. The core (and its storage) must be

@@ -47,6 +47,7 @@ import { identity } from "effect/Function"
 import { Reactivity } from "effect/reactivity"
 import { SqlClient, SqlConnection, SqlError, Statement } from "effect/sql"
 import { mkdir } from "node:fs/promises"
+import * as DataDirLock from "./dataDirLock.ts"
 
 // -----------------------------------------------------------------------------
 // Configuration and services
@@ -61,7 +62,9 @@ export interface PgliteClientConfig {
   /**
    * Directory holding the database files. Created if missing. When
    * undefined, the database lives in memory and is lost when the client's
-   * scope closes.
+   * scope closes. A directory is held by one process at a time (see
+   * dataDirLock.ts): opening one that another live process holds fails with
+   * `DataDirInUse` before anything in it is read or written.
    */
   readonly dataDir?: string | undefined
   /** Extra attributes recorded on every SQL span. */
@@ -104,6 +107,8 @@ interface Instance {
 const makeInstance = Effect.fnUntraced(function*(options: PgliteClientConfig) {
   const dataDir = options.dataDir
   if (dataDir !== undefined) {
+    // First, so that it is released last: after PGlite has closed its files.
+    yield* DataDirLock.scoped(dataDir)
     yield* Effect.tryPromise({
       try: () => mkdir(dataDir, { recursive: true }),
       catch: (cause) => connectionError(cause, `PgliteClient: cannot create data directory ${dataDir}`, "connect")
@@ -155,6 +160,14 @@ const makeInstance = Effect.fnUntraced(function*(options: PgliteClientConfig) {
 })
 
 /**
+ * Why a database could not be opened: its directory is held by another
+ * process, cannot be locked, or PGlite failed.
+ *
+ * @since 0.1.0
+ */
+export type OpenError = SqlError.SqlError | DataDirLock.DataDirInUse | DataDirLock.DataDirLockFailed
+
+/**
  * Opens a PGlite database and builds a `SqlClient` over it. The database is
  * closed when the surrounding scope closes.
  *
@@ -162,7 +175,7 @@ const makeInstance = Effect.fnUntraced(function*(options: PgliteClientConfig) {
  */
 export const make = (
   options: PgliteClientConfig
-): Effect.Effect<SqlClient.SqlClient, SqlError.SqlError, Scope.Scope | Reactivity.Reactivity> =>
+): Effect.Effect<SqlClient.SqlClient, OpenError, Scope.Scope | Reactivity.Reactivity> =>
   Effect.map(makeInstance(options), (instance) => instance.client)
 
 /**
@@ -172,7 +185,7 @@ export const make = (
  */
 export const layer = (
   options: PgliteClientConfig
-): Layer.Layer<SqlClient.SqlClient | PgliteClient, SqlError.SqlError> =>
+): Layer.Layer<SqlClient.SqlClient | PgliteClient, OpenError> =>
   Layer.effectContext(
     Effect.map(makeInstance(options), ({ client, pglite }) =>
       Context.make(PgliteClient, PgliteClient.of({ pglite, dataDir: options.dataDir })).pipe(
@@ -188,7 +201,7 @@ export const layer = (
  */
 export const layerConfig = (
   config: Config.Wrap<PgliteClientConfig>
-): Layer.Layer<SqlClient.SqlClient | PgliteClient, Config.ConfigError | SqlError.SqlError> =>
+): Layer.Layer<SqlClient.SqlClient | PgliteClient, Config.ConfigError | OpenError> =>
   Layer.unwrap(Effect.map(Config.unwrap(config), layer))
 
 // -----------------------------------------------------------------------------

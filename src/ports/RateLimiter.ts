@@ -27,11 +27,12 @@ import { Context, type Effect } from "effect"
  * epoch microseconds (see `intervalUs`).
  */
 
-export type RateScope = "agent" | "account"
+/** Per agent and per account (authenticated requests); per client address (signup). */
+export type RateScope = "agent" | "account" | "signup"
 
 export interface RateKey {
   readonly scope: RateScope
-  /** The agent's or account's id; one budget per (scope, key). */
+  /** The agent's or account's id, or the client's address; one budget per (scope, key). */
   readonly key: string
   /** Requests allowed per window; a positive integer. */
   readonly limit: number

@@ -33,7 +33,7 @@ const start = (env: Record<string, string>): Promise<Started> =>
     const timer = setTimeout(() => {
       child.kill("SIGKILL")
       reject(new Error(`server did not start:\n${out}`))
-    }, 30_000)
+    }, 60_000)
     const onData = (chunk: Buffer) => {
       out += chunk.toString()
       const match = /Listening on (http:\/\/[^\s]+)/.exec(out)

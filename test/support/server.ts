@@ -6,7 +6,7 @@ import { serverLayer } from "../../adapters/http/server.ts"
 import * as PgliteClient from "../../adapters/sql/PgliteClient.ts"
 import { storeOverClient } from "../../adapters/sql/Database.ts"
 import { rateLayer } from "../../adapters/payments.ts"
-import type { RateLimitOptions } from "../../adapters/http/rateLimit.ts"
+import type { RateLimitOptions, SignupOptions } from "../../adapters/http/rateLimit.ts"
 import * as DevCard from "../../adapters/rails/DevCard.ts"
 import * as DevLightning from "../../adapters/rails/DevLightning.ts"
 import { registryOnly } from "../../adapters/services/transport.ts"
@@ -50,6 +50,12 @@ export const startServer = async (
     readonly transport?: Layer.Layer<ServiceTransport>
     /** Rate limits (the real 100/1000 per minute by default). */
     readonly rateLimits?: RateLimitOptions
+    /**
+     * Who may sign up. Default: open with no practical limit, since every test
+     * signs up from 127.0.0.1 (the real default, 10 an hour, is tested in
+     * test/http/signup.test.ts).
+     */
+    readonly signup?: SignupOptions
     /** Capability providers (none by default). */
     readonly providers?: Layer.Layer<Providers>
     /** URL safety for caller-chosen URLs (read, scrape). */
@@ -68,6 +74,7 @@ export const startServer = async (
     announce: false,
     devRails: { lightning: true, card: options.card === undefined },
     ...(options.rateLimits === undefined ? {} : { rateLimits: options.rateLimits }),
+    signup: options.signup ?? { perHour: 1_000_000 },
     ...(options.card === undefined ? {} : { extraRoutes: options.card.routes }),
     adminToken: options.adminToken === undefined ? Option.none() : Option.some(Redacted.make(options.adminToken)),
     ...(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes })
