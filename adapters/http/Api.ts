@@ -3,7 +3,7 @@ import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "
 import { AgentName, Role } from "../../src/domain/Agent.ts"
 import { Capability } from "../../src/domain/Capability.ts"
 import { Cents } from "../../src/domain/Money.ts"
-import { AccessControl, Authentication, CurrentPrincipal, IdempotencyKeys } from "./middleware.ts"
+import { AccessControl, Authentication, CurrentPrincipal, IdempotencyKeys, SignupAdmission } from "./middleware.ts"
 import { AgentResponse } from "./resources.ts"
 import { AdminApi } from "./AdminApi.ts"
 import { CapabilitiesApi } from "./CapabilitiesApi.ts"
@@ -113,7 +113,7 @@ export class PublicApi extends HttpApiGroup.make("public")
       }).pipe(HttpApiSchema.status(201)),
       // 401 without the signup token, 403 when signup is closed, 429 over the per-address limit (SIGNUP).
       error: [BadRequest, Unauthorized, Forbidden, TooManyRequests, ServiceUnavailable]
-    }).middleware(IdempotencyKeys)
+    }).middleware(IdempotencyKeys).middleware(SignupAdmission)
   )
   .middleware(AccessControl)
   .annotateMerge(OpenApi.annotations({ title: "Public", description: "Signup and health; no key needed" }))

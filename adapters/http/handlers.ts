@@ -16,7 +16,6 @@ import {
   type PolicyReplace
 } from "./Api.ts"
 import { type CodedError, toHttpError } from "./errors.ts"
-import { SignupGate } from "./rateLimit.ts"
 
 /**
  * Handlers translate between the wire and the core: decode is done by the
@@ -55,19 +54,17 @@ export const PublicHandlers = HttpApiBuilder.group(
   Effect.fn(function*(handlers) {
     const agents = yield* Agents
     const health = yield* Health
-    const signupGate = yield* SignupGate
     return handlers
       .handle("health", () =>
         Effect.flatMap(health.check, (report) =>
           report.status === "ok" ? Effect.succeed(report) : Effect.fail(new HealthDegraded(report))))
-      .handle("signup", ({ payload, request }) =>
-        // SIGNUP decides who may (rateLimit.ts); nothing is written before it has.
-        Effect.andThen(signupGate.admit(request), () =>
-          Effect.map(agents.signup({ name: payload.name }), (result) => ({
-            apiKey: result.apiKey,
-            agentId: result.agent.id,
-            accountId: result.accountId
-          }))))
+      // Who may sign up (SIGNUP) is decided before this by the SignupAdmission middleware (rateLimit.ts).
+      .handle("signup", ({ payload }) =>
+        Effect.map(agents.signup({ name: payload.name }), (result) => ({
+          apiKey: result.apiKey,
+          agentId: result.agent.id,
+          accountId: result.accountId
+        })))
   })
 )
 

@@ -37,6 +37,16 @@ export class IdempotencyKeys extends HttpApiMiddleware.Service<IdempotencyKeys>(
   error: [BadRequest, Conflict]
 }) {}
 
+/**
+ * Who may sign up (SIGNUP: open and limited per address, token, or closed),
+ * implemented in rateLimit.ts. Declared on the signup endpoint after
+ * IdempotencyKeys so that it runs before it: a stored signup answer (which
+ * holds an owner key) is never replayed to a caller the gate would refuse.
+ */
+export class SignupAdmission extends HttpApiMiddleware.Service<SignupAdmission>()("spendgate/http/SignupAdmission", {
+  error: [Unauthorized, Forbidden, TooManyRequests]
+}) {}
+
 /** The operator: `Authorization: Bearer <ADMIN_TOKEN>` on /v1/admin/*. */
 export class AdminAuthentication extends HttpApiMiddleware.Service<AdminAuthentication>()(
   "spendgate/http/AdminAuthentication",

@@ -9,7 +9,7 @@ import * as MemoryRateLimiter from "../ratelimit/memory.ts"
 import * as RedisRateLimiter from "../ratelimit/redis.ts"
 import { envelopeResponse, type Forbidden, type TooManyRequests, toHttpError, type Unauthorized } from "./errors.ts"
 import { AuthenticationLive } from "./handlers.ts"
-import { Authentication, CurrentPrincipal } from "./middleware.ts"
+import { Authentication, CurrentPrincipal, SignupAdmission } from "./middleware.ts"
 
 /**
  * Rate limits on every authenticated request (decisions.md §6): per agent and
@@ -341,6 +341,19 @@ export const SignupGateLive = (options: SignupOptions = {}): Layer.Layer<SignupG
     })
   )
 }
+
+/** The signup endpoint's middleware: the gate, before Idempotency-Key replays and the handler. */
+export const SignupAdmissionLive: Layer.Layer<SignupAdmission, never, SignupGate> = Layer.effect(
+  SignupAdmission,
+  Effect.gen(function*() {
+    const gate = yield* SignupGate
+    return SignupAdmission.of((httpEffect) =>
+      Effect.gen(function*() {
+        yield* gate.admit(yield* HttpServerRequest.HttpServerRequest)
+        return yield* httpEffect
+      }))
+  })
+)
 
 /** `SIGNUP`, `SIGNUP_TOKEN`, `SIGNUP_RATE_PER_HOUR`, `TRUST_PROXY`. */
 export interface SignupConfig {

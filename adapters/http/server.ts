@@ -17,7 +17,7 @@ import { Api } from "./Api.ts"
 import { envelopeMiddleware } from "./envelope.ts"
 import { AgentsHandlers, PublicHandlers } from "./handlers.ts"
 import * as MemoryRateLimiter from "../ratelimit/memory.ts"
-import { RateLimitedAuthenticationLive, type RateLimitOptions, SignupGateLive, type SignupOptions } from "./rateLimit.ts"
+import { RateLimitedAuthenticationLive, type RateLimitOptions, SignupAdmissionLive, SignupGateLive, type SignupOptions } from "./rateLimit.ts"
 import { FundingHandlers } from "./fundingHandlers.ts"
 import { WalletHandlers } from "./walletHandlers.ts"
 import { IdempotencyKeysLive } from "./idempotency.ts"
@@ -57,6 +57,7 @@ export const routes = (options: Omit<HttpOptions, "port" | "host"> = {}) => {
     envelopeMiddleware(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes })
   ).pipe(
     Layer.provideMerge(RateLimitedAuthenticationLive({ ...options.rateLimits, limiter })),
+    Layer.provideMerge(SignupAdmissionLive),
     Layer.provideMerge(SignupGateLive(options.signup).pipe(Layer.provide(limiter))),
     Layer.provideMerge(IdempotencyKeysLive),
     Layer.provideMerge(AccessControlLive),

@@ -170,9 +170,12 @@ describe.each(storeBackends)("every endpoint × caller × target over %s", (_nam
     if (where === "query" && target !== "none") path += `?${"target" in rule ? rule.target!.name : ""}=${agentId}`
     return api.call(entry.method, path, {
       ...(caller.key === undefined ? {} : { key: caller.key }),
-      ...(entry.method === "GET" ? {} : { body: {} })
+      ...(entry.method === "GET" ? {} : { body: entry.method === "PUT" ? wholePolicy : {} })
     })
   }
+
+  /** PUT replaces the whole policy: a body that passes validation, so that access decides. */
+  const wholePolicy = { maxPerCallUsdCents: null, maxPerDayUsdCents: null, allowedCapabilities: null }
 
   it.each(matrixEntries().map((e) => [`${e.group}.${e.endpoint}`, e] as const))("%s", async (_label, entry) => {
     const where = "target" in entry.rule ? entry.rule.target?.in : undefined

@@ -184,6 +184,36 @@ describe("SIGNUP=token", () => {
     }
   })
 
+  it("never replays a token holder's stored signup (and its owner key) to a caller without the token", async () => {
+    const server = await startServer(MemoryStore.layer, {
+      adminToken: ADMIN_TOKEN,
+      signup: { mode: "token", token: Redacted.make(SIGNUP_TOKEN) }
+    })
+    try {
+      const api = client(server.baseUrl)
+      const headers = { "idempotency-key": "signup-once" }
+      const first = await api.call("POST", "/v1/signup", {
+        body: { name: "ops" },
+        headers: { ...headers, authorization: `Bearer ${SIGNUP_TOKEN}` }
+      })
+      expect(first.status).toBe(201)
+      const replayed = await api.call("POST", "/v1/signup", { body: { name: "ops" }, headers })
+      expect(replayed.status).toBe(401)
+      expect(errorCode(replayed)).toBe("UNAUTHORIZED")
+      expect(replayed.text).not.toContain(first.body.apiKey)
+      // The holder of the token still gets its stored answer back.
+      const again = await api.call("POST", "/v1/signup", {
+        body: { name: "ops" },
+        headers: { ...headers, authorization: `Bearer ${SIGNUP_TOKEN}` }
+      })
+      expect(again.status).toBe(201)
+      expect(again.body.apiKey).toBe(first.body.apiKey)
+      expect(await accounts(server)).toBe(1)
+    } finally {
+      await server.close()
+    }
+  })
+
   it("cannot be built without a token", async () => {
     await expect(startServer(MemoryStore.layer, { signup: { mode: "token" } })).rejects.toThrow(/token/)
   })

@@ -10,7 +10,7 @@ import { envelopeMiddleware } from "../../adapters/http/envelope.ts"
 import { AgentsHandlers, PublicHandlers } from "../../adapters/http/handlers.ts"
 import { IdempotencyKeysLive } from "../../adapters/http/idempotency.ts"
 import { AccessControlLive } from "../../adapters/http/access.ts"
-import { RateLimitedAuthenticationLive, type RateLimitOptions, SignupGateLive } from "../../adapters/http/rateLimit.ts"
+import { RateLimitedAuthenticationLive, type RateLimitOptions, SignupAdmissionLive, SignupGateLive } from "../../adapters/http/rateLimit.ts"
 import * as MemoryStore from "../../adapters/memory/MemoryStore.ts"
 import * as MemoryRateLimiter from "../../adapters/ratelimit/memory.ts"
 import * as RedisRateLimiter from "../../adapters/ratelimit/redis.ts"
@@ -85,6 +85,7 @@ const startLimitedServer = async (store: StoreContext, rateLimits: RateLimitOpti
   ).pipe(
     Layer.provideMerge(RateLimitedAuthenticationLive(rateLimits)),
     // Signups here only make accounts to limit; their own limit is tested in test/http/signup.test.ts.
+    Layer.provideMerge(SignupAdmissionLive),
     Layer.provideMerge(SignupGateLive({ perHour: 1_000_000 }).pipe(Layer.provide(MemoryRateLimiter.layer()))),
     Layer.provideMerge(IdempotencyKeysLive),
     Layer.provideMerge(AccessControlLive)
