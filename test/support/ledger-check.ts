@@ -87,8 +87,17 @@ export const accountViolations = (s: AccountSnapshot): Array<string> => {
     const records = audit.filter((a) => a.reservationId === r.id)
     const kinds = records.map((a) => a.kind)
     if (kinds.filter((k) => k === "reserve").length !== 1) problems.push(`hold ${r.id}: ${kinds.join(",")}`)
-    const ends = kinds.filter((k) => k === "settle" || k === "release").length
-    if (r.status === "held" ? ends !== 0 : ends !== 1) problems.push(`hold ${r.id} (${r.status}) has ${ends} endings`)
+    // A call that outlived its hold: the sweep's release, then at most one late settle
+    // (a new debit, or an unpaid record that moves nothing). Otherwise exactly one ending.
+    const isLate = (a: AuditRecord) => a.kind === "settle" && /"late":true/.test(a.details ?? "")
+    const releases = records.filter((a) => a.kind === "release").length
+    const lateSettles = records.filter(isLate).length
+    const settles = records.filter((a) => a.kind === "settle" && !isLate(a)).length
+    const ends = releases + settles
+    if (r.status === "held" ? ends + lateSettles !== 0 : ends !== 1) problems.push(`hold ${r.id} (${r.status}) has ${ends} endings`)
+    if (lateSettles > 1 || (lateSettles === 1 && releases !== 1)) {
+      problems.push(`hold ${r.id}: ${lateSettles} late settles after ${releases} releases`)
+    }
     if (r.status === "held") continue
     const charges = records.flatMap((a) => {
       const t = a.transactionId === null ? undefined : txById.get(a.transactionId)
