@@ -400,8 +400,11 @@ export const simulate = (options: SimOptions): Promise<SimResult> => {
       return out
     })
 
+    // Every run opens on the money path (an account, money in it, a call), so
+    // that even a short run exercises charges; the rest is drawn by weight.
+    const prologue: ReadonlyArray<Action> = ["signup", "credit", "call", "fund", "pay", "call"]
     for (let step = 0; step < options.steps; step++) {
-      const action = rng.weighted(weights)
+      const action = step < prologue.length ? prologue[step]! : rng.weighted(weights)
       plan.on = true
       const exit = yield* Effect.exit(actions[action]!)
       plan.on = false
