@@ -97,6 +97,13 @@ const isCoreError = (error: unknown): error is CoreError =>
 /** VALIDATION_ERROR is a 400, IDEMPOTENCY_CONFLICT and CONFLICT are 409s: the middleware's declared errors. */
 const toMiddlewareError = (error: CoreError) => toHttpError(error) as BadRequest | Conflict
 
+/** The caller's API key (authenticated routes), which seals the stored answer with the Idempotency-Key. */
+const secretOf = (request: HttpServerRequest.HttpServerRequest, principal: Option.Option<unknown>) => {
+  if (Option.isNone(principal)) return {}
+  const match = /^Bearer +(\S+) *$/i.exec(request.headers["authorization"] ?? "")
+  return match === null ? {} : { secret: match[1]! }
+}
+
 export const IdempotencyKeysLive: Layer.Layer<IdempotencyKeys, never, Idempotency> = Layer.effect(
   IdempotencyKeys,
   Effect.gen(function*() {
@@ -134,7 +141,7 @@ export const IdempotencyKeysLive: Layer.Layer<IdempotencyKeys, never, Idempotenc
             onSome: Effect.succeed
           }))
         const result = yield* idempotency.run(
-          { scope, key, method: request.method, target: request.originalUrl, body },
+          { scope, key, method: request.method, target: request.originalUrl, body, ...secretOf(request, principal) },
           execute,
           capture
         ).pipe(Effect.catchIf(isCoreError, (error) => Effect.fail(toMiddlewareError(error))))

@@ -100,6 +100,12 @@ export interface IdempotentRequest {
   /** Path and query string. */
   readonly target: string
   readonly body: Uint8Array
+  /**
+   * What only the caller holds (its API key), mixed into the key that seals
+   * the stored answer; with none, the answer is sealed by the raw
+   * Idempotency-Key alone.
+   */
+  readonly secret?: string
 }
 
 /**
@@ -119,6 +125,82 @@ export const hashRequest = (request: Pick<IdempotentRequest, "method" | "target"
     for (const byte of new Uint8Array(digest)) hex += byte.toString(16).padStart(2, "0")
     return hex
   }))
+
+// ---- what reaches storage ------------------------------------------------------------
+
+/*
+ * A stored answer can hold a secret: `POST /v1/agents` and signup return a new
+ * API key, which is otherwise kept only as a hash. So storage never sees the
+ * raw Idempotency-Key (rows are found by SHA-256 of scope and key) and the
+ * answer is sealed with AES-256-GCM under a key derived (HKDF-SHA-256) from
+ * the raw Idempotency-Key and the caller's secret. Reading the table alone
+ * gives neither the answers nor the keys that would open them.
+ */
+
+const SEALED_PREFIX = "sealed:v1:"
+
+const toHex = (bytes: Uint8Array): string => {
+  let hex = ""
+  for (const byte of bytes) hex += byte.toString(16).padStart(2, "0")
+  return hex
+}
+
+const toBase64 = (bytes: Uint8Array): string => {
+  let binary = ""
+  for (let i = 0; i < bytes.length; i += 0x8000) binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000))
+  return btoa(binary)
+}
+
+const fromBase64 = (text: string): Uint8Array => Uint8Array.from(atob(text), (c) => c.charCodeAt(0))
+
+/** The row id of (scope, key) in storage: lower-case hex SHA-256. */
+export const storageKeyOf = (scope: string, key: string): Effect.Effect<string> =>
+  Effect.promise(() => globalThis.crypto.subtle.digest("SHA-256", utf8.encode(`${scope}\n${key}`))).pipe(
+    Effect.map((digest) => toHex(new Uint8Array(digest)))
+  )
+
+const sealingKeyOf = (request: Pick<IdempotentRequest, "scope" | "key" | "secret">) =>
+  Effect.promise(async () => {
+    const material = await globalThis.crypto.subtle.importKey(
+      "raw",
+      utf8.encode(`${request.key}\n${request.secret ?? ""}`),
+      "HKDF",
+      false,
+      ["deriveKey"]
+    )
+    return globalThis.crypto.subtle.deriveKey(
+      { name: "HKDF", hash: "SHA-256", salt: utf8.encode(request.scope), info: utf8.encode("spendgate idempotency v1") },
+      material,
+      { name: "AES-GCM", length: 256 },
+      false,
+      ["encrypt", "decrypt"]
+    )
+  })
+
+type SealingKey = Awaited<ReturnType<typeof globalThis.crypto.subtle.deriveKey>>
+
+const seal = (key: SealingKey, body: string): Effect.Effect<string> =>
+  Effect.promise(async () => {
+    const iv = globalThis.crypto.getRandomValues(new Uint8Array(12))
+    const sealed = new Uint8Array(await globalThis.crypto.subtle.encrypt({ name: "AES-GCM", iv }, key, utf8.encode(body)))
+    const out = new Uint8Array(iv.length + sealed.length)
+    out.set(iv, 0)
+    out.set(sealed, iv.length)
+    return SEALED_PREFIX + toBase64(out)
+  })
+
+/** The stored answer's text; None when it does not open with this key. */
+const unseal = (key: SealingKey, stored: string): Effect.Effect<Option.Option<string>> =>
+  Effect.promise(async () => {
+    if (!stored.startsWith(SEALED_PREFIX)) return Option.none<string>()
+    try {
+      const bytes = fromBase64(stored.slice(SEALED_PREFIX.length))
+      const plain = await globalThis.crypto.subtle.decrypt({ name: "AES-GCM", iv: bytes.subarray(0, 12) }, key, bytes.subarray(12))
+      return Option.some(new TextDecoder().decode(plain))
+    } catch {
+      return Option.none<string>()
+    }
+  })
 
 // ---- the service -----------------------------------------------------------------
 
@@ -185,8 +267,10 @@ export class Idempotency extends Context.Service<Idempotency, {
           capture: (result: A) => Option.Option<StoredResponse>
         ): Effect.Effect<IdempotentResult<A>, E | ValidationError | IdempotencyConflict | IdempotencyKeyInProgress, R> =>
           Effect.gen(function*() {
-            const key = yield* validateKey(request.key)
+            yield* validateKey(request.key)
             const { scope } = request
+            const key = yield* storageKeyOf(scope, request.key)
+            const sealingKey = yield* sealingKeyOf(request)
             const requestHash = yield* hashRequest(request)
             const deadline = (yield* Clock.currentTimeMillis) + settings.maxWaitMs
             let interval = settings.pollIntervalMs
@@ -198,7 +282,8 @@ export class Idempotency extends Context.Service<Idempotency, {
                 if (Option.isSome(captured)) {
                   const { status, body } = captured.value
                   if (isReplayableStatus(status) && utf8.encode(body).length <= settings.maxStoredBodyBytes) {
-                    return store.complete({ scope, key, status, body, expiresAt: new Date(claimedMs + settings.ttlMs) })
+                    return Effect.flatMap(seal(sealingKey, body), (sealed) =>
+                      store.complete({ scope, key, status, body: sealed, expiresAt: new Date(claimedMs + settings.ttlMs) }))
                   }
                 }
               }
@@ -227,11 +312,16 @@ export class Idempotency extends Context.Service<Idempotency, {
               switch (attempt._tag) {
                 case "Ran":
                   return { _tag: "Executed", value: yield* attempt.exit } satisfies IdempotentResult<A>
-                case "Replay":
+                case "Replay": {
+                  // The same request hash under this (scope, key) seals with the same key; an
+                  // answer that does not open was stored by another caller secret: a conflict.
+                  const body = yield* unseal(sealingKey, attempt.body)
+                  if (Option.isNone(body)) return yield* new IdempotencyConflict()
                   return {
                     _tag: "Replayed",
-                    response: { status: attempt.status, body: attempt.body }
+                    response: { status: attempt.status, body: body.value }
                   } satisfies IdempotentResult<A>
+                }
                 case "Mismatch":
                   return yield* new IdempotencyConflict()
                 case "InProgress": {

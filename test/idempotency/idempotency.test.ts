@@ -15,6 +15,7 @@ import {
   publicScope,
   type IdempotencyOptions,
   type StoredResponse,
+  storageKeyOf,
   sweepExpiredKeys
 } from "../../src/idempotency/Idempotency.ts"
 import { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
@@ -67,6 +68,34 @@ describe("Idempotency", () => {
       const second = yield* idempotency.run(request(), execute, asStored)
       assert.deepStrictEqual(second, { _tag: "Replayed", response: created })
       assert.strictEqual(yield* Ref.get(runs), 1)
+    }).pipe(withIdempotency()))
+
+  it.effect("storage sees neither the raw key nor the answer (a new API key); another caller secret cannot open it", () =>
+    Effect.gen(function*() {
+      const inner = yield* IdempotencyStore
+      const written: Array<string> = []
+      const recording = IdempotencyStore.of({
+        ...inner,
+        claim: (input) => Effect.sync(() => written.push(JSON.stringify(input))).pipe(Effect.andThen(inner.claim(input))),
+        complete: (input) => Effect.sync(() => written.push(JSON.stringify(input))).pipe(Effect.andThen(inner.complete(input)))
+      })
+      const answer: StoredResponse = { status: 201, body: JSON.stringify({ apiKey: "sk_agt_TheNewAgentsSecretKey0123456789" }) }
+      const owner = request({ key: "create-worker-7", secret: "sk_agt_OwnersOwnKey" })
+      yield* Effect.gen(function*() {
+        const idempotency = yield* Idempotency
+        const { runs, execute } = yield* endpoint(answer)
+        yield* idempotency.run(owner, execute, asStored)
+        assert.deepStrictEqual(yield* idempotency.run(owner, execute, asStored), { _tag: "Replayed", response: answer })
+        // The same scope, key and request with another secret: the answer does not open.
+        const other = yield* Effect.flip(idempotency.run({ ...owner, secret: "sk_agt_SomeoneElse" }, execute, asStored))
+        assert.instanceOf(other, IdempotencyConflict)
+        assert.strictEqual(yield* Ref.get(runs), 1)
+      }).pipe(Effect.provide(Idempotency.layer().pipe(Layer.provide(Layer.succeed(IdempotencyStore, recording)))))
+      const seen = written.join("\n")
+      assert.isTrue(written.length >= 2)
+      assert.notInclude(seen, "TheNewAgentsSecretKey")
+      assert.notInclude(seen, "create-worker-7")
+      assert.include(seen, "sealed:v1:")
     }).pipe(withIdempotency()))
 
   it.effect("refuses the same key with a different method, target or body", () =>
@@ -259,7 +288,7 @@ describe("Idempotency", () => {
       const requestHash = yield* hashRequest(request())
       yield* store.claim({
         scope: request().scope,
-        key: request().key,
+        key: yield* storageKeyOf(request().scope, request().key),
         requestHash,
         now: new Date(0),
         expiresAt: new Date(DEFAULTS.leaseMs)
