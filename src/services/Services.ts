@@ -11,8 +11,8 @@ import { RegistryStore } from "../ports/RegistryStore.ts"
 import { type ProxyResponse, ServiceTransport } from "../ports/ServiceTransport.ts"
 import type { Page, PageRequest } from "../ports/Store.ts"
 import { Spend, type SpendReceipt } from "../wallet/Spend.ts"
-import { microUsdToCents, msatToSats } from "../domain/Money.ts"
-import { usageTracker } from "./sse.ts"
+import { callReceipt } from "../wallet/receipt.ts"
+import { errorEvent, metadataEvent, usageTracker } from "./sse.ts"
 import {
   type EndpointPrice,
   HTTP_METHODS,
@@ -52,7 +52,6 @@ export type ProxyCall = typeof ProxyCall.Type
 export interface ProxyResult {
   readonly response: ProxyResponse
   readonly receipt: SpendReceipt
-  readonly latencyMs: number
   readonly model: string | undefined
 }
 
@@ -202,32 +201,6 @@ export const serviceFromSubmission = (s: Submission): Service => ({
     return { ...e, price: price === undefined ? null : priceFromSubmission(price) }
   })
 })
-
-/** The charge of a streamed call, as its final event carries it (the API's metadata shape). */
-export const metadataJson = (receipt: SpendReceipt, provider: string, model: string | undefined) => ({
-  chargedUsdCents: microUsdToCents(receipt.chargedMicroUsd),
-  ...(receipt.chargedMsat === null ? {} : { chargedSats: msatToSats(receipt.chargedMsat) }),
-  quotedUsdCents: microUsdToCents(receipt.quotedMicroUsd),
-  balanceAfter: microUsdToCents(receipt.balanceAfterMicroUsd),
-  auditId: receipt.auditId,
-  provider,
-  latencyMs: receipt.latencyMs,
-  ...(model === undefined ? {} : { model }),
-  debited: { usdCents: microUsdToCents(receipt.debitedUsdMicro), sats: msatToSats(receipt.debitedSatsMsat) }
-})
-
-/** `event: spendgate.error` with the API's error envelope, for a refusal after the stream began. */
-const errorEvent = (error: { readonly message: string }): Uint8Array => {
-  const { code, details } = error as { readonly code?: unknown; readonly details?: unknown }
-  const body = {
-    error: {
-      code: typeof code === "string" ? code : "PROVIDER_ERROR",
-      message: error.message,
-      ...(details === undefined ? {} : { details })
-    }
-  }
-  return new TextEncoder().encode(`event: spendgate.error\ndata: ${JSON.stringify(body)}\n\n`)
-}
 
 export type ProxyError = SpendRefusal | ProviderFailure | NotFound | ValidationError | UnsafeUrl
 
@@ -431,7 +404,7 @@ export class Services extends Context.Service<Services, {
             run
           }).pipe(
             Effect.flatMap(({ receipt }) =>
-              Queue.offer(queue, new TextEncoder().encode(`event: spendgate.metadata\ndata: ${JSON.stringify(metadataJson(receipt, service.slug, quote.model))}\n\n`))
+              Queue.offer(queue, metadataEvent(callReceipt(receipt, { provider: service.slug, model: quote.model })))
             ),
             Effect.catch((error) =>
               Deferred.fail(head, blockedAsCallerError(error)).pipe(
@@ -454,12 +427,9 @@ export class Services extends Context.Service<Services, {
       const proxy = (principal: Principal, slug: string, call: ProxyCall): Effect.Effect<ProxyResult, ProxyError> =>
         Effect.gen(function*() {
           const { service, quote } = yield* resolve(slug, call)
-          let latencyMs = 0
           const run: Effect.Effect<{ readonly value: ProxyResponse; readonly actualMicroUsd: bigint }, ProviderFailure> = Effect.gen(
             function*() {
-              const started = yield* Clock.currentTimeMillis
               const answer = yield* transport.send(service, upstreamRequest(call, quote)).pipe(Effect.mapError(blockedAsFailure(service)))
-              latencyMs = (yield* Clock.currentTimeMillis) - started
               if (answer.status >= 500) {
                 return yield* new ProviderFailure({ provider: service.slug, reason: "unavailable", message: `answered ${answer.status}` })
               }
@@ -477,7 +447,7 @@ export class Services extends Context.Service<Services, {
             }),
             blockedAsCallerError
           )
-          return { response: spent.value, receipt: spent.receipt, latencyMs, model: quote.model }
+          return { response: spent.value, receipt: spent.receipt, model: quote.model }
         })
 
       return Services.of({ list, get, submit, submissions, allSubmissions, review, proxy, proxyStream })

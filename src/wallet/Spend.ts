@@ -39,6 +39,11 @@ export interface SpendReceipt {
   readonly transactionId: string
   readonly reservationId: string
   readonly provider: string
+  /**
+   * The upstream call's time: how long `run` took, from the request being
+   * sent until the last byte of the answer was in (a stream: until it ended).
+   * The hold before and the settlement after are not part of it.
+   */
   readonly latencyMs: number
 }
 
@@ -97,7 +102,9 @@ export class Spend extends Context.Service<Spend, {
               if (Result.isFailure(reserved)) return yield* Effect.fail(reserved.failure)
               const reservation = reserved.success
 
+              const callStartedMs = yield* Clock.currentTimeMillis
               const exit = yield* Effect.exit(restore(request.run))
+              const latencyMs = (yield* Clock.currentTimeMillis) - callStartedMs
               if (Exit.isFailure(exit)) {
                 const reason = Cause.hasInterruptsOnly(exit.cause) ? "interrupted" : "upstream failed"
                 yield* store.release({
@@ -156,7 +163,7 @@ export class Spend extends Context.Service<Spend, {
                 transactionId: transaction.id,
                 reservationId: reservation.id,
                 provider: request.provider,
-                latencyMs: settledAt.getTime() - reservedAt.getTime()
+                latencyMs
               }
               return { value: exit.value.value, receipt }
             })
