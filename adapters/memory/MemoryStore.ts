@@ -19,6 +19,7 @@ import * as MemoryRegistryStore from "./MemoryRegistryStore.ts"
 import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
 import { effectiveStatus, type Invoice, type InvoiceType } from "../../src/domain/Invoice.ts"
 import { decidePayment } from "../../src/funding/payment.ts"
+import { planAgentChange } from "../../src/agents/owners.ts"
 import { creditFits, pocketMaximum } from "../../src/domain/Money.ts"
 import {
   type AgentWithPolicy,
@@ -190,17 +191,12 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
       Effect.sync(() => {
         const entry = entryIn(accountId, agentId)
         if (entry === undefined) return { _tag: "NotFound" as const }
-        if (changes.killed === true && entry.agent.role === "owner" && !entry.agent.killed) {
-          const otherLiveOwner = [...agents.values()].some((e) =>
-            e.agent.accountId === accountId && e.agent.id !== agentId && e.agent.role === "owner" && !e.agent.killed
-          )
-          if (!otherLiveOwner) return { _tag: "LastLiveOwner" as const }
-        }
-        entry.agent = {
-          ...entry.agent,
-          ...(changes.name !== undefined ? { name: changes.name } : {}),
-          ...(changes.killed !== undefined ? { killed: changes.killed } : {})
-        }
+        const otherLiveOwner = [...agents.values()].some((e) =>
+          e.agent.accountId === accountId && e.agent.id !== agentId && e.agent.role === "owner" && !e.agent.killed
+        )
+        const plan = planAgentChange({ agent: entry.agent, otherLiveOwner }, changes)
+        if (plan._tag === "LastLiveOwner") return plan
+        entry.agent = plan.agent
         return { _tag: "Updated" as const, agent: entry.agent }
       }),
     touchAgent: (agentId, at, staleBefore) =>
