@@ -12,7 +12,7 @@ import { toHttpError } from "./errors.ts"
 
 export const walletJson = (wallet: WalletView) => ({
   accountId: wallet.accountId,
-  balanceUsdCents: microUsdToCents(wallet.usdMicro),
+  balanceUsdCents: microUsdToCents(wallet.usdMicroUsd),
   balanceSats: msatToSats(wallet.satsMsat),
   spendableUsdCents: microUsdToCents(wallet.spendableMicroUsd)
 })
@@ -37,7 +37,7 @@ export const transactionJson = (t: Transaction) => {
     provider: t.provider,
     auditId: t.auditId,
     createdAt: t.createdAt.toISOString(),
-    pockets: { usdCents: microUsdToCents(t.usdMicro), sats: msatToSats(t.satsMsat) },
+    pockets: { usdCents: microUsdToCents(t.usdMicroUsd), sats: msatToSats(t.satsMsat) },
     btcUsdRate: rate === null ? null : Number(formatBtcUsdRate(rate))
   }
 }
@@ -58,7 +58,7 @@ export const auditJson = (record: AuditRecord, verified: boolean) => ({
   reservationId: record.reservationId,
   transactionId: record.transactionId,
   amountUsdCents: microUsdToCents(record.amountMicroUsd),
-  pocketChange: { usdCents: microUsdToCents(record.usdDeltaMicro), sats: msatToSats(record.satsDeltaMsat) },
+  pocketChange: { usdCents: microUsdToCents(record.usdDeltaMicroUsd), sats: msatToSats(record.satsDeltaMsat) },
   details: parseDetails(record.details),
   createdAt: record.createdAt.toISOString(),
   prevHash: record.prevHash,

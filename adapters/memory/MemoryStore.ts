@@ -98,7 +98,7 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
             const pocket = t.satsMsat > 0n ? "sats" as const : "usd" as const
             const key = `${day}|${pocket}`
             const row = funding.get(key) ?? { day, pocket, credits: 0, usdMicro: 0n, satsMsat: 0n }
-            funding.set(key, { ...row, credits: row.credits + 1, usdMicro: row.usdMicro + t.usdMicro, satsMsat: row.satsMsat + t.satsMsat })
+            funding.set(key, { ...row, credits: row.credits + 1, usdMicro: row.usdMicro + t.usdMicroUsd, satsMsat: row.satsMsat + t.satsMsat })
           }
         }
         const byKey = <A extends { day: string }>(a: A, b: A) => (a.day < b.day ? 1 : a.day > b.day ? -1 : 0)
@@ -110,7 +110,7 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
             owners: all.filter((a) => a.role === "owner").length
           },
           balances: {
-            usdMicro: [...wallets.values()].reduce((sum, w) => sum + w.usdMicro, 0n),
+            usdMicro: [...wallets.values()].reduce((sum, w) => sum + w.usdMicroUsd, 0n),
             satsMsat: [...wallets.values()].reduce((sum, w) => sum + w.satsMsat, 0n)
           },
           spend: [...spend.values()].sort(byKey),
@@ -167,7 +167,7 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
           accounts.delete(accountId)
           throw error
         }
-        wallets.set(accountId, { accountId, usdMicro: 0n, satsMsat: 0n })
+        wallets.set(accountId, { accountId, usdMicroUsd: 0n, satsMsat: 0n })
       }),
     createAgent: (input) => Effect.sync(() => insertAgent(input)),
     findAgentByKeyHash: (keyHash) =>
@@ -261,7 +261,7 @@ const makeMemoryLedger = (shared: {
     return wallet
   }
   const setWallet = (wallet: Wallet) => {
-    if (wallet.usdMicro < 0n || wallet.satsMsat < 0n) throw new Error("a wallet pocket would go negative")
+    if (wallet.usdMicroUsd < 0n || wallet.satsMsat < 0n) throw new Error("a wallet pocket would go negative")
     wallets.set(wallet.accountId, wallet)
   }
   const appendAudit = (record: Omit<UnhashedAuditRecord, "seq" | "prevHash">) =>
@@ -284,7 +284,7 @@ const makeMemoryLedger = (shared: {
       const record = yield* appendAudit(releaseAudit(reservation, auditId, reason, now))
       setWallet({
         ...wallet,
-        usdMicro: wallet.usdMicro + reservation.heldUsdMicro,
+        usdMicroUsd: wallet.usdMicroUsd + reservation.heldUsdMicroUsd,
         satsMsat: wallet.satsMsat + reservation.heldSatsMsat
       })
       reservations.set(reservation.id, { ...reservation, status: "released" })
@@ -299,14 +299,14 @@ const makeMemoryLedger = (shared: {
    */
   const boundedBalances = (accountId: AccountId) => {
     const wallet = walletOf(accountId)
-    let usdMicro = wallet.usdMicro
+    let usdMicroUsd = wallet.usdMicroUsd
     let satsMsat = wallet.satsMsat
     for (const reservation of reservations.values()) {
       if (reservation.accountId !== accountId || reservation.status !== "held") continue
-      usdMicro += reservation.heldUsdMicro
+      usdMicroUsd += reservation.heldUsdMicroUsd
       satsMsat += reservation.heldSatsMsat
     }
-    return { usdMicro, satsMsat }
+    return { usdMicroUsd, satsMsat }
   }
 
   const creditUnlocked = (input: CreditInput) =>
@@ -315,14 +315,14 @@ const makeMemoryLedger = (shared: {
         const existing = creditKeys.get(key)
         if (existing !== undefined) return { _tag: "Duplicate", transaction: existing } as const
         const bounded = boundedBalances(input.accountId)
-        const balance = input.pocket === "usd" ? bounded.usdMicro : bounded.satsMsat
+        const balance = input.pocket === "usd" ? bounded.usdMicroUsd : bounded.satsMsat
         if (input.amount <= 0n || !creditFits(input.pocket, balance, input.amount)) {
           return { _tag: "Refused", maximum: pocketMaximum(input.pocket) } as const
         }
-        const { transaction, audit: draft, usdMicro: usd, satsMsat: sats } = creditEntries(input)
+        const { transaction, audit: draft, usdMicroUsd: usd, satsMsat: sats } = creditEntries(input)
         yield* appendAudit(draft)
         const wallet = walletOf(input.accountId)
-        const next = { ...wallet, usdMicro: wallet.usdMicro + usd, satsMsat: wallet.satsMsat + sats }
+        const next = { ...wallet, usdMicroUsd: wallet.usdMicroUsd + usd, satsMsat: wallet.satsMsat + sats }
         setWallet(next)
         transactions.push(transaction)
         creditKeys.set(key, transaction)
@@ -426,8 +426,8 @@ const makeMemoryLedger = (shared: {
         if (Result.isFailure(decision)) return Result.fail(decision.failure)
         const plan = decision.success
         const reservation = heldReservation(input, plan)
-        const next = { ...wallet, usdMicro: wallet.usdMicro - plan.fromUsdMicro, satsMsat: wallet.satsMsat - plan.fromSatsMsat }
-        if (next.usdMicro < 0n || next.satsMsat < 0n) return yield* Effect.die(new Error("hold larger than the wallet"))
+        const next = { ...wallet, usdMicroUsd: wallet.usdMicroUsd - plan.fromUsdMicroUsd, satsMsat: wallet.satsMsat - plan.fromSatsMsat }
+        if (next.usdMicroUsd < 0n || next.satsMsat < 0n) return yield* Effect.die(new Error("hold larger than the wallet"))
         yield* appendAudit(reserveAudit(input, plan))
         setWallet(next)
         reservations.set(reservation.id, reservation)
@@ -459,10 +459,10 @@ const makeMemoryLedger = (shared: {
           const { transaction, audit: draft, reservation: settled } = lateSettleEntries(reservation, late, input)
           const next = {
             ...wallet,
-            usdMicro: wallet.usdMicro - late.chargeUsdMicro,
+            usdMicroUsd: wallet.usdMicroUsd - late.chargeUsdMicroUsd,
             satsMsat: wallet.satsMsat - late.chargeSatsMsat
           }
-          if (next.usdMicro < 0n || next.satsMsat < 0n) return yield* Effect.die(new Error("late charge larger than the wallet"))
+          if (next.usdMicroUsd < 0n || next.satsMsat < 0n) return yield* Effect.die(new Error("late charge larger than the wallet"))
           yield* appendAudit(draft)
           setWallet(next)
           reservations.set(reservation.id, settled)
@@ -477,7 +477,7 @@ const makeMemoryLedger = (shared: {
         yield* appendAudit(draft)
         const next = {
           ...wallet,
-          usdMicro: wallet.usdMicro + plan.refundUsdMicro,
+          usdMicroUsd: wallet.usdMicroUsd + plan.refundUsdMicroUsd,
           satsMsat: wallet.satsMsat + plan.refundSatsMsat
         }
         setWallet(next)

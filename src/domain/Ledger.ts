@@ -10,7 +10,7 @@ import { sortableRandomId } from "./ids.ts"
 
 export interface Wallet {
   readonly accountId: AccountId
-  readonly usdMicro: bigint
+  readonly usdMicroUsd: bigint
   readonly satsMsat: bigint
 }
 
@@ -26,7 +26,7 @@ export interface Transaction {
   /** The full amount in USD (a charge's price; a credit's USD value when known, else 0). */
   readonly amountMicroUsd: bigint
   /** What each pocket gained (credit, refund) or lost (charge), as a positive number. */
-  readonly usdMicro: bigint
+  readonly usdMicroUsd: bigint
   readonly satsMsat: bigint
   /** The BTC/USD rate snapshot the amount was converted at, when sats were involved or known. */
   readonly rateMicroUsdPerBtc: bigint | null
@@ -47,7 +47,7 @@ export interface Reservation {
   readonly provider: string
   readonly quotedMicroUsd: bigint
   /** What the hold took from each pocket. */
-  readonly heldUsdMicro: bigint
+  readonly heldUsdMicroUsd: bigint
   readonly heldSatsMsat: bigint
   readonly rateMicroUsdPerBtc: bigint | null
   /** UTC calendar day (YYYY-MM-DD) the reservation counts against. */
@@ -76,7 +76,7 @@ export interface AuditRecord {
   /** The amount the record is about, in micro-dollars (quote, charge, release or credit value). */
   readonly amountMicroUsd: bigint
   /** Signed change of each pocket. */
-  readonly usdDeltaMicro: bigint
+  readonly usdDeltaMicroUsd: bigint
   readonly satsDeltaMsat: bigint
   /** Free-form context (capability, provider, reason), as canonical JSON text. */
   readonly details: string

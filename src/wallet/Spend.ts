@@ -31,7 +31,7 @@ export interface SpendReceipt {
   /** The charged price in msat at the quote's rate snapshot (null when no rate was known). */
   readonly chargedMsat: bigint | null
   /** What each pocket actually lost. */
-  readonly debitedUsdMicro: bigint
+  readonly debitedUsdMicroUsd: bigint
   readonly debitedSatsMsat: bigint
   /** Spendable value of the wallet after the charge: usd + sats at the snapshot rate, rounded down. */
   readonly balanceAfterMicroUsd: bigint
@@ -155,9 +155,9 @@ export class Spend extends Context.Service<Spend, {
                 chargedMsat: snapshot === null
                   ? null
                   : usdToMsatForCharge(transaction.amountMicroUsd as MicroUsd, snapshot),
-                debitedUsdMicro: transaction.usdMicro,
+                debitedUsdMicroUsd: transaction.usdMicroUsd,
                 debitedSatsMsat: transaction.satsMsat,
-                balanceAfterMicroUsd: wallet.usdMicro +
+                balanceAfterMicroUsd: wallet.usdMicroUsd +
                   (snapshot === null ? 0n : msatToMicroUsdValue(wallet.satsMsat as Msat, snapshot)),
                 auditId: transaction.auditId,
                 transactionId: transaction.id,

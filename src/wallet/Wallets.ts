@@ -82,7 +82,7 @@ export class Wallets extends Context.Service<Wallets, {
       const view = (wallet: Wallet) =>
         Effect.map(rates.current, (rate): WalletView => ({
           ...wallet,
-          spendableMicroUsd: wallet.usdMicro +
+          spendableMicroUsd: wallet.usdMicroUsd +
             (Option.isSome(rate) ? msatToMicroUsdValue(wallet.satsMsat as Msat, rate.value.rate) : 0n)
         }))
 

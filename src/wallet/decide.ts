@@ -30,7 +30,7 @@ export interface ReserveSnapshot {
 }
 
 export interface HoldPlan {
-  readonly fromUsdMicro: bigint
+  readonly fromUsdMicroUsd: bigint
   readonly fromSatsMsat: bigint
 }
 
@@ -75,38 +75,38 @@ export const planHold = (
       })
     )
   }
-  const { usdMicro, satsMsat } = snapshot.wallet
-  if (usdMicro >= quotedMicroUsd) return Result.succeed({ fromUsdMicro: quotedMicroUsd, fromSatsMsat: 0n })
+  const { usdMicroUsd, satsMsat } = snapshot.wallet
+  if (usdMicroUsd >= quotedMicroUsd) return Result.succeed({ fromUsdMicroUsd: quotedMicroUsd, fromSatsMsat: 0n })
   if (rate === null) {
     return Result.fail(
       satsMsat > 0n
         ? new RateUnavailable()
-        : new InsufficientBalance({ balanceMicroUsd: usdMicro, quotedMicroUsd })
+        : new InsufficientBalance({ balanceMicroUsd: usdMicroUsd, quotedMicroUsd })
     )
   }
   const split = splitCharge({
     priceMicroUsd: quotedMicroUsd as MicroUsd,
-    usdPocketMicroUsd: usdMicro as MicroUsd,
+    usdPocketMicroUsd: usdMicroUsd as MicroUsd,
     satsPocketMsat: satsMsat as Msat,
     rate
   })
   if (Result.isFailure(split)) {
     return Result.fail(
       new InsufficientBalance({
-        balanceMicroUsd: spendableMicroUsd(usdMicro as MicroUsd, satsMsat as Msat, rate),
+        balanceMicroUsd: spendableMicroUsd(usdMicroUsd as MicroUsd, satsMsat as Msat, rate),
         quotedMicroUsd
       })
     )
   }
-  return Result.succeed({ fromUsdMicro: split.success.fromUsdMicroUsd, fromSatsMsat: split.success.fromSatsMsat })
+  return Result.succeed({ fromUsdMicroUsd: split.success.fromUsdMicroUsd, fromSatsMsat: split.success.fromSatsMsat })
 }
 
 export interface SettlePlan {
   /** What the charge takes from each pocket. */
-  readonly chargeUsdMicro: bigint
+  readonly chargeUsdMicroUsd: bigint
   readonly chargeSatsMsat: bigint
   /** What goes back to each pocket. */
-  readonly refundUsdMicro: bigint
+  readonly refundUsdMicroUsd: bigint
   readonly refundSatsMsat: bigint
   /** The charged price: the actual cost, never more than the quote. */
   readonly chargedMicroUsd: bigint
@@ -123,17 +123,17 @@ export const planSettle = (reservation: Reservation, actualMicroUsd: bigint): Se
     : actualMicroUsd > reservation.quotedMicroUsd
     ? reservation.quotedMicroUsd
     : actualMicroUsd
-  const chargeUsdMicro = charged < reservation.heldUsdMicro ? charged : reservation.heldUsdMicro
-  const remainder = charged - chargeUsdMicro
+  const chargeUsdMicroUsd = charged < reservation.heldUsdMicroUsd ? charged : reservation.heldUsdMicroUsd
+  const remainder = charged - chargeUsdMicroUsd
   let chargeSatsMsat = 0n
   if (remainder > 0n && reservation.rateMicroUsdPerBtc !== null) {
     chargeSatsMsat = usdToMsatForCharge(remainder as MicroUsd, { microUsdPerBtc: reservation.rateMicroUsdPerBtc })
     if (chargeSatsMsat > reservation.heldSatsMsat) chargeSatsMsat = reservation.heldSatsMsat
   }
   return {
-    chargeUsdMicro,
+    chargeUsdMicroUsd,
     chargeSatsMsat,
-    refundUsdMicro: reservation.heldUsdMicro - chargeUsdMicro,
+    refundUsdMicroUsd: reservation.heldUsdMicroUsd - chargeUsdMicroUsd,
     refundSatsMsat: reservation.heldSatsMsat - chargeSatsMsat,
     chargedMicroUsd: charged
   }
@@ -151,7 +151,7 @@ export type LateSettlePlan =
   /** A new debit: the pockets pay the charge now (usd first, the rest in sats at the reservation's rate). */
   | {
     readonly _tag: "Charge"
-    readonly chargeUsdMicro: bigint
+    readonly chargeUsdMicroUsd: bigint
     readonly chargeSatsMsat: bigint
     readonly chargedMicroUsd: bigint
   }
@@ -199,10 +199,10 @@ export const planLateSettle = (
       refusal: new BudgetExceeded({ dailySpentMicroUsd: snapshot.dailySpentMicroUsd, dailyCapMicroUsd: cap, quotedMicroUsd: charged })
     }
   }
-  const { usdMicro, satsMsat } = snapshot.wallet
-  const chargeUsdMicro = charged < usdMicro ? charged : usdMicro
-  const remainder = charged - chargeUsdMicro
-  if (remainder === 0n) return { _tag: "Charge", chargeUsdMicro, chargeSatsMsat: 0n, chargedMicroUsd: charged }
+  const { usdMicroUsd, satsMsat } = snapshot.wallet
+  const chargeUsdMicroUsd = charged < usdMicroUsd ? charged : usdMicroUsd
+  const remainder = charged - chargeUsdMicroUsd
+  if (remainder === 0n) return { _tag: "Charge", chargeUsdMicroUsd, chargeSatsMsat: 0n, chargedMicroUsd: charged }
   const rate = reservation.rateMicroUsdPerBtc
   const chargeSatsMsat = rate === null ? null : usdToMsatForCharge(remainder as MicroUsd, { microUsdPerBtc: rate })
   if (chargeSatsMsat === null || chargeSatsMsat > satsMsat) {
@@ -210,10 +210,10 @@ export const planLateSettle = (
       _tag: "Unpaid",
       owedMicroUsd: charged,
       refusal: new InsufficientBalance({
-        balanceMicroUsd: usdMicro + (rate === null ? 0n : msatToMicroUsdValue(satsMsat as Msat, { microUsdPerBtc: rate })),
+        balanceMicroUsd: usdMicroUsd + (rate === null ? 0n : msatToMicroUsdValue(satsMsat as Msat, { microUsdPerBtc: rate })),
         quotedMicroUsd: charged
       })
     }
   }
-  return { _tag: "Charge", chargeUsdMicro, chargeSatsMsat, chargedMicroUsd: charged }
+  return { _tag: "Charge", chargeUsdMicroUsd, chargeSatsMsat, chargedMicroUsd: charged }
 }

@@ -46,5 +46,5 @@ export const callReceipt = (
   provider: call.provider,
   latencyMs: receipt.latencyMs,
   ...(call.model === undefined ? {} : { model: call.model }),
-  debited: { usdCents: microUsdToCents(receipt.debitedUsdMicro), sats: msatToSats(receipt.debitedSatsMsat) }
+  debited: { usdCents: microUsdToCents(receipt.debitedUsdMicroUsd), sats: msatToSats(receipt.debitedSatsMsat) }
 })
