@@ -2,7 +2,7 @@ import { Effect, Option } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import type { AgentId } from "../../src/domain/ids.ts"
 import type { AuditRecord, Transaction } from "../../src/domain/Ledger.ts"
-import { formatBtcUsdRate, type MicroUsd, microUsdToCents, msatToSats, usdToMsatForCharge } from "../../src/domain/Money.ts"
+import { formatBtcUsdRate, microUsdToCents, msatToSats, usdToMsatForCharge } from "../../src/domain/Money.ts"
 import type { WalletView } from "../../src/wallet/Wallets.ts"
 import { Wallets } from "../../src/wallet/Wallets.ts"
 import { Api, CurrentPrincipal } from "./Api.ts"
@@ -24,7 +24,7 @@ export const walletJson = (wallet: WalletView) => ({
 export const transactionJson = (t: Transaction) => {
   const rate = t.rateMicroUsdPerBtc === null ? null : { microUsdPerBtc: t.rateMicroUsdPerBtc }
   const amountMsat = t.type === "charge"
-    ? rate === null ? 0n : usdToMsatForCharge(t.amountMicroUsd as MicroUsd, rate)
+    ? rate === null ? 0n : usdToMsatForCharge(t.amountMicroUsd, rate)
     : t.satsMsat
   return {
     id: t.id,

@@ -20,7 +20,7 @@ import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
 import { effectiveStatus, type Invoice, type InvoiceType } from "../../src/domain/Invoice.ts"
 import { decidePayment } from "../../src/funding/payment.ts"
 import { planAgentChange } from "../../src/agents/owners.ts"
-import { creditFits, pocketMaximum } from "../../src/domain/Money.ts"
+import { creditFits, MicroUsd, Msat, pocketMaximum } from "../../src/domain/Money.ts"
 import {
   type AgentWithPolicy,
   type CreditInput,
@@ -167,7 +167,7 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
           accounts.delete(accountId)
           throw error
         }
-        wallets.set(accountId, { accountId, usdMicroUsd: 0n, satsMsat: 0n })
+        wallets.set(accountId, { accountId, usdMicroUsd: MicroUsd.make(0n), satsMsat: Msat.make(0n) })
       }),
     createAgent: (input) => Effect.sync(() => insertAgent(input)),
     findAgentByKeyHash: (keyHash) =>
@@ -260,6 +260,18 @@ const makeMemoryLedger = (shared: {
     if (wallet === undefined) throw new Error(`no wallet for ${accountId}`)
     return wallet
   }
+  /** The wallet with each pocket moved by a signed amount; undefined when a pocket would go negative. */
+  const movedBy = (wallet: Wallet, usdDeltaMicroUsd: bigint, satsDeltaMsat: bigint): Wallet | undefined => {
+    const usd = wallet.usdMicroUsd + usdDeltaMicroUsd
+    const sats = wallet.satsMsat + satsDeltaMsat
+    return usd < 0n || sats < 0n ? undefined : { ...wallet, usdMicroUsd: MicroUsd.make(usd), satsMsat: Msat.make(sats) }
+  }
+  /** The wallet after a credit, release or refund (never below zero). */
+  const creditedBy = (wallet: Wallet, usdMicroUsd: bigint, satsMsat: bigint): Wallet => {
+    const next = movedBy(wallet, usdMicroUsd, satsMsat)
+    if (next === undefined) throw new Error("a wallet pocket would go negative")
+    return next
+  }
   const setWallet = (wallet: Wallet) => {
     if (wallet.usdMicroUsd < 0n || wallet.satsMsat < 0n) throw new Error("a wallet pocket would go negative")
     wallets.set(wallet.accountId, wallet)
@@ -282,11 +294,7 @@ const makeMemoryLedger = (shared: {
     Effect.gen(function*() {
       const wallet = walletOf(reservation.accountId)
       const record = yield* appendAudit(releaseAudit(reservation, auditId, reason, now))
-      setWallet({
-        ...wallet,
-        usdMicroUsd: wallet.usdMicroUsd + reservation.heldUsdMicroUsd,
-        satsMsat: wallet.satsMsat + reservation.heldSatsMsat
-      })
+      setWallet(creditedBy(wallet, reservation.heldUsdMicroUsd, reservation.heldSatsMsat))
       reservations.set(reservation.id, { ...reservation, status: "released" })
       addDaily(reservation.agentId, reservation.day, -reservation.quotedMicroUsd)
       return record
@@ -299,8 +307,8 @@ const makeMemoryLedger = (shared: {
    */
   const boundedBalances = (accountId: AccountId) => {
     const wallet = walletOf(accountId)
-    let usdMicroUsd = wallet.usdMicroUsd
-    let satsMsat = wallet.satsMsat
+    let usdMicroUsd: bigint = wallet.usdMicroUsd
+    let satsMsat: bigint = wallet.satsMsat
     for (const reservation of reservations.values()) {
       if (reservation.accountId !== accountId || reservation.status !== "held") continue
       usdMicroUsd += reservation.heldUsdMicroUsd
@@ -322,7 +330,7 @@ const makeMemoryLedger = (shared: {
         const { transaction, audit: draft, usdMicroUsd: usd, satsMsat: sats } = creditEntries(input)
         yield* appendAudit(draft)
         const wallet = walletOf(input.accountId)
-        const next = { ...wallet, usdMicroUsd: wallet.usdMicroUsd + usd, satsMsat: wallet.satsMsat + sats }
+        const next = creditedBy(wallet, usd, sats)
         setWallet(next)
         transactions.push(transaction)
         creditKeys.set(key, transaction)
@@ -426,8 +434,8 @@ const makeMemoryLedger = (shared: {
         if (Result.isFailure(decision)) return Result.fail(decision.failure)
         const plan = decision.success
         const reservation = heldReservation(input, plan)
-        const next = { ...wallet, usdMicroUsd: wallet.usdMicroUsd - plan.fromUsdMicroUsd, satsMsat: wallet.satsMsat - plan.fromSatsMsat }
-        if (next.usdMicroUsd < 0n || next.satsMsat < 0n) return yield* Effect.die(new Error("hold larger than the wallet"))
+        const next = movedBy(wallet, -plan.fromUsdMicroUsd, -plan.fromSatsMsat)
+        if (next === undefined) return yield* Effect.die(new Error("hold larger than the wallet"))
         yield* appendAudit(reserveAudit(input, plan))
         setWallet(next)
         reservations.set(reservation.id, reservation)
@@ -457,12 +465,8 @@ const makeMemoryLedger = (shared: {
             return { _tag: "Unpaid", reservation: unpaid.reservation, plan: late } as const
           }
           const { transaction, audit: draft, reservation: settled } = lateSettleEntries(reservation, late, input)
-          const next = {
-            ...wallet,
-            usdMicroUsd: wallet.usdMicroUsd - late.chargeUsdMicroUsd,
-            satsMsat: wallet.satsMsat - late.chargeSatsMsat
-          }
-          if (next.usdMicroUsd < 0n || next.satsMsat < 0n) return yield* Effect.die(new Error("late charge larger than the wallet"))
+          const next = movedBy(wallet, -late.chargeUsdMicroUsd, -late.chargeSatsMsat)
+          if (next === undefined) return yield* Effect.die(new Error("late charge larger than the wallet"))
           yield* appendAudit(draft)
           setWallet(next)
           reservations.set(reservation.id, settled)
@@ -475,11 +479,7 @@ const makeMemoryLedger = (shared: {
         const wallet = walletOf(reservation.accountId)
         const { transaction, audit: draft, reservation: settled } = settleEntries(reservation, plan, input)
         yield* appendAudit(draft)
-        const next = {
-          ...wallet,
-          usdMicroUsd: wallet.usdMicroUsd + plan.refundUsdMicroUsd,
-          satsMsat: wallet.satsMsat + plan.refundSatsMsat
-        }
+        const next = creditedBy(wallet, plan.refundUsdMicroUsd, plan.refundSatsMsat)
         setWallet(next)
         reservations.set(reservation.id, settled)
         addDaily(reservation.agentId, reservation.day, plan.chargedMicroUsd - reservation.quotedMicroUsd)

@@ -16,7 +16,7 @@ import {
 } from "../../src/domain/Ledger.ts"
 import { type Invoice, type InvoiceStatus, type InvoiceType } from "../../src/domain/Invoice.ts"
 import { decidePayment } from "../../src/funding/payment.ts"
-import { creditFits, pocketMaximum } from "../../src/domain/Money.ts"
+import { creditFits, MicroUsd, Msat, pocketMaximum } from "../../src/domain/Money.ts"
 import { paged } from "./paging.ts"
 import type { CreditInput, FundingStore, LedgerStore } from "../../src/ports/Store.ts"
 import {
@@ -39,6 +39,9 @@ import {
 
 type Int8 = bigint | string | number
 const big = (value: Int8): bigint => BigInt(value)
+/** Stored amounts carry their unit's type from here on (a negative one is a broken database: a defect). */
+const microUsd = (value: Int8): MicroUsd => MicroUsd.make(BigInt(value))
+const msat = (value: Int8): Msat => Msat.make(BigInt(value))
 const bigOrNull = (value: Int8 | null): bigint | null => (value === null ? null : BigInt(value))
 const date = (value: Date | string): Date => (value instanceof Date ? value : new Date(value))
 
@@ -122,8 +125,8 @@ export interface AuditRow {
 
 const toWallet = (row: WalletRow): Wallet => ({
   accountId: row.account_id as AccountId,
-  usdMicroUsd: big(row.usd_micro),
-  satsMsat: big(row.sats_msat)
+  usdMicroUsd: microUsd(row.usd_micro),
+  satsMsat: msat(row.sats_msat)
 })
 
 const toReservation = (row: ReservationRow): Reservation => ({
@@ -132,13 +135,13 @@ const toReservation = (row: ReservationRow): Reservation => ({
   agentId: row.agent_id as AgentId,
   capability: row.capability as Capability,
   provider: row.provider,
-  quotedMicroUsd: big(row.quoted_micro_usd),
-  heldUsdMicroUsd: big(row.held_usd_micro),
-  heldSatsMsat: big(row.held_sats_msat),
+  quotedMicroUsd: microUsd(row.quoted_micro_usd),
+  heldUsdMicroUsd: microUsd(row.held_usd_micro),
+  heldSatsMsat: msat(row.held_sats_msat),
   rateMicroUsdPerBtc: bigOrNull(row.rate_micro_usd_per_btc),
   day: row.day,
   status: row.status as ReservationStatus,
-  settledMicroUsd: bigOrNull(row.settled_micro_usd),
+  settledMicroUsd: row.settled_micro_usd === null ? null : microUsd(row.settled_micro_usd),
   createdAt: date(row.created_at),
   expiresAt: date(row.expires_at)
 })
@@ -148,9 +151,9 @@ export const toTransaction = (row: TransactionRow): Transaction => ({
   accountId: row.account_id as AccountId,
   agentId: row.agent_id as AgentId | null,
   type: row.type as TransactionType,
-  amountMicroUsd: big(row.amount_micro_usd),
-  usdMicroUsd: big(row.usd_micro),
-  satsMsat: big(row.sats_msat),
+  amountMicroUsd: microUsd(row.amount_micro_usd),
+  usdMicroUsd: microUsd(row.usd_micro),
+  satsMsat: msat(row.sats_msat),
   rateMicroUsdPerBtc: bigOrNull(row.rate_micro_usd_per_btc),
   description: row.description,
   capability: row.capability as Capability | null,

@@ -13,6 +13,7 @@ import type {
   Wallet
 } from "../domain/Ledger.ts"
 import type { Invoice, InvoiceStatus, InvoiceType } from "../domain/Invoice.ts"
+import type { MicroUsd } from "../domain/Money.ts"
 import type { PaymentOutcome } from "./Rails.ts"
 import type { HoldPlan, LateSettlePlan, LateSettleSnapshot, ReserveSnapshot, SettlePlan } from "../wallet/decide.ts"
 import type { AgentChange } from "../agents/owners.ts"
@@ -109,7 +110,7 @@ export interface ReserveInput {
   readonly agentId: AgentId
   readonly capability: Capability
   readonly provider: string
-  readonly quotedMicroUsd: bigint
+  readonly quotedMicroUsd: MicroUsd
   readonly rate: RateSnapshot | null
   readonly day: string
   readonly now: Date

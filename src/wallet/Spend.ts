@@ -3,7 +3,7 @@ import type { Principal } from "../domain/Agent.ts"
 import type { Capability } from "../domain/Capability.ts"
 import type { SpendRefusal } from "../domain/errors.ts"
 import { newAuditId, newReservationId, newTransactionId, utcDay } from "../domain/Ledger.ts"
-import { type Msat, type MicroUsd, msatToMicroUsdValue, usdToMsatForCharge } from "../domain/Money.ts"
+import { MicroUsd, msatToMicroUsdValue, usdToMsatForCharge } from "../domain/Money.ts"
 import { RateSource } from "../ports/RateSource.ts"
 import { Store } from "../ports/Store.ts"
 import { planHold, planLateSettle, planSettle } from "./decide.ts"
@@ -83,6 +83,8 @@ export class Spend extends Context.Service<Spend, {
           Effect.uninterruptibleMask((restore) =>
             Effect.gen(function*() {
               const agent = principal.agent
+              // Quotes are never negative: a negative one is a bug, refused here as a defect.
+              const quotedMicroUsd = MicroUsd.make(request.quotedMicroUsd)
               const rate = Option.getOrNull(yield* rates.current)
               const reservedAt = yield* now
               const reserved = yield* store.reserve({
@@ -92,12 +94,12 @@ export class Spend extends Context.Service<Spend, {
                 agentId: agent.id,
                 capability: request.capability,
                 provider: request.provider,
-                quotedMicroUsd: request.quotedMicroUsd,
+                quotedMicroUsd,
                 rate,
                 day: utcDay(reservedAt),
                 now: reservedAt,
                 expiresAt: new Date(reservedAt.getTime() + holdTtlMs),
-                decide: (snapshot) => planHold(snapshot, request.capability, request.quotedMicroUsd, rate?.rate ?? null)
+                decide: (snapshot) => planHold(snapshot, request.capability, quotedMicroUsd, rate?.rate ?? null)
               })
               if (Result.isFailure(reserved)) return yield* Effect.fail(reserved.failure)
               const reservation = reserved.success
@@ -154,11 +156,11 @@ export class Spend extends Context.Service<Spend, {
                 chargedMicroUsd: transaction.amountMicroUsd,
                 chargedMsat: snapshot === null
                   ? null
-                  : usdToMsatForCharge(transaction.amountMicroUsd as MicroUsd, snapshot),
+                  : usdToMsatForCharge(transaction.amountMicroUsd, snapshot),
                 debitedUsdMicroUsd: transaction.usdMicroUsd,
                 debitedSatsMsat: transaction.satsMsat,
                 balanceAfterMicroUsd: wallet.usdMicroUsd +
-                  (snapshot === null ? 0n : msatToMicroUsdValue(wallet.satsMsat as Msat, snapshot)),
+                  (snapshot === null ? 0n : msatToMicroUsdValue(wallet.satsMsat, snapshot)),
                 auditId: transaction.auditId,
                 transactionId: transaction.id,
                 reservationId: reservation.id,

@@ -12,7 +12,7 @@ import {
   type SpendRefusal
 } from "../domain/errors.ts"
 import type { Reservation, Wallet } from "../domain/Ledger.ts"
-import { type Msat, type MicroUsd, msatToMicroUsdValue, splitCharge, spendableMicroUsd, usdToMsatForCharge } from "../domain/Money.ts"
+import { Msat, MicroUsd, msatToMicroUsdValue, splitCharge, spendableMicroUsd, usdToMsatForCharge } from "../domain/Money.ts"
 import type { BtcUsdRate } from "../domain/Money.ts"
 
 /**
@@ -20,6 +20,12 @@ import type { BtcUsdRate } from "../domain/Money.ts"
  * transaction that holds the wallet lock, so the decision and the hold it
  * leads to are one atomic step.
  */
+
+const NO_MSAT = Msat.make(0n)
+
+/** The actual cost as charged: never below zero, never above the quote. */
+const clampToQuote = (actualMicroUsd: bigint, quotedMicroUsd: MicroUsd): MicroUsd =>
+  actualMicroUsd < 0n ? MicroUsd.make(0n) : actualMicroUsd > quotedMicroUsd ? quotedMicroUsd : MicroUsd.make(actualMicroUsd)
 
 export interface ReserveSnapshot {
   readonly agent: Agent
@@ -30,8 +36,8 @@ export interface ReserveSnapshot {
 }
 
 export interface HoldPlan {
-  readonly fromUsdMicroUsd: bigint
-  readonly fromSatsMsat: bigint
+  readonly fromUsdMicroUsd: MicroUsd
+  readonly fromSatsMsat: Msat
 }
 
 /** Checks that need no storage: the capability list and the per-call cap. */
@@ -59,7 +65,7 @@ export const checkPolicy = (
 export const planHold = (
   snapshot: ReserveSnapshot,
   capability: Capability,
-  quotedMicroUsd: bigint,
+  quotedMicroUsd: MicroUsd,
   rate: BtcUsdRate | null
 ): Result.Result<HoldPlan, SpendRefusal> => {
   if (snapshot.agent.killed) return Result.fail(new AgentKilled())
@@ -76,7 +82,7 @@ export const planHold = (
     )
   }
   const { usdMicroUsd, satsMsat } = snapshot.wallet
-  if (usdMicroUsd >= quotedMicroUsd) return Result.succeed({ fromUsdMicroUsd: quotedMicroUsd, fromSatsMsat: 0n })
+  if (usdMicroUsd >= quotedMicroUsd) return Result.succeed({ fromUsdMicroUsd: quotedMicroUsd, fromSatsMsat: NO_MSAT })
   if (rate === null) {
     return Result.fail(
       satsMsat > 0n
@@ -85,15 +91,15 @@ export const planHold = (
     )
   }
   const split = splitCharge({
-    priceMicroUsd: quotedMicroUsd as MicroUsd,
-    usdPocketMicroUsd: usdMicroUsd as MicroUsd,
-    satsPocketMsat: satsMsat as Msat,
+    priceMicroUsd: quotedMicroUsd,
+    usdPocketMicroUsd: usdMicroUsd,
+    satsPocketMsat: satsMsat,
     rate
   })
   if (Result.isFailure(split)) {
     return Result.fail(
       new InsufficientBalance({
-        balanceMicroUsd: spendableMicroUsd(usdMicroUsd as MicroUsd, satsMsat as Msat, rate),
+        balanceMicroUsd: spendableMicroUsd(usdMicroUsd, satsMsat, rate),
         quotedMicroUsd
       })
     )
@@ -103,13 +109,13 @@ export const planHold = (
 
 export interface SettlePlan {
   /** What the charge takes from each pocket. */
-  readonly chargeUsdMicroUsd: bigint
-  readonly chargeSatsMsat: bigint
+  readonly chargeUsdMicroUsd: MicroUsd
+  readonly chargeSatsMsat: Msat
   /** What goes back to each pocket. */
-  readonly refundUsdMicroUsd: bigint
-  readonly refundSatsMsat: bigint
+  readonly refundUsdMicroUsd: MicroUsd
+  readonly refundSatsMsat: Msat
   /** The charged price: the actual cost, never more than the quote. */
-  readonly chargedMicroUsd: bigint
+  readonly chargedMicroUsd: MicroUsd
 }
 
 /**
@@ -118,23 +124,19 @@ export interface SettlePlan {
  * more than was held); everything not charged goes back.
  */
 export const planSettle = (reservation: Reservation, actualMicroUsd: bigint): SettlePlan => {
-  const charged = actualMicroUsd < 0n
-    ? 0n
-    : actualMicroUsd > reservation.quotedMicroUsd
-    ? reservation.quotedMicroUsd
-    : actualMicroUsd
+  const charged = clampToQuote(actualMicroUsd, reservation.quotedMicroUsd)
   const chargeUsdMicroUsd = charged < reservation.heldUsdMicroUsd ? charged : reservation.heldUsdMicroUsd
-  const remainder = charged - chargeUsdMicroUsd
-  let chargeSatsMsat = 0n
+  const remainder = MicroUsd.make(charged - chargeUsdMicroUsd)
+  let chargeSatsMsat = NO_MSAT
   if (remainder > 0n && reservation.rateMicroUsdPerBtc !== null) {
-    chargeSatsMsat = usdToMsatForCharge(remainder as MicroUsd, { microUsdPerBtc: reservation.rateMicroUsdPerBtc })
+    chargeSatsMsat = usdToMsatForCharge(remainder, { microUsdPerBtc: reservation.rateMicroUsdPerBtc })
     if (chargeSatsMsat > reservation.heldSatsMsat) chargeSatsMsat = reservation.heldSatsMsat
   }
   return {
     chargeUsdMicroUsd,
     chargeSatsMsat,
-    refundUsdMicroUsd: reservation.heldUsdMicroUsd - chargeUsdMicroUsd,
-    refundSatsMsat: reservation.heldSatsMsat - chargeSatsMsat,
+    refundUsdMicroUsd: MicroUsd.make(reservation.heldUsdMicroUsd - chargeUsdMicroUsd),
+    refundSatsMsat: Msat.make(reservation.heldSatsMsat - chargeSatsMsat),
     chargedMicroUsd: charged
   }
 }
@@ -151,14 +153,14 @@ export type LateSettlePlan =
   /** A new debit: the pockets pay the charge now (usd first, the rest in sats at the reservation's rate). */
   | {
     readonly _tag: "Charge"
-    readonly chargeUsdMicroUsd: bigint
-    readonly chargeSatsMsat: bigint
-    readonly chargedMicroUsd: bigint
+    readonly chargeUsdMicroUsd: MicroUsd
+    readonly chargeSatsMsat: Msat
+    readonly chargedMicroUsd: MicroUsd
   }
   /** Nothing can be taken: the amount is recorded as owed (audit, reservation) and the caller refused. */
   | {
     readonly _tag: "Unpaid"
-    readonly owedMicroUsd: bigint
+    readonly owedMicroUsd: MicroUsd
     readonly refusal: BudgetExceeded | InsufficientBalance
   }
 
@@ -186,11 +188,7 @@ export const planLateSettle = (
   actualMicroUsd: bigint,
   snapshot: LateSettleSnapshot
 ): LateSettlePlan => {
-  const charged = actualMicroUsd < 0n
-    ? 0n
-    : actualMicroUsd > reservation.quotedMicroUsd
-    ? reservation.quotedMicroUsd
-    : actualMicroUsd
+  const charged = clampToQuote(actualMicroUsd, reservation.quotedMicroUsd)
   const cap = snapshot.policy.maxPerDayMicroUsd
   if (charged > 0n && cap !== null && snapshot.dailySpentMicroUsd + charged > cap) {
     return {
@@ -201,16 +199,16 @@ export const planLateSettle = (
   }
   const { usdMicroUsd, satsMsat } = snapshot.wallet
   const chargeUsdMicroUsd = charged < usdMicroUsd ? charged : usdMicroUsd
-  const remainder = charged - chargeUsdMicroUsd
-  if (remainder === 0n) return { _tag: "Charge", chargeUsdMicroUsd, chargeSatsMsat: 0n, chargedMicroUsd: charged }
+  const remainder = MicroUsd.make(charged - chargeUsdMicroUsd)
+  if (remainder === 0n) return { _tag: "Charge", chargeUsdMicroUsd, chargeSatsMsat: NO_MSAT, chargedMicroUsd: charged }
   const rate = reservation.rateMicroUsdPerBtc
-  const chargeSatsMsat = rate === null ? null : usdToMsatForCharge(remainder as MicroUsd, { microUsdPerBtc: rate })
+  const chargeSatsMsat = rate === null ? null : usdToMsatForCharge(remainder, { microUsdPerBtc: rate })
   if (chargeSatsMsat === null || chargeSatsMsat > satsMsat) {
     return {
       _tag: "Unpaid",
       owedMicroUsd: charged,
       refusal: new InsufficientBalance({
-        balanceMicroUsd: usdMicroUsd + (rate === null ? 0n : msatToMicroUsdValue(satsMsat as Msat, { microUsdPerBtc: rate })),
+        balanceMicroUsd: usdMicroUsd + (rate === null ? 0n : msatToMicroUsdValue(satsMsat, { microUsdPerBtc: rate })),
         quotedMicroUsd: charged
       })
     }

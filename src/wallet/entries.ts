@@ -1,5 +1,6 @@
 import type { UnhashedAuditRecord } from "../audit/chain.ts"
 import type { Reservation, Transaction } from "../domain/Ledger.ts"
+import { MicroUsd, Msat } from "../domain/Money.ts"
 import type { CreditInput, ReserveInput, SettleInput } from "../ports/Store.ts"
 import type { HoldPlan, LateSettlePlan, SettlePlan } from "./decide.ts"
 
@@ -159,9 +160,10 @@ export const releaseAudit = (reservation: Reservation, auditId: string, reason: 
 
 export const creditEntries = (
   input: CreditInput
-): { readonly transaction: Transaction; readonly audit: AuditDraft; readonly usdMicroUsd: bigint; readonly satsMsat: bigint } => {
-  const usdMicroUsd = input.pocket === "usd" ? input.amount : 0n
-  const satsMsat = input.pocket === "sats" ? input.amount : 0n
+): { readonly transaction: Transaction; readonly audit: AuditDraft; readonly usdMicroUsd: MicroUsd; readonly satsMsat: Msat } => {
+  // The store refused a credit that is not positive before it gets here.
+  const usdMicroUsd = MicroUsd.make(input.pocket === "usd" ? input.amount : 0n)
+  const satsMsat = Msat.make(input.pocket === "sats" ? input.amount : 0n)
   return {
     usdMicroUsd,
     satsMsat,
@@ -170,7 +172,7 @@ export const creditEntries = (
       accountId: input.accountId,
       agentId: input.agentId,
       type: "credit",
-      amountMicroUsd: input.valueMicroUsd,
+      amountMicroUsd: MicroUsd.make(input.valueMicroUsd),
       usdMicroUsd,
       satsMsat,
       rateMicroUsdPerBtc: input.rateMicroUsdPerBtc,

@@ -4,7 +4,7 @@ import { Effect, Exit, type Layer, Option, Result } from "effect"
 import { TestClock } from "effect/testing"
 import { Agents } from "../../src/agents/Agents.ts"
 import { newAuditId, newReservationId, utcDay } from "../../src/domain/Ledger.ts"
-import { MAX_SATS_POCKET_MSAT, MAX_USD_POCKET_MICRO_USD } from "../../src/domain/Money.ts"
+import { MAX_SATS_POCKET_MSAT, MAX_USD_POCKET_MICRO_USD, MicroUsd } from "../../src/domain/Money.ts"
 import { planHold } from "../../src/wallet/decide.ts"
 import { Funding } from "../../src/funding/Funding.ts"
 import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
@@ -169,12 +169,12 @@ export const fundingContract = (name: string, store: () => Layer.Layer<Store | I
             agentId: owner.agent.id,
             capability: "search",
             provider: "test",
-            quotedMicroUsd: held,
+            quotedMicroUsd: MicroUsd.make(held),
             rate: null,
             day: utcDay(now),
             now,
             expiresAt: new Date(now.getTime() + 60_000),
-            decide: (snapshot) => planHold(snapshot, "search", held, null)
+            decide: (snapshot) => planHold(snapshot, "search", MicroUsd.make(held), null)
           })
           assert.isTrue(Result.isSuccess(reserved))
           if (Result.isFailure(reserved)) return

@@ -8,7 +8,7 @@ import { Policies } from "../../src/agents/Policies.ts"
 import type { Principal } from "../../src/domain/Agent.ts"
 import type { Capability } from "../../src/domain/Capability.ts"
 import { newAuditId, newReservationId, newTransactionId, utcDay } from "../../src/domain/Ledger.ts"
-import { parseBtcUsdRate } from "../../src/domain/Money.ts"
+import { MicroUsd, parseBtcUsdRate } from "../../src/domain/Money.ts"
 import * as DevCard from "../../adapters/rails/DevCard.ts"
 import * as DevLightning from "../../adapters/rails/DevLightning.ts"
 import { Providers } from "../../src/capabilities/Capabilities.ts"
@@ -284,12 +284,12 @@ export const ledgerContract = (name: string, store: () => Layer.Layer<Store | Id
             agentId: owner.agent.id,
             capability: "search",
             provider: "test",
-            quotedMicroUsd: 40n * CENT,
+            quotedMicroUsd: MicroUsd.make(40n * CENT),
             rate: null,
             day: utcDay(now),
             now,
             expiresAt: new Date(now.getTime() + 60_000),
-            decide: (snapshot) => planHold(snapshot, "search", 40n * CENT, null)
+            decide: (snapshot) => planHold(snapshot, "search", MicroUsd.make(40n * CENT), null)
           })
           assert.isTrue(Result.isSuccess(reserved))
           const spend = yield* Spend

@@ -11,6 +11,7 @@ import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
 import { Store } from "../../src/ports/Store.ts"
 import { planHold, planLateSettle, planSettle } from "../../src/wallet/decide.ts"
 import { Wallets } from "../../src/wallet/Wallets.ts"
+import { MicroUsd } from "../../src/domain/Money.ts"
 import { freshPostgresLayer } from "../support/postgres.ts"
 import { RATE, testLayer } from "./ledger.contract.ts"
 
@@ -112,12 +113,12 @@ const runSequence = (ops: ReadonlyArray<Op>) =>
             agentId: principal.agent.id,
             capability: "search",
             provider: "p",
-            quotedMicroUsd: op.quote,
+            quotedMicroUsd: MicroUsd.make(op.quote),
             rate,
             day: utcDay(now),
             now,
             expiresAt: new Date(clockMs + 60_000),
-            decide: (snapshot) => planHold(snapshot, "search", op.quote, rate?.rate ?? null)
+            decide: (snapshot) => planHold(snapshot, "search", MicroUsd.make(op.quote), rate?.rate ?? null)
           })
           if (Result.isSuccess(result)) held.push(result.success)
           break
