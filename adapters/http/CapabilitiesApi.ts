@@ -34,7 +34,7 @@ export const Metadata = Schema.Struct({
   balanceAfter: Schema.Number.annotate({ description: "Spendable value of the wallet after the charge, USD cents" }),
   auditId: Schema.String,
   provider: Schema.String,
-  latencyMs: Schema.Number.annotate({ description: "Time spent in the upstream call" }),
+  latencyMs: Schema.Number.annotate({ description: "The upstream call's time: from the request being sent to the last byte of the answer (a stream: until it ends)" }),
   model: Schema.optional(Schema.String),
   debited: Schema.Struct({ usdCents: Schema.Number, sats: Schema.Number }).annotate({
     description: "What each wallet pocket actually lost"

@@ -6,7 +6,8 @@ import type { AnyProvider } from "../../src/capabilities/Provider.ts"
 import type { ProviderAvailability } from "../../src/capabilities/ProviderHealth.ts"
 import type { BuiltCapability, CapabilityIO } from "../../src/capabilities/schemas.ts"
 import { NotFound } from "../../src/domain/errors.ts"
-import { microUsdToCents, msatToSats } from "../../src/domain/Money.ts"
+import { microUsdToCents } from "../../src/domain/Money.ts"
+import { callReceipt } from "../../src/wallet/receipt.ts"
 import { Api } from "./Api.ts"
 import { toHttpError } from "./errors.ts"
 import { CurrentPrincipal } from "./middleware.ts"
@@ -58,23 +59,10 @@ const detail = (summary: CapabilitySummary) => ({
   }))
 })
 
-export const resultJson = <O>(result: ExecutionResult<O>) => {
-  const { receipt } = result
-  return {
-    data: result.data,
-    metadata: {
-      chargedUsdCents: microUsdToCents(receipt.chargedMicroUsd),
-      ...(receipt.chargedMsat === null ? {} : { chargedSats: msatToSats(receipt.chargedMsat) }),
-      quotedUsdCents: microUsdToCents(receipt.quotedMicroUsd),
-      balanceAfter: microUsdToCents(receipt.balanceAfterMicroUsd),
-      auditId: receipt.auditId,
-      provider: result.provider,
-      latencyMs: result.latencyMs,
-      ...(result.model === undefined ? {} : { model: result.model }),
-      debited: { usdCents: microUsdToCents(receipt.debitedUsdMicro), sats: msatToSats(receipt.debitedSatsMsat) }
-    }
-  }
-}
+export const resultJson = <O>(result: ExecutionResult<O>) => ({
+  data: result.data,
+  metadata: callReceipt(result.receipt, { provider: result.provider, model: result.model })
+})
 
 export const CapabilitiesHandlers = HttpApiBuilder.group(
   Api,

@@ -1,7 +1,8 @@
 import { Effect } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
-import { microUsdToCents, msatToSats } from "../../src/domain/Money.ts"
+import { microUsdToCents } from "../../src/domain/Money.ts"
+import { callReceipt } from "../../src/wallet/receipt.ts"
 import type { Service, Submission } from "../../src/services/Service.ts"
 import { Services } from "../../src/services/Services.ts"
 import { Api } from "./Api.ts"
@@ -77,22 +78,11 @@ export const ServicesHandlers = HttpApiBuilder.group(
             })
           }
           const result = yield* services.proxy(principal, params.slug, payload).pipe(Effect.mapError(toHttpError))
-          const { receipt } = result
           return {
             status: result.response.status,
             headers: result.response.headers,
             body: result.response.body,
-            metadata: {
-              chargedUsdCents: cents(receipt.chargedMicroUsd),
-              ...(receipt.chargedMsat === null ? {} : { chargedSats: msatToSats(receipt.chargedMsat) }),
-              quotedUsdCents: cents(receipt.quotedMicroUsd),
-              balanceAfter: cents(receipt.balanceAfterMicroUsd),
-              auditId: receipt.auditId,
-              provider: params.slug,
-              latencyMs: result.latencyMs,
-              ...(result.model === undefined ? {} : { model: result.model }),
-              debited: { usdCents: cents(receipt.debitedUsdMicro), sats: msatToSats(receipt.debitedSatsMsat) }
-            }
+            metadata: callReceipt(result.receipt, { provider: params.slug, model: result.model })
           }
         }))
       .handle("submit", ({ payload }) =>

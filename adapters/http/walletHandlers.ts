@@ -2,7 +2,7 @@ import { Effect, Option } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import type { AgentId } from "../../src/domain/ids.ts"
 import type { AuditRecord, Transaction } from "../../src/domain/Ledger.ts"
-import { formatBtcUsdRate, type MicroUsd, microUsdToCents, msatToSats, usdToMsatForCharge } from "../../src/domain/Money.ts"
+import { formatBtcUsdRate, microUsdToCents, msatToSats, usdToMsatForCharge } from "../../src/domain/Money.ts"
 import type { WalletView } from "../../src/wallet/Wallets.ts"
 import { Wallets } from "../../src/wallet/Wallets.ts"
 import { Api, CurrentPrincipal } from "./Api.ts"
@@ -12,7 +12,7 @@ import { toHttpError } from "./errors.ts"
 
 export const walletJson = (wallet: WalletView) => ({
   accountId: wallet.accountId,
-  balanceUsdCents: microUsdToCents(wallet.usdMicro),
+  balanceUsdCents: microUsdToCents(wallet.usdMicroUsd),
   balanceSats: msatToSats(wallet.satsMsat),
   spendableUsdCents: microUsdToCents(wallet.spendableMicroUsd)
 })
@@ -24,7 +24,7 @@ export const walletJson = (wallet: WalletView) => ({
 export const transactionJson = (t: Transaction) => {
   const rate = t.rateMicroUsdPerBtc === null ? null : { microUsdPerBtc: t.rateMicroUsdPerBtc }
   const amountMsat = t.type === "charge"
-    ? rate === null ? 0n : usdToMsatForCharge(t.amountMicroUsd as MicroUsd, rate)
+    ? rate === null ? 0n : usdToMsatForCharge(t.amountMicroUsd, rate)
     : t.satsMsat
   return {
     id: t.id,
@@ -37,7 +37,7 @@ export const transactionJson = (t: Transaction) => {
     provider: t.provider,
     auditId: t.auditId,
     createdAt: t.createdAt.toISOString(),
-    pockets: { usdCents: microUsdToCents(t.usdMicro), sats: msatToSats(t.satsMsat) },
+    pockets: { usdCents: microUsdToCents(t.usdMicroUsd), sats: msatToSats(t.satsMsat) },
     btcUsdRate: rate === null ? null : Number(formatBtcUsdRate(rate))
   }
 }
@@ -58,7 +58,7 @@ export const auditJson = (record: AuditRecord, verified: boolean) => ({
   reservationId: record.reservationId,
   transactionId: record.transactionId,
   amountUsdCents: microUsdToCents(record.amountMicroUsd),
-  pocketChange: { usdCents: microUsdToCents(record.usdDeltaMicro), sats: msatToSats(record.satsDeltaMsat) },
+  pocketChange: { usdCents: microUsdToCents(record.usdDeltaMicroUsd), sats: msatToSats(record.satsDeltaMsat) },
   details: parseDetails(record.details),
   createdAt: record.createdAt.toISOString(),
   prevHash: record.prevHash,

@@ -19,7 +19,8 @@ import * as MemoryRegistryStore from "./MemoryRegistryStore.ts"
 import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
 import { effectiveStatus, type Invoice, type InvoiceType } from "../../src/domain/Invoice.ts"
 import { decidePayment } from "../../src/funding/payment.ts"
-import { creditFits, pocketMaximum } from "../../src/domain/Money.ts"
+import { planAgentChange } from "../../src/agents/owners.ts"
+import { creditFits, MicroUsd, Msat, pocketMaximum } from "../../src/domain/Money.ts"
 import {
   type AgentWithPolicy,
   type CreditInput,
@@ -97,7 +98,7 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
             const pocket = t.satsMsat > 0n ? "sats" as const : "usd" as const
             const key = `${day}|${pocket}`
             const row = funding.get(key) ?? { day, pocket, credits: 0, usdMicro: 0n, satsMsat: 0n }
-            funding.set(key, { ...row, credits: row.credits + 1, usdMicro: row.usdMicro + t.usdMicro, satsMsat: row.satsMsat + t.satsMsat })
+            funding.set(key, { ...row, credits: row.credits + 1, usdMicro: row.usdMicro + t.usdMicroUsd, satsMsat: row.satsMsat + t.satsMsat })
           }
         }
         const byKey = <A extends { day: string }>(a: A, b: A) => (a.day < b.day ? 1 : a.day > b.day ? -1 : 0)
@@ -109,7 +110,7 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
             owners: all.filter((a) => a.role === "owner").length
           },
           balances: {
-            usdMicro: [...wallets.values()].reduce((sum, w) => sum + w.usdMicro, 0n),
+            usdMicro: [...wallets.values()].reduce((sum, w) => sum + w.usdMicroUsd, 0n),
             satsMsat: [...wallets.values()].reduce((sum, w) => sum + w.satsMsat, 0n)
           },
           spend: [...spend.values()].sort(byKey),
@@ -166,7 +167,7 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
           accounts.delete(accountId)
           throw error
         }
-        wallets.set(accountId, { accountId, usdMicro: 0n, satsMsat: 0n })
+        wallets.set(accountId, { accountId, usdMicroUsd: MicroUsd.make(0n), satsMsat: Msat.make(0n) })
       }),
     createAgent: (input) => Effect.sync(() => insertAgent(input)),
     findAgentByKeyHash: (keyHash) =>
@@ -190,17 +191,12 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
       Effect.sync(() => {
         const entry = entryIn(accountId, agentId)
         if (entry === undefined) return { _tag: "NotFound" as const }
-        if (changes.killed === true && entry.agent.role === "owner" && !entry.agent.killed) {
-          const otherLiveOwner = [...agents.values()].some((e) =>
-            e.agent.accountId === accountId && e.agent.id !== agentId && e.agent.role === "owner" && !e.agent.killed
-          )
-          if (!otherLiveOwner) return { _tag: "LastLiveOwner" as const }
-        }
-        entry.agent = {
-          ...entry.agent,
-          ...(changes.name !== undefined ? { name: changes.name } : {}),
-          ...(changes.killed !== undefined ? { killed: changes.killed } : {})
-        }
+        const otherLiveOwner = [...agents.values()].some((e) =>
+          e.agent.accountId === accountId && e.agent.id !== agentId && e.agent.role === "owner" && !e.agent.killed
+        )
+        const plan = planAgentChange({ agent: entry.agent, otherLiveOwner }, changes)
+        if (plan._tag === "LastLiveOwner") return plan
+        entry.agent = plan.agent
         return { _tag: "Updated" as const, agent: entry.agent }
       }),
     touchAgent: (agentId, at, staleBefore) =>
@@ -264,8 +260,20 @@ const makeMemoryLedger = (shared: {
     if (wallet === undefined) throw new Error(`no wallet for ${accountId}`)
     return wallet
   }
+  /** The wallet with each pocket moved by a signed amount; undefined when a pocket would go negative. */
+  const movedBy = (wallet: Wallet, usdDeltaMicroUsd: bigint, satsDeltaMsat: bigint): Wallet | undefined => {
+    const usd = wallet.usdMicroUsd + usdDeltaMicroUsd
+    const sats = wallet.satsMsat + satsDeltaMsat
+    return usd < 0n || sats < 0n ? undefined : { ...wallet, usdMicroUsd: MicroUsd.make(usd), satsMsat: Msat.make(sats) }
+  }
+  /** The wallet after a credit, release or refund (never below zero). */
+  const creditedBy = (wallet: Wallet, usdMicroUsd: bigint, satsMsat: bigint): Wallet => {
+    const next = movedBy(wallet, usdMicroUsd, satsMsat)
+    if (next === undefined) throw new Error("a wallet pocket would go negative")
+    return next
+  }
   const setWallet = (wallet: Wallet) => {
-    if (wallet.usdMicro < 0n || wallet.satsMsat < 0n) throw new Error("a wallet pocket would go negative")
+    if (wallet.usdMicroUsd < 0n || wallet.satsMsat < 0n) throw new Error("a wallet pocket would go negative")
     wallets.set(wallet.accountId, wallet)
   }
   const appendAudit = (record: Omit<UnhashedAuditRecord, "seq" | "prevHash">) =>
@@ -286,11 +294,7 @@ const makeMemoryLedger = (shared: {
     Effect.gen(function*() {
       const wallet = walletOf(reservation.accountId)
       const record = yield* appendAudit(releaseAudit(reservation, auditId, reason, now))
-      setWallet({
-        ...wallet,
-        usdMicro: wallet.usdMicro + reservation.heldUsdMicro,
-        satsMsat: wallet.satsMsat + reservation.heldSatsMsat
-      })
+      setWallet(creditedBy(wallet, reservation.heldUsdMicroUsd, reservation.heldSatsMsat))
       reservations.set(reservation.id, { ...reservation, status: "released" })
       addDaily(reservation.agentId, reservation.day, -reservation.quotedMicroUsd)
       return record
@@ -303,14 +307,14 @@ const makeMemoryLedger = (shared: {
    */
   const boundedBalances = (accountId: AccountId) => {
     const wallet = walletOf(accountId)
-    let usdMicro = wallet.usdMicro
-    let satsMsat = wallet.satsMsat
+    let usdMicroUsd: bigint = wallet.usdMicroUsd
+    let satsMsat: bigint = wallet.satsMsat
     for (const reservation of reservations.values()) {
       if (reservation.accountId !== accountId || reservation.status !== "held") continue
-      usdMicro += reservation.heldUsdMicro
+      usdMicroUsd += reservation.heldUsdMicroUsd
       satsMsat += reservation.heldSatsMsat
     }
-    return { usdMicro, satsMsat }
+    return { usdMicroUsd, satsMsat }
   }
 
   const creditUnlocked = (input: CreditInput) =>
@@ -319,14 +323,14 @@ const makeMemoryLedger = (shared: {
         const existing = creditKeys.get(key)
         if (existing !== undefined) return { _tag: "Duplicate", transaction: existing } as const
         const bounded = boundedBalances(input.accountId)
-        const balance = input.pocket === "usd" ? bounded.usdMicro : bounded.satsMsat
+        const balance = input.pocket === "usd" ? bounded.usdMicroUsd : bounded.satsMsat
         if (input.amount <= 0n || !creditFits(input.pocket, balance, input.amount)) {
           return { _tag: "Refused", maximum: pocketMaximum(input.pocket) } as const
         }
-        const { transaction, audit: draft, usdMicro: usd, satsMsat: sats } = creditEntries(input)
+        const { transaction, audit: draft, usdMicroUsd: usd, satsMsat: sats } = creditEntries(input)
         yield* appendAudit(draft)
         const wallet = walletOf(input.accountId)
-        const next = { ...wallet, usdMicro: wallet.usdMicro + usd, satsMsat: wallet.satsMsat + sats }
+        const next = creditedBy(wallet, usd, sats)
         setWallet(next)
         transactions.push(transaction)
         creditKeys.set(key, transaction)
@@ -430,8 +434,8 @@ const makeMemoryLedger = (shared: {
         if (Result.isFailure(decision)) return Result.fail(decision.failure)
         const plan = decision.success
         const reservation = heldReservation(input, plan)
-        const next = { ...wallet, usdMicro: wallet.usdMicro - plan.fromUsdMicro, satsMsat: wallet.satsMsat - plan.fromSatsMsat }
-        if (next.usdMicro < 0n || next.satsMsat < 0n) return yield* Effect.die(new Error("hold larger than the wallet"))
+        const next = movedBy(wallet, -plan.fromUsdMicroUsd, -plan.fromSatsMsat)
+        if (next === undefined) return yield* Effect.die(new Error("hold larger than the wallet"))
         yield* appendAudit(reserveAudit(input, plan))
         setWallet(next)
         reservations.set(reservation.id, reservation)
@@ -461,12 +465,8 @@ const makeMemoryLedger = (shared: {
             return { _tag: "Unpaid", reservation: unpaid.reservation, plan: late } as const
           }
           const { transaction, audit: draft, reservation: settled } = lateSettleEntries(reservation, late, input)
-          const next = {
-            ...wallet,
-            usdMicro: wallet.usdMicro - late.chargeUsdMicro,
-            satsMsat: wallet.satsMsat - late.chargeSatsMsat
-          }
-          if (next.usdMicro < 0n || next.satsMsat < 0n) return yield* Effect.die(new Error("late charge larger than the wallet"))
+          const next = movedBy(wallet, -late.chargeUsdMicroUsd, -late.chargeSatsMsat)
+          if (next === undefined) return yield* Effect.die(new Error("late charge larger than the wallet"))
           yield* appendAudit(draft)
           setWallet(next)
           reservations.set(reservation.id, settled)
@@ -479,11 +479,7 @@ const makeMemoryLedger = (shared: {
         const wallet = walletOf(reservation.accountId)
         const { transaction, audit: draft, reservation: settled } = settleEntries(reservation, plan, input)
         yield* appendAudit(draft)
-        const next = {
-          ...wallet,
-          usdMicro: wallet.usdMicro + plan.refundUsdMicro,
-          satsMsat: wallet.satsMsat + plan.refundSatsMsat
-        }
+        const next = creditedBy(wallet, plan.refundUsdMicroUsd, plan.refundSatsMsat)
         setWallet(next)
         reservations.set(reservation.id, settled)
         addDaily(reservation.agentId, reservation.day, plan.chargedMicroUsd - reservation.quotedMicroUsd)

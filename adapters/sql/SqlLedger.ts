@@ -16,7 +16,7 @@ import {
 } from "../../src/domain/Ledger.ts"
 import { type Invoice, type InvoiceStatus, type InvoiceType } from "../../src/domain/Invoice.ts"
 import { decidePayment } from "../../src/funding/payment.ts"
-import { creditFits, pocketMaximum } from "../../src/domain/Money.ts"
+import { creditFits, MicroUsd, Msat, pocketMaximum } from "../../src/domain/Money.ts"
 import { paged } from "./paging.ts"
 import type { CreditInput, FundingStore, LedgerStore } from "../../src/ports/Store.ts"
 import {
@@ -39,6 +39,9 @@ import {
 
 type Int8 = bigint | string | number
 const big = (value: Int8): bigint => BigInt(value)
+/** Stored amounts carry their unit's type from here on (a negative one is a broken database: a defect). */
+const microUsd = (value: Int8): MicroUsd => MicroUsd.make(BigInt(value))
+const msat = (value: Int8): Msat => Msat.make(BigInt(value))
 const bigOrNull = (value: Int8 | null): bigint | null => (value === null ? null : BigInt(value))
 const date = (value: Date | string): Date => (value instanceof Date ? value : new Date(value))
 
@@ -122,8 +125,8 @@ export interface AuditRow {
 
 const toWallet = (row: WalletRow): Wallet => ({
   accountId: row.account_id as AccountId,
-  usdMicro: big(row.usd_micro),
-  satsMsat: big(row.sats_msat)
+  usdMicroUsd: microUsd(row.usd_micro),
+  satsMsat: msat(row.sats_msat)
 })
 
 const toReservation = (row: ReservationRow): Reservation => ({
@@ -132,13 +135,13 @@ const toReservation = (row: ReservationRow): Reservation => ({
   agentId: row.agent_id as AgentId,
   capability: row.capability as Capability,
   provider: row.provider,
-  quotedMicroUsd: big(row.quoted_micro_usd),
-  heldUsdMicro: big(row.held_usd_micro),
-  heldSatsMsat: big(row.held_sats_msat),
+  quotedMicroUsd: microUsd(row.quoted_micro_usd),
+  heldUsdMicroUsd: microUsd(row.held_usd_micro),
+  heldSatsMsat: msat(row.held_sats_msat),
   rateMicroUsdPerBtc: bigOrNull(row.rate_micro_usd_per_btc),
   day: row.day,
   status: row.status as ReservationStatus,
-  settledMicroUsd: bigOrNull(row.settled_micro_usd),
+  settledMicroUsd: row.settled_micro_usd === null ? null : microUsd(row.settled_micro_usd),
   createdAt: date(row.created_at),
   expiresAt: date(row.expires_at)
 })
@@ -148,9 +151,9 @@ export const toTransaction = (row: TransactionRow): Transaction => ({
   accountId: row.account_id as AccountId,
   agentId: row.agent_id as AgentId | null,
   type: row.type as TransactionType,
-  amountMicroUsd: big(row.amount_micro_usd),
-  usdMicro: big(row.usd_micro),
-  satsMsat: big(row.sats_msat),
+  amountMicroUsd: microUsd(row.amount_micro_usd),
+  usdMicroUsd: microUsd(row.usd_micro),
+  satsMsat: msat(row.sats_msat),
   rateMicroUsdPerBtc: bigOrNull(row.rate_micro_usd_per_btc),
   description: row.description,
   capability: row.capability as Capability | null,
@@ -168,7 +171,7 @@ export const toAuditRecord = (row: AuditRow): AuditRecord => ({
   reservationId: row.reservation_id,
   transactionId: row.transaction_id,
   amountMicroUsd: big(row.amount_micro_usd),
-  usdDeltaMicro: big(row.usd_delta_micro),
+  usdDeltaMicroUsd: big(row.usd_delta_micro),
   satsDeltaMsat: big(row.sats_delta_msat),
   details: row.details,
   createdAt: date(row.created_at),
@@ -201,7 +204,7 @@ export const makeSqlLedger = (
         reservation_id: sealed.reservationId,
         transaction_id: sealed.transactionId,
         amount_micro_usd: sealed.amountMicroUsd,
-        usd_delta_micro: sealed.usdDeltaMicro,
+        usd_delta_micro: sealed.usdDeltaMicroUsd,
         sats_delta_msat: sealed.satsDeltaMsat,
         details: sealed.details,
         created_at: sealed.createdAt,
@@ -251,7 +254,7 @@ export const makeSqlLedger = (
         agent_id: t.agentId,
         type: t.type,
         amount_micro_usd: t.amountMicroUsd,
-        usd_micro: t.usdMicro,
+        usd_micro: t.usdMicroUsd,
         sats_msat: t.satsMsat,
         rate_micro_usd_per_btc: t.rateMicroUsdPerBtc,
         description: t.description,
@@ -286,7 +289,7 @@ export const makeSqlLedger = (
       if (locked === null || locked.reservation.status !== "held") return "NotHeld" as const
       const { reservation, wallet } = locked
       const audit = yield* seal(wallet, releaseAudit(reservation, input.auditId, input.reason, input.now))
-      yield* applyWrites(reservation.accountId, reservation.heldUsdMicro, reservation.heldSatsMsat, audit, [
+      yield* applyWrites(reservation.accountId, reservation.heldUsdMicroUsd, reservation.heldSatsMsat, audit, [
         sql`UPDATE reservations SET status = 'released' WHERE id = ${reservation.id}`,
         lowerDaily(reservation.agentId, reservation.day, reservation.quotedMicroUsd)
       ])
@@ -304,7 +307,7 @@ export const makeSqlLedger = (
         SELECT COALESCE(SUM(held_usd_micro), 0) AS usd, COALESCE(SUM(held_sats_msat), 0) AS sats
         FROM reservations WHERE account_id = ${wallet.account_id} AND status = 'held'`,
       (rows) => ({
-        usdMicro: big(wallet.usd_micro) + big(rows[0]?.usd ?? 0),
+        usdMicroUsd: big(wallet.usd_micro) + big(rows[0]?.usd ?? 0),
         satsMsat: big(wallet.sats_msat) + big(rows[0]?.sats ?? 0)
       })
     )
@@ -316,11 +319,11 @@ export const makeSqlLedger = (
           SELECT * FROM transactions WHERE account_id = ${input.accountId} AND credit_key = ${input.creditKey}`
         if (existing[0] !== undefined) return { _tag: "Duplicate", transaction: toTransaction(existing[0]) } as const
         const bounded = yield* boundedBalances(wallet)
-        const balance = input.pocket === "usd" ? bounded.usdMicro : bounded.satsMsat
+        const balance = input.pocket === "usd" ? bounded.usdMicroUsd : bounded.satsMsat
         if (input.amount <= 0n || !creditFits(input.pocket, balance, input.amount)) {
           return { _tag: "Refused", maximum: pocketMaximum(input.pocket) } as const
         }
-        const { transaction, audit: draft, usdMicro: usd, satsMsat: sats } = creditEntries(input)
+        const { transaction, audit: draft, usdMicroUsd: usd, satsMsat: sats } = creditEntries(input)
         const audit = yield* seal(wallet, draft)
         const next = yield* applyWrites(input.accountId, usd, sats, audit, [insertTransaction(transaction, input.creditKey)])
         return { _tag: "Credited", transaction, wallet: next } as const
@@ -484,7 +487,7 @@ export const makeSqlLedger = (
         const plan = decision.success
         const audit = yield* seal(locked, reserveAudit(input, plan))
         const reservation = heldReservation(input, plan)
-        yield* applyWrites(input.accountId, -plan.fromUsdMicro, -plan.fromSatsMsat, audit, [
+        yield* applyWrites(input.accountId, -plan.fromUsdMicroUsd, -plan.fromSatsMsat, audit, [
           sql`INSERT INTO reservations ${
             sql.insert({
               id: reservation.id,
@@ -493,7 +496,7 @@ export const makeSqlLedger = (
               capability: reservation.capability,
               provider: reservation.provider,
               quoted_micro_usd: reservation.quotedMicroUsd,
-              held_usd_micro: reservation.heldUsdMicro,
+              held_usd_micro: reservation.heldUsdMicroUsd,
               held_sats_msat: reservation.heldSatsMsat,
               rate_micro_usd_per_btc: reservation.rateMicroUsdPerBtc,
               day: reservation.day,
@@ -539,7 +542,7 @@ export const makeSqlLedger = (
           }
           const entries = lateSettleEntries(reservation, late, input)
           const audit = yield* seal(wallet, entries.audit)
-          const next = yield* applyWrites(reservation.accountId, -late.chargeUsdMicro, -late.chargeSatsMsat, audit, [
+          const next = yield* applyWrites(reservation.accountId, -late.chargeUsdMicroUsd, -late.chargeSatsMsat, audit, [
             sql`UPDATE reservations SET status = 'settled', settled_micro_usd = ${late.chargedMicroUsd}
                 WHERE id = ${reservation.id}`,
             raiseDaily(reservation.agentId, reservation.day, late.chargedMicroUsd),
@@ -558,7 +561,7 @@ export const makeSqlLedger = (
         const entries = settleEntries(reservation, plan, input)
         const transaction = entries.transaction
         const audit = yield* seal(wallet, entries.audit)
-        const next = yield* applyWrites(reservation.accountId, plan.refundUsdMicro, plan.refundSatsMsat, audit, [
+        const next = yield* applyWrites(reservation.accountId, plan.refundUsdMicroUsd, plan.refundSatsMsat, audit, [
           sql`UPDATE reservations SET status = 'settled', settled_micro_usd = ${plan.chargedMicroUsd}
               WHERE id = ${reservation.id}`,
           lowerDaily(reservation.agentId, reservation.day, reservation.quotedMicroUsd - plan.chargedMicroUsd),

@@ -3,6 +3,7 @@ import { SqlClient } from "effect/sql"
 import type { Agent, Policy, Role } from "../../src/domain/Agent.ts"
 import { type Capability, isCapability } from "../../src/domain/Capability.ts"
 import type { AccountId, AgentId } from "../../src/domain/ids.ts"
+import { planAgentChange } from "../../src/agents/owners.ts"
 import { paged } from "./paging.ts"
 import { makeSqlLedger } from "./SqlLedger.ts"
 import { type NewAgent, type PolicyPatch, Store, type StoreShape, type UpdateAgentResult } from "../../src/ports/Store.ts"
@@ -98,23 +99,19 @@ export const makeSqlStore = Effect.gen(function*() {
       paged(sql, "agents", sql`account_id = ${accountId}`, rowToAgent, page).pipe(Effect.orDie),
     updateAgent: (accountId, agentId, changes) =>
       sql.withTransaction(Effect.gen(function*() {
-        // Serialise changes per account: the last-live-owner check below must
-        // see every concurrent kill of the same account.
+        // Serialise changes per account: the last-live-owner rule must see
+        // every concurrent kill of the same account.
         const locked = yield* sql`SELECT id FROM accounts WHERE id = ${accountId} FOR UPDATE`
         if (locked.length === 0) return { _tag: "NotFound" } satisfies UpdateAgentResult
         const current = yield* selectAgent(accountId, agentId)
         if (Option.isNone(current)) return { _tag: "NotFound" } satisfies UpdateAgentResult
-        const row = current.value
-        if (changes.killed === true && row.role === "owner" && !row.killed) {
-          const others = yield* sql`
-            SELECT 1 FROM agents
-            WHERE account_id = ${accountId} AND role = 'owner' AND NOT killed AND id <> ${agentId} LIMIT 1`
-          if (others.length === 0) return { _tag: "LastLiveOwner" } satisfies UpdateAgentResult
-        }
-        const name = changes.name ?? row.name
-        const killed = changes.killed ?? row.killed
+        const others = yield* sql`
+          SELECT 1 FROM agents
+          WHERE account_id = ${accountId} AND role = 'owner' AND NOT killed AND id <> ${agentId} LIMIT 1`
+        const plan = planAgentChange({ agent: rowToAgent(current.value), otherLiveOwner: others.length > 0 }, changes)
+        if (plan._tag === "LastLiveOwner") return plan satisfies UpdateAgentResult
         const updated = yield* sql<AgentRow>`
-          UPDATE agents SET name = ${name}, killed = ${killed}
+          UPDATE agents SET name = ${plan.agent.name}, killed = ${plan.agent.killed}
           WHERE id = ${agentId} AND account_id = ${accountId} RETURNING *`
         return { _tag: "Updated", agent: rowToAgent(updated[0]!) } satisfies UpdateAgentResult
       })).pipe(Effect.orDie),

@@ -24,7 +24,7 @@ export const canonicalAuditText = (record: UnhashedAuditRecord): string =>
     record.reservationId,
     record.transactionId,
     record.amountMicroUsd.toString(),
-    record.usdDeltaMicro.toString(),
+    record.usdDeltaMicroUsd.toString(),
     record.satsDeltaMsat.toString(),
     record.details,
     record.createdAt.toISOString(),

@@ -33,8 +33,6 @@ export interface ExecutionResult<O> {
   readonly receipt: SpendReceipt
   readonly provider: string
   readonly model: string | undefined
-  /** Time spent in the upstream call that answered. */
-  readonly latencyMs: number
 }
 
 export type ExecuteError = SpendRefusal | ProviderFailure | NotFound | ValidationError | UnsafeUrl | NoProvider
@@ -166,7 +164,7 @@ export class Capabilities extends Context.Service<Capabilities, {
             description: descriptionOf(capability, provider.name, quote),
             run
           })
-          return { data: value, receipt, provider: provider.name, model, latencyMs }
+          return { data: value, receipt, provider: provider.name, model }
         })
 
       const execute = <C extends BuiltCapability>(

@@ -1,6 +1,6 @@
 import type { Capability } from "./Capability.ts"
 import type { AccountId, AgentId } from "./ids.ts"
-import type { BtcUsdRate } from "./Money.ts"
+import type { BtcUsdRate, MicroUsd, Msat } from "./Money.ts"
 import { sortableRandomId } from "./ids.ts"
 
 /**
@@ -10,8 +10,8 @@ import { sortableRandomId } from "./ids.ts"
 
 export interface Wallet {
   readonly accountId: AccountId
-  readonly usdMicro: bigint
-  readonly satsMsat: bigint
+  readonly usdMicroUsd: MicroUsd
+  readonly satsMsat: Msat
 }
 
 export type Pocket = "usd" | "sats"
@@ -24,10 +24,10 @@ export interface Transaction {
   readonly agentId: AgentId | null
   readonly type: TransactionType
   /** The full amount in USD (a charge's price; a credit's USD value when known, else 0). */
-  readonly amountMicroUsd: bigint
+  readonly amountMicroUsd: MicroUsd
   /** What each pocket gained (credit, refund) or lost (charge), as a positive number. */
-  readonly usdMicro: bigint
-  readonly satsMsat: bigint
+  readonly usdMicroUsd: MicroUsd
+  readonly satsMsat: Msat
   /** The BTC/USD rate snapshot the amount was converted at, when sats were involved or known. */
   readonly rateMicroUsdPerBtc: bigint | null
   readonly description: string
@@ -45,10 +45,10 @@ export interface Reservation {
   readonly agentId: AgentId
   readonly capability: Capability
   readonly provider: string
-  readonly quotedMicroUsd: bigint
+  readonly quotedMicroUsd: MicroUsd
   /** What the hold took from each pocket. */
-  readonly heldUsdMicro: bigint
-  readonly heldSatsMsat: bigint
+  readonly heldUsdMicroUsd: MicroUsd
+  readonly heldSatsMsat: Msat
   readonly rateMicroUsdPerBtc: bigint | null
   /** UTC calendar day (YYYY-MM-DD) the reservation counts against. */
   readonly day: string
@@ -57,7 +57,7 @@ export interface Reservation {
    * `settled`: what was charged. `released` by the sweep and then settled by a
    * call that outlived its hold but could not be charged: what is owed (unpaid).
    */
-  readonly settledMicroUsd: bigint | null
+  readonly settledMicroUsd: MicroUsd | null
   readonly createdAt: Date
   /** After this instant the recovery sweep may release the hold. */
   readonly expiresAt: Date
@@ -76,7 +76,7 @@ export interface AuditRecord {
   /** The amount the record is about, in micro-dollars (quote, charge, release or credit value). */
   readonly amountMicroUsd: bigint
   /** Signed change of each pocket. */
-  readonly usdDeltaMicro: bigint
+  readonly usdDeltaMicroUsd: bigint
   readonly satsDeltaMsat: bigint
   /** Free-form context (capability, provider, reason), as canonical JSON text. */
   readonly details: string

@@ -42,7 +42,7 @@ const MAX_STORABLE = 2n ** 63n - 1n
 const recordable = (amount: bigint): RecordedAmount => (amount >= -MAX_STORABLE && amount <= MAX_STORABLE ? amount : null)
 
 export interface PocketBalances {
-  readonly usdMicro: bigint
+  readonly usdMicroUsd: bigint
   readonly satsMsat: bigint
 }
 
@@ -55,7 +55,7 @@ export const decidePayment = (
   const amount = input.amountPaid ?? (invoice.type === "lightning" ? invoice.amountMsat! : invoice.amountMicroUsd!)
   if (invoice.status === "expired" || !paidInTime(invoice, input.paidAt)) return { _tag: "Late", amount: recordable(amount) }
   const pocket = invoice.type === "lightning" ? "sats" : "usd"
-  const balance = pocket === "sats" ? balances.satsMsat : balances.usdMicro
+  const balance = pocket === "sats" ? balances.satsMsat : balances.usdMicroUsd
   if (amount <= 0n || !creditFits(pocket, balance, amount)) {
     return { _tag: "Refused", amount: recordable(amount), maximum: pocketMaximum(pocket) }
   }

@@ -13,8 +13,10 @@ import type {
   Wallet
 } from "../domain/Ledger.ts"
 import type { Invoice, InvoiceStatus, InvoiceType } from "../domain/Invoice.ts"
+import type { MicroUsd } from "../domain/Money.ts"
 import type { PaymentOutcome } from "./Rails.ts"
 import type { HoldPlan, LateSettlePlan, LateSettleSnapshot, ReserveSnapshot, SettlePlan } from "../wallet/decide.ts"
+import type { AgentChange } from "../agents/owners.ts"
 
 /**
  * The storage port. Implementations: SQL (PostgreSQL and embedded PGlite,
@@ -53,10 +55,8 @@ export interface AgentWithPolicy {
   readonly policy: Policy
 }
 
-export interface AgentChanges {
-  readonly name?: string | undefined
-  readonly killed?: boolean | undefined
-}
+/** What an update may change; the last-live-owner rule (src/agents/owners.ts) decides whether it may. */
+export type AgentChanges = AgentChange
 
 /** Result of an update that must keep at least one live owner per account. */
 export type UpdateAgentResult =
@@ -80,9 +80,11 @@ export interface StoreShape extends LedgerStore, FundingStore {
   /** Newest first (createdAt, then id, descending). */
   readonly listAgents: (accountId: AccountId, page: PageRequest) => Effect.Effect<Page<Agent>>
   /**
-   * Applies the changes. Killing the account's last live owner is refused
-   * with `LastLiveOwner` and changes nothing; the check and the write are one
-   * atomic step, so two owners killing each other concurrently cannot both win.
+   * Applies the changes as `planAgentChange` (src/agents/owners.ts) plans
+   * them, over a snapshot read under the account's lock: killing the
+   * account's last live owner is refused with `LastLiveOwner` and changes
+   * nothing; the check and the write are one atomic step, so two owners
+   * killing each other concurrently cannot both win.
    */
   readonly updateAgent: (
     accountId: AccountId,
@@ -108,7 +110,7 @@ export interface ReserveInput {
   readonly agentId: AgentId
   readonly capability: Capability
   readonly provider: string
-  readonly quotedMicroUsd: bigint
+  readonly quotedMicroUsd: MicroUsd
   readonly rate: RateSnapshot | null
   readonly day: string
   readonly now: Date

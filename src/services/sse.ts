@@ -1,3 +1,43 @@
+import type { CallReceipt } from "../wallet/receipt.ts"
+
+/**
+ * Server-sent events of a streamed call: what the gateway adds to a stream it
+ * passes through (its receipt, or a refusal that came after the answer
+ * began), and reading the usage out of the upstream's events.
+ */
+
+/** The API's error envelope (decisions §8). */
+export interface ErrorEnvelope {
+  readonly error: { readonly code: string; readonly message: string; readonly details?: unknown }
+}
+
+/** An event the gateway appends to a stream; the last one the caller receives. */
+export type GatewayEvent =
+  | { readonly event: "spendgate.metadata"; readonly data: CallReceipt }
+  | { readonly event: "spendgate.error"; readonly data: ErrorEnvelope }
+
+/** The one writer of the gateway's own events. */
+export const gatewayEvent = (event: GatewayEvent): Uint8Array =>
+  encoder.encode(`event: ${event.event}\ndata: ${JSON.stringify(event.data)}\n\n`)
+
+/** `event: spendgate.metadata`: the call's receipt (the same view as a JSON answer's `metadata`). */
+export const metadataEvent = (receipt: CallReceipt): Uint8Array => gatewayEvent({ event: "spendgate.metadata", data: receipt })
+
+/** `event: spendgate.error` with the API's error envelope, for a refusal after the stream began. */
+export const errorEvent = (error: { readonly message: string }): Uint8Array => {
+  const { code, details } = error as { readonly code?: unknown; readonly details?: unknown }
+  return gatewayEvent({
+    event: "spendgate.error",
+    data: {
+      error: {
+        code: typeof code === "string" ? code : "PROVIDER_ERROR",
+        message: error.message,
+        ...(details === undefined ? {} : { details })
+      }
+    }
+  })
+}
+
 /**
  * Reads the token usage out of a chat completion streamed as server-sent
  * events, chunk by chunk, without holding the stream: OpenAI sends it in the

@@ -3,7 +3,7 @@ import type { Principal } from "../domain/Agent.ts"
 import type { Capability } from "../domain/Capability.ts"
 import type { SpendRefusal } from "../domain/errors.ts"
 import { newAuditId, newReservationId, newTransactionId, utcDay } from "../domain/Ledger.ts"
-import { type Msat, type MicroUsd, msatToMicroUsdValue, usdToMsatForCharge } from "../domain/Money.ts"
+import { MicroUsd, msatToMicroUsdValue, usdToMsatForCharge } from "../domain/Money.ts"
 import { RateSource } from "../ports/RateSource.ts"
 import { Store } from "../ports/Store.ts"
 import { planHold, planLateSettle, planSettle } from "./decide.ts"
@@ -31,7 +31,7 @@ export interface SpendReceipt {
   /** The charged price in msat at the quote's rate snapshot (null when no rate was known). */
   readonly chargedMsat: bigint | null
   /** What each pocket actually lost. */
-  readonly debitedUsdMicro: bigint
+  readonly debitedUsdMicroUsd: bigint
   readonly debitedSatsMsat: bigint
   /** Spendable value of the wallet after the charge: usd + sats at the snapshot rate, rounded down. */
   readonly balanceAfterMicroUsd: bigint
@@ -39,6 +39,11 @@ export interface SpendReceipt {
   readonly transactionId: string
   readonly reservationId: string
   readonly provider: string
+  /**
+   * The upstream call's time: how long `run` took, from the request being
+   * sent until the last byte of the answer was in (a stream: until it ended).
+   * The hold before and the settlement after are not part of it.
+   */
   readonly latencyMs: number
 }
 
@@ -78,6 +83,8 @@ export class Spend extends Context.Service<Spend, {
           Effect.uninterruptibleMask((restore) =>
             Effect.gen(function*() {
               const agent = principal.agent
+              // Quotes are never negative: a negative one is a bug, refused here as a defect.
+              const quotedMicroUsd = MicroUsd.make(request.quotedMicroUsd)
               const rate = Option.getOrNull(yield* rates.current)
               const reservedAt = yield* now
               const reserved = yield* store.reserve({
@@ -87,17 +94,19 @@ export class Spend extends Context.Service<Spend, {
                 agentId: agent.id,
                 capability: request.capability,
                 provider: request.provider,
-                quotedMicroUsd: request.quotedMicroUsd,
+                quotedMicroUsd,
                 rate,
                 day: utcDay(reservedAt),
                 now: reservedAt,
                 expiresAt: new Date(reservedAt.getTime() + holdTtlMs),
-                decide: (snapshot) => planHold(snapshot, request.capability, request.quotedMicroUsd, rate?.rate ?? null)
+                decide: (snapshot) => planHold(snapshot, request.capability, quotedMicroUsd, rate?.rate ?? null)
               })
               if (Result.isFailure(reserved)) return yield* Effect.fail(reserved.failure)
               const reservation = reserved.success
 
+              const callStartedMs = yield* Clock.currentTimeMillis
               const exit = yield* Effect.exit(restore(request.run))
+              const latencyMs = (yield* Clock.currentTimeMillis) - callStartedMs
               if (Exit.isFailure(exit)) {
                 const reason = Cause.hasInterruptsOnly(exit.cause) ? "interrupted" : "upstream failed"
                 yield* store.release({
@@ -147,16 +156,16 @@ export class Spend extends Context.Service<Spend, {
                 chargedMicroUsd: transaction.amountMicroUsd,
                 chargedMsat: snapshot === null
                   ? null
-                  : usdToMsatForCharge(transaction.amountMicroUsd as MicroUsd, snapshot),
-                debitedUsdMicro: transaction.usdMicro,
+                  : usdToMsatForCharge(transaction.amountMicroUsd, snapshot),
+                debitedUsdMicroUsd: transaction.usdMicroUsd,
                 debitedSatsMsat: transaction.satsMsat,
-                balanceAfterMicroUsd: wallet.usdMicro +
-                  (snapshot === null ? 0n : msatToMicroUsdValue(wallet.satsMsat as Msat, snapshot)),
+                balanceAfterMicroUsd: wallet.usdMicroUsd +
+                  (snapshot === null ? 0n : msatToMicroUsdValue(wallet.satsMsat, snapshot)),
                 auditId: transaction.auditId,
                 transactionId: transaction.id,
                 reservationId: reservation.id,
                 provider: request.provider,
-                latencyMs: settledAt.getTime() - reservedAt.getTime()
+                latencyMs
               }
               return { value: exit.value.value, receipt }
             })

@@ -13,7 +13,7 @@ import {
   utcDay,
   type Wallet
 } from "../domain/Ledger.ts"
-import { type Msat, msatToMicroUsdValue } from "../domain/Money.ts"
+import { Msat, msatToMicroUsdValue } from "../domain/Money.ts"
 import { RateSource } from "../ports/RateSource.ts"
 import { type CreditOutcome, type Page, type PageRequest, Store, type TransactionFilter } from "../ports/Store.ts"
 
@@ -82,8 +82,8 @@ export class Wallets extends Context.Service<Wallets, {
       const view = (wallet: Wallet) =>
         Effect.map(rates.current, (rate): WalletView => ({
           ...wallet,
-          spendableMicroUsd: wallet.usdMicro +
-            (Option.isSome(rate) ? msatToMicroUsdValue(wallet.satsMsat as Msat, rate.value.rate) : 0n)
+          spendableMicroUsd: wallet.usdMicroUsd +
+            (Option.isSome(rate) ? msatToMicroUsdValue(wallet.satsMsat, rate.value.rate) : 0n)
         }))
 
       const get = Effect.fn("Wallets.get")(function*(principal: Principal) {
@@ -103,8 +103,8 @@ export class Wallets extends Context.Service<Wallets, {
         const rate = yield* rates.current
         const valueMicroUsd = request.pocket === "usd"
           ? request.amount
-          : Option.isSome(rate)
-          ? msatToMicroUsdValue(request.amount as Msat, rate.value.rate)
+          : Option.isSome(rate) && request.amount > 0n
+          ? msatToMicroUsdValue(Msat.make(request.amount), rate.value.rate)
           : 0n
         return yield* store.credit({
           accountId: request.accountId,

@@ -12,7 +12,7 @@ import {
   type SpendRefusal
 } from "../domain/errors.ts"
 import type { Reservation, Wallet } from "../domain/Ledger.ts"
-import { type Msat, type MicroUsd, msatToMicroUsdValue, splitCharge, spendableMicroUsd, usdToMsatForCharge } from "../domain/Money.ts"
+import { Msat, MicroUsd, msatToMicroUsdValue, splitCharge, spendableMicroUsd, usdToMsatForCharge } from "../domain/Money.ts"
 import type { BtcUsdRate } from "../domain/Money.ts"
 
 /**
@@ -20,6 +20,12 @@ import type { BtcUsdRate } from "../domain/Money.ts"
  * transaction that holds the wallet lock, so the decision and the hold it
  * leads to are one atomic step.
  */
+
+const NO_MSAT = Msat.make(0n)
+
+/** The actual cost as charged: never below zero, never above the quote. */
+const clampToQuote = (actualMicroUsd: bigint, quotedMicroUsd: MicroUsd): MicroUsd =>
+  actualMicroUsd < 0n ? MicroUsd.make(0n) : actualMicroUsd > quotedMicroUsd ? quotedMicroUsd : MicroUsd.make(actualMicroUsd)
 
 export interface ReserveSnapshot {
   readonly agent: Agent
@@ -30,8 +36,8 @@ export interface ReserveSnapshot {
 }
 
 export interface HoldPlan {
-  readonly fromUsdMicro: bigint
-  readonly fromSatsMsat: bigint
+  readonly fromUsdMicroUsd: MicroUsd
+  readonly fromSatsMsat: Msat
 }
 
 /** Checks that need no storage: the capability list and the per-call cap. */
@@ -59,7 +65,7 @@ export const checkPolicy = (
 export const planHold = (
   snapshot: ReserveSnapshot,
   capability: Capability,
-  quotedMicroUsd: bigint,
+  quotedMicroUsd: MicroUsd,
   rate: BtcUsdRate | null
 ): Result.Result<HoldPlan, SpendRefusal> => {
   if (snapshot.agent.killed) return Result.fail(new AgentKilled())
@@ -75,41 +81,41 @@ export const planHold = (
       })
     )
   }
-  const { usdMicro, satsMsat } = snapshot.wallet
-  if (usdMicro >= quotedMicroUsd) return Result.succeed({ fromUsdMicro: quotedMicroUsd, fromSatsMsat: 0n })
+  const { usdMicroUsd, satsMsat } = snapshot.wallet
+  if (usdMicroUsd >= quotedMicroUsd) return Result.succeed({ fromUsdMicroUsd: quotedMicroUsd, fromSatsMsat: NO_MSAT })
   if (rate === null) {
     return Result.fail(
       satsMsat > 0n
         ? new RateUnavailable()
-        : new InsufficientBalance({ balanceMicroUsd: usdMicro, quotedMicroUsd })
+        : new InsufficientBalance({ balanceMicroUsd: usdMicroUsd, quotedMicroUsd })
     )
   }
   const split = splitCharge({
-    priceMicroUsd: quotedMicroUsd as MicroUsd,
-    usdPocketMicroUsd: usdMicro as MicroUsd,
-    satsPocketMsat: satsMsat as Msat,
+    priceMicroUsd: quotedMicroUsd,
+    usdPocketMicroUsd: usdMicroUsd,
+    satsPocketMsat: satsMsat,
     rate
   })
   if (Result.isFailure(split)) {
     return Result.fail(
       new InsufficientBalance({
-        balanceMicroUsd: spendableMicroUsd(usdMicro as MicroUsd, satsMsat as Msat, rate),
+        balanceMicroUsd: spendableMicroUsd(usdMicroUsd, satsMsat, rate),
         quotedMicroUsd
       })
     )
   }
-  return Result.succeed({ fromUsdMicro: split.success.fromUsdMicroUsd, fromSatsMsat: split.success.fromSatsMsat })
+  return Result.succeed({ fromUsdMicroUsd: split.success.fromUsdMicroUsd, fromSatsMsat: split.success.fromSatsMsat })
 }
 
 export interface SettlePlan {
   /** What the charge takes from each pocket. */
-  readonly chargeUsdMicro: bigint
-  readonly chargeSatsMsat: bigint
+  readonly chargeUsdMicroUsd: MicroUsd
+  readonly chargeSatsMsat: Msat
   /** What goes back to each pocket. */
-  readonly refundUsdMicro: bigint
-  readonly refundSatsMsat: bigint
+  readonly refundUsdMicroUsd: MicroUsd
+  readonly refundSatsMsat: Msat
   /** The charged price: the actual cost, never more than the quote. */
-  readonly chargedMicroUsd: bigint
+  readonly chargedMicroUsd: MicroUsd
 }
 
 /**
@@ -118,23 +124,19 @@ export interface SettlePlan {
  * more than was held); everything not charged goes back.
  */
 export const planSettle = (reservation: Reservation, actualMicroUsd: bigint): SettlePlan => {
-  const charged = actualMicroUsd < 0n
-    ? 0n
-    : actualMicroUsd > reservation.quotedMicroUsd
-    ? reservation.quotedMicroUsd
-    : actualMicroUsd
-  const chargeUsdMicro = charged < reservation.heldUsdMicro ? charged : reservation.heldUsdMicro
-  const remainder = charged - chargeUsdMicro
-  let chargeSatsMsat = 0n
+  const charged = clampToQuote(actualMicroUsd, reservation.quotedMicroUsd)
+  const chargeUsdMicroUsd = charged < reservation.heldUsdMicroUsd ? charged : reservation.heldUsdMicroUsd
+  const remainder = MicroUsd.make(charged - chargeUsdMicroUsd)
+  let chargeSatsMsat = NO_MSAT
   if (remainder > 0n && reservation.rateMicroUsdPerBtc !== null) {
-    chargeSatsMsat = usdToMsatForCharge(remainder as MicroUsd, { microUsdPerBtc: reservation.rateMicroUsdPerBtc })
+    chargeSatsMsat = usdToMsatForCharge(remainder, { microUsdPerBtc: reservation.rateMicroUsdPerBtc })
     if (chargeSatsMsat > reservation.heldSatsMsat) chargeSatsMsat = reservation.heldSatsMsat
   }
   return {
-    chargeUsdMicro,
+    chargeUsdMicroUsd,
     chargeSatsMsat,
-    refundUsdMicro: reservation.heldUsdMicro - chargeUsdMicro,
-    refundSatsMsat: reservation.heldSatsMsat - chargeSatsMsat,
+    refundUsdMicroUsd: MicroUsd.make(reservation.heldUsdMicroUsd - chargeUsdMicroUsd),
+    refundSatsMsat: Msat.make(reservation.heldSatsMsat - chargeSatsMsat),
     chargedMicroUsd: charged
   }
 }
@@ -151,14 +153,14 @@ export type LateSettlePlan =
   /** A new debit: the pockets pay the charge now (usd first, the rest in sats at the reservation's rate). */
   | {
     readonly _tag: "Charge"
-    readonly chargeUsdMicro: bigint
-    readonly chargeSatsMsat: bigint
-    readonly chargedMicroUsd: bigint
+    readonly chargeUsdMicroUsd: MicroUsd
+    readonly chargeSatsMsat: Msat
+    readonly chargedMicroUsd: MicroUsd
   }
   /** Nothing can be taken: the amount is recorded as owed (audit, reservation) and the caller refused. */
   | {
     readonly _tag: "Unpaid"
-    readonly owedMicroUsd: bigint
+    readonly owedMicroUsd: MicroUsd
     readonly refusal: BudgetExceeded | InsufficientBalance
   }
 
@@ -186,11 +188,7 @@ export const planLateSettle = (
   actualMicroUsd: bigint,
   snapshot: LateSettleSnapshot
 ): LateSettlePlan => {
-  const charged = actualMicroUsd < 0n
-    ? 0n
-    : actualMicroUsd > reservation.quotedMicroUsd
-    ? reservation.quotedMicroUsd
-    : actualMicroUsd
+  const charged = clampToQuote(actualMicroUsd, reservation.quotedMicroUsd)
   const cap = snapshot.policy.maxPerDayMicroUsd
   if (charged > 0n && cap !== null && snapshot.dailySpentMicroUsd + charged > cap) {
     return {
@@ -199,21 +197,21 @@ export const planLateSettle = (
       refusal: new BudgetExceeded({ dailySpentMicroUsd: snapshot.dailySpentMicroUsd, dailyCapMicroUsd: cap, quotedMicroUsd: charged })
     }
   }
-  const { usdMicro, satsMsat } = snapshot.wallet
-  const chargeUsdMicro = charged < usdMicro ? charged : usdMicro
-  const remainder = charged - chargeUsdMicro
-  if (remainder === 0n) return { _tag: "Charge", chargeUsdMicro, chargeSatsMsat: 0n, chargedMicroUsd: charged }
+  const { usdMicroUsd, satsMsat } = snapshot.wallet
+  const chargeUsdMicroUsd = charged < usdMicroUsd ? charged : usdMicroUsd
+  const remainder = MicroUsd.make(charged - chargeUsdMicroUsd)
+  if (remainder === 0n) return { _tag: "Charge", chargeUsdMicroUsd, chargeSatsMsat: NO_MSAT, chargedMicroUsd: charged }
   const rate = reservation.rateMicroUsdPerBtc
-  const chargeSatsMsat = rate === null ? null : usdToMsatForCharge(remainder as MicroUsd, { microUsdPerBtc: rate })
+  const chargeSatsMsat = rate === null ? null : usdToMsatForCharge(remainder, { microUsdPerBtc: rate })
   if (chargeSatsMsat === null || chargeSatsMsat > satsMsat) {
     return {
       _tag: "Unpaid",
       owedMicroUsd: charged,
       refusal: new InsufficientBalance({
-        balanceMicroUsd: usdMicro + (rate === null ? 0n : msatToMicroUsdValue(satsMsat as Msat, { microUsdPerBtc: rate })),
+        balanceMicroUsd: usdMicroUsd + (rate === null ? 0n : msatToMicroUsdValue(satsMsat, { microUsdPerBtc: rate })),
         quotedMicroUsd: charged
       })
     }
   }
-  return { _tag: "Charge", chargeUsdMicro, chargeSatsMsat, chargedMicroUsd: charged }
+  return { _tag: "Charge", chargeUsdMicroUsd, chargeSatsMsat, chargedMicroUsd: charged }
 }

@@ -1,5 +1,6 @@
 import type { UnhashedAuditRecord } from "../audit/chain.ts"
 import type { Reservation, Transaction } from "../domain/Ledger.ts"
+import { MicroUsd, Msat } from "../domain/Money.ts"
 import type { CreditInput, ReserveInput, SettleInput } from "../ports/Store.ts"
 import type { HoldPlan, LateSettlePlan, SettlePlan } from "./decide.ts"
 
@@ -19,7 +20,7 @@ export const heldReservation = (input: ReserveInput, plan: HoldPlan): Reservatio
   capability: input.capability,
   provider: input.provider,
   quotedMicroUsd: input.quotedMicroUsd,
-  heldUsdMicro: plan.fromUsdMicro,
+  heldUsdMicroUsd: plan.fromUsdMicroUsd,
   heldSatsMsat: plan.fromSatsMsat,
   rateMicroUsdPerBtc: input.rate?.rate.microUsdPerBtc ?? null,
   day: input.day,
@@ -37,7 +38,7 @@ export const reserveAudit = (input: ReserveInput, plan: HoldPlan): AuditDraft =>
   reservationId: input.reservationId,
   transactionId: null,
   amountMicroUsd: input.quotedMicroUsd,
-  usdDeltaMicro: -plan.fromUsdMicro,
+  usdDeltaMicroUsd: -plan.fromUsdMicroUsd,
   satsDeltaMsat: -plan.fromSatsMsat,
   details: JSON.stringify({ capability: input.capability, provider: input.provider }),
   createdAt: input.now
@@ -54,7 +55,7 @@ export const settleEntries = (
     agentId: reservation.agentId,
     type: "charge",
     amountMicroUsd: plan.chargedMicroUsd,
-    usdMicro: plan.chargeUsdMicro,
+    usdMicroUsd: plan.chargeUsdMicroUsd,
     satsMsat: plan.chargeSatsMsat,
     rateMicroUsdPerBtc: reservation.rateMicroUsdPerBtc,
     description: input.description,
@@ -71,7 +72,7 @@ export const settleEntries = (
     reservationId: reservation.id,
     transactionId: input.transactionId,
     amountMicroUsd: plan.chargedMicroUsd,
-    usdDeltaMicro: plan.refundUsdMicro,
+    usdDeltaMicroUsd: plan.refundUsdMicroUsd,
     satsDeltaMsat: plan.refundSatsMsat,
     details: JSON.stringify({ capability: reservation.capability, provider: reservation.provider }),
     createdAt: input.now
@@ -91,7 +92,7 @@ export const lateSettleEntries = (
     agentId: reservation.agentId,
     type: "charge",
     amountMicroUsd: plan.chargedMicroUsd,
-    usdMicro: plan.chargeUsdMicro,
+    usdMicroUsd: plan.chargeUsdMicroUsd,
     satsMsat: plan.chargeSatsMsat,
     rateMicroUsdPerBtc: reservation.rateMicroUsdPerBtc,
     description: input.description,
@@ -108,7 +109,7 @@ export const lateSettleEntries = (
     reservationId: reservation.id,
     transactionId: input.transactionId,
     amountMicroUsd: plan.chargedMicroUsd,
-    usdDeltaMicro: -plan.chargeUsdMicro,
+    usdDeltaMicroUsd: -plan.chargeUsdMicroUsd,
     satsDeltaMsat: -plan.chargeSatsMsat,
     details: JSON.stringify({ capability: reservation.capability, provider: reservation.provider, late: true }),
     createdAt: input.now
@@ -130,7 +131,7 @@ export const unpaidEntries = (
     reservationId: reservation.id,
     transactionId: null,
     amountMicroUsd: plan.owedMicroUsd,
-    usdDeltaMicro: 0n,
+    usdDeltaMicroUsd: 0n,
     satsDeltaMsat: 0n,
     details: JSON.stringify({
       capability: reservation.capability,
@@ -151,7 +152,7 @@ export const releaseAudit = (reservation: Reservation, auditId: string, reason: 
   reservationId: reservation.id,
   transactionId: null,
   amountMicroUsd: reservation.quotedMicroUsd,
-  usdDeltaMicro: reservation.heldUsdMicro,
+  usdDeltaMicroUsd: reservation.heldUsdMicroUsd,
   satsDeltaMsat: reservation.heldSatsMsat,
   details: JSON.stringify({ reason }),
   createdAt: now
@@ -159,19 +160,20 @@ export const releaseAudit = (reservation: Reservation, auditId: string, reason: 
 
 export const creditEntries = (
   input: CreditInput
-): { readonly transaction: Transaction; readonly audit: AuditDraft; readonly usdMicro: bigint; readonly satsMsat: bigint } => {
-  const usdMicro = input.pocket === "usd" ? input.amount : 0n
-  const satsMsat = input.pocket === "sats" ? input.amount : 0n
+): { readonly transaction: Transaction; readonly audit: AuditDraft; readonly usdMicroUsd: MicroUsd; readonly satsMsat: Msat } => {
+  // The store refused a credit that is not positive before it gets here.
+  const usdMicroUsd = MicroUsd.make(input.pocket === "usd" ? input.amount : 0n)
+  const satsMsat = Msat.make(input.pocket === "sats" ? input.amount : 0n)
   return {
-    usdMicro,
+    usdMicroUsd,
     satsMsat,
     transaction: {
       id: input.transactionId,
       accountId: input.accountId,
       agentId: input.agentId,
       type: "credit",
-      amountMicroUsd: input.valueMicroUsd,
-      usdMicro,
+      amountMicroUsd: MicroUsd.make(input.valueMicroUsd),
+      usdMicroUsd,
       satsMsat,
       rateMicroUsdPerBtc: input.rateMicroUsdPerBtc,
       description: input.description,
@@ -188,7 +190,7 @@ export const creditEntries = (
       reservationId: null,
       transactionId: input.transactionId,
       amountMicroUsd: input.valueMicroUsd,
-      usdDeltaMicro: usdMicro,
+      usdDeltaMicroUsd: usdMicroUsd,
       satsDeltaMsat: satsMsat,
       details: JSON.stringify({ key: input.creditKey }),
       createdAt: input.now

@@ -120,7 +120,7 @@ describe("metered capability execution", () => {
         assert.strictEqual(result.provider, "dear")
         assert.strictEqual(scripts.cheap.calls, 1)
         const wallet = yield* (yield* Wallets).get(owner)
-        assert.strictEqual(wallet.usdMicro, 1_000_000n - 9_000n)
+        assert.strictEqual(wallet.usdMicroUsd, 1_000_000n - 9_000n)
         const charges = yield* (yield* Wallets).transactions(owner, { type: "charge" }, { limit: 10, offset: 0 })
         assert.deepStrictEqual(charges.items.map((t) => t.provider), ["dear"])
         const holds = yield* (yield* Store).listReservations(owner.agent.accountId, { limit: 10, offset: 0 })
@@ -135,7 +135,7 @@ describe("metered capability execution", () => {
         const owner = yield* fundedAccount(100n)
         const error = yield* Effect.flip((yield* Capabilities).execute(owner, "search", { query: "q" }))
         assert.strictEqual(errCode(error), "PROVIDER_ERROR")
-        assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicro, 1_000_000n)
+        assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicroUsd, 1_000_000n)
       }))
 
     it.effect("a pinned provider is used alone, and an unknown one is 404", () =>
@@ -240,7 +240,7 @@ describe("metered capability execution", () => {
         const error = yield* Effect.flip((yield* Capabilities).execute(owner, "search", { query: "q" }))
         assert.strictEqual(errCode(error), "VALIDATION_ERROR")
         assert.strictEqual(scripts.dear.calls, 0)
-        assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicro, 1_000_000n)
+        assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicroUsd, 1_000_000n)
       }))
 
     it.effect("lists all ten capabilities and describes one; an unknown one is 404", () =>

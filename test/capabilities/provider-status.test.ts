@@ -64,7 +64,7 @@ describe("provider statuses found at start-up", () => {
         cheap: { status: "unavailable", reason: "no key" },
         dear: { status: "ok" }
       })
-      assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicro, 1_000_000n - 5_000n, "only the call that ran was charged")
+      assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicroUsd, 1_000_000n - 5_000n, "only the call that ran was charged")
     }).pipe(Effect.provide(layerWith({ cheap: { ok: false, reason: "no key" } }))))
 
   it.effect("every provider unavailable: PROVIDER_UNAVAILABLE, nothing held", () =>
@@ -73,7 +73,7 @@ describe("provider statuses found at start-up", () => {
       const owner = yield* fundedAccount(100n)
       const error = yield* Effect.flip(capabilities.execute(owner, "search", { query: "q" }))
       assert.strictEqual(code(error), "PROVIDER_UNAVAILABLE")
-      assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicro, 1_000_000n)
+      assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicroUsd, 1_000_000n)
       assert.isNull((yield* capabilities.describe("search")).defaultProvider)
     }).pipe(Effect.provide(layerWith({ cheap: { ok: false, reason: "a" }, dear: { ok: false, reason: "b" } }))))
 

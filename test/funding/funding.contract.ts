@@ -4,7 +4,7 @@ import { Effect, Exit, type Layer, Option, Result } from "effect"
 import { TestClock } from "effect/testing"
 import { Agents } from "../../src/agents/Agents.ts"
 import { newAuditId, newReservationId, utcDay } from "../../src/domain/Ledger.ts"
-import { MAX_SATS_POCKET_MSAT, MAX_USD_POCKET_MICRO_USD } from "../../src/domain/Money.ts"
+import { MAX_SATS_POCKET_MSAT, MAX_USD_POCKET_MICRO_USD, MicroUsd } from "../../src/domain/Money.ts"
 import { planHold } from "../../src/wallet/decide.ts"
 import { Funding } from "../../src/funding/Funding.ts"
 import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
@@ -132,10 +132,10 @@ export const fundingContract = (name: string, store: () => Layer.Layer<Store | I
           // A credit that fits still goes through, up to exactly the maximum.
           const fits = yield* funding.fundCard(owner, 5_000)
           assert.strictEqual(yield* sink.record(card(fits.externalId)), "credited")
-          assert.strictEqual((yield* wallets.get(owner)).usdMicro, MAX_USD_POCKET_MICRO_USD)
+          assert.strictEqual((yield* wallets.get(owner)).usdMicroUsd, MAX_USD_POCKET_MICRO_USD)
           const one = yield* funding.fundCard(owner, 1_000)
           assert.strictEqual(yield* sink.record(card(one.externalId)), "refused")
-          assert.strictEqual((yield* wallets.get(owner)).usdMicro, MAX_USD_POCKET_MICRO_USD)
+          assert.strictEqual((yield* wallets.get(owner)).usdMicroUsd, MAX_USD_POCKET_MICRO_USD)
           // The sats pocket is bounded the same way, whatever the rail says was paid.
           const ln = yield* funding.fundLightning(owner, 1_000)
           assert.strictEqual(yield* sink.record(lightningNotice(ln.externalId, ln.createdAt, MAX_SATS_POCKET_MSAT + 1n)), "refused")
@@ -169,12 +169,12 @@ export const fundingContract = (name: string, store: () => Layer.Layer<Store | I
             agentId: owner.agent.id,
             capability: "search",
             provider: "test",
-            quotedMicroUsd: held,
+            quotedMicroUsd: MicroUsd.make(held),
             rate: null,
             day: utcDay(now),
             now,
             expiresAt: new Date(now.getTime() + 60_000),
-            decide: (snapshot) => planHold(snapshot, "search", held, null)
+            decide: (snapshot) => planHold(snapshot, "search", MicroUsd.make(held), null)
           })
           assert.isTrue(Result.isSuccess(reserved))
           if (Result.isFailure(reserved)) return
@@ -190,7 +190,7 @@ export const fundingContract = (name: string, store: () => Layer.Layer<Store | I
             yield* store.release({ reservationId: reserved.success.id, accountId: owner.agent.accountId, auditId: newAuditId(), reason: "test", now }),
             "Released"
           )
-          assert.strictEqual((yield* wallets.get(owner)).usdMicro, MAX_USD_POCKET_MICRO_USD)
+          assert.strictEqual((yield* wallets.get(owner)).usdMicroUsd, MAX_USD_POCKET_MICRO_USD)
         }))
 
       it.effect("the ledger's own credit refuses to overfill a pocket instead of failing", () =>
@@ -206,7 +206,7 @@ export const fundingContract = (name: string, store: () => Layer.Layer<Store | I
           assert.strictEqual(huge._tag, "Refused")
           const wallet = yield* wallets.get(owner)
           assert.strictEqual(wallet.satsMsat, MAX_SATS_POCKET_MSAT)
-          assert.strictEqual(wallet.usdMicro, 0n)
+          assert.strictEqual(wallet.usdMicroUsd, 0n)
         }))
 
       it.effect("the same settlement delivered 5 times concurrently credits once", () =>
@@ -223,7 +223,7 @@ export const fundingContract = (name: string, store: () => Layer.Layer<Store | I
           assert.deepStrictEqual([...outcomes].sort(), ["credited", "duplicate", "duplicate", "duplicate", "duplicate"])
           const wallet = yield* (yield* Wallets).get(owner)
           assert.strictEqual(wallet.satsMsat, 5_000_000n)
-          assert.strictEqual(wallet.usdMicro, 0n)
+          assert.strictEqual(wallet.usdMicroUsd, 0n)
           const credits = yield* (yield* Wallets).transactions(owner, { type: "credit" }, { limit: 10, offset: 0 })
           assert.strictEqual(credits.total, 1)
           assert.strictEqual(credits.items[0]?.satsMsat, 5_000_000n)
@@ -244,7 +244,7 @@ export const fundingContract = (name: string, store: () => Layer.Layer<Store | I
           const outcome = yield* sink.record({ type: "card", externalId: invoice.externalId, paidAt: invoice.createdAt, source: "test" })
           assert.strictEqual(outcome, "credited")
           const wallet = yield* (yield* Wallets).get(owner)
-          assert.strictEqual(wallet.usdMicro, 12_340_000n)
+          assert.strictEqual(wallet.usdMicroUsd, 12_340_000n)
           assert.strictEqual(wallet.satsMsat, 0n)
         }))
 
@@ -279,7 +279,7 @@ export const fundingContract = (name: string, store: () => Layer.Layer<Store | I
           yield* sink.recordExpiry("card", invoice.externalId, invoice.createdAt)
           const outcome = yield* sink.record({ type: "card", externalId: invoice.externalId, paidAt: invoice.createdAt, source: "test" })
           assert.strictEqual(outcome, "late")
-          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicro, 0n)
+          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicroUsd, 0n)
         }))
 
       it.effect("credits what was actually paid, and ignores unknown ids", () =>

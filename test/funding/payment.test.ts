@@ -35,7 +35,7 @@ const invoice = (overrides: Partial<Invoice> = {}): Invoice => ({
   ...overrides
 })
 
-const empty = { usdMicro: 0n, satsMsat: 0n }
+const empty = { usdMicroUsd: 0n, satsMsat: 0n }
 
 const payment = (overrides: Partial<PayInvoiceInput> = {}): PayInvoiceInput => ({
   type: "lightning",
@@ -103,7 +103,7 @@ describe("decidePayment", () => {
   })
 
   it("refuses a payment that would take the pocket above its maximum, with the amount and the maximum", () => {
-    const nearlyFull = { usdMicro: MAX_USD_POCKET_MICRO_USD - 10_000_000n, satsMsat: MAX_SATS_POCKET_MSAT - 1_999_999n }
+    const nearlyFull = { usdMicroUsd: MAX_USD_POCKET_MICRO_USD - 10_000_000n, satsMsat: MAX_SATS_POCKET_MSAT - 1_999_999n }
     assert.deepStrictEqual(decidePayment(invoice(), payment(), nearlyFull), {
       _tag: "Refused",
       amount: 2_000_000n,
@@ -148,7 +148,7 @@ describe("decidePayment", () => {
       repeat: fc.boolean()
     })
     const start = fc.record({
-      usdMicro: fc.bigInt({ min: 0n, max: MAX_USD_POCKET_MICRO_USD }),
+      usdMicroUsd: fc.bigInt({ min: 0n, max: MAX_USD_POCKET_MICRO_USD }),
       satsMsat: fc.bigInt({ min: 0n, max: MAX_SATS_POCKET_MSAT })
     })
     fc.assert(
@@ -172,7 +172,7 @@ describe("decidePayment", () => {
               const { amount, pocket } = decision.credit
               assert.strictEqual(amount, n.amount)
               balances = pocket === "usd"
-                ? { ...balances, usdMicro: balances.usdMicro + amount }
+                ? { ...balances, usdMicroUsd: balances.usdMicroUsd + amount }
                 : { ...balances, satsMsat: balances.satsMsat + amount }
               credited += amount
               current = { ...current, status: "paid" }
@@ -183,9 +183,9 @@ describe("decidePayment", () => {
               if (current.status === "pending") recorded += n.amount
               current = { ...current, status: decision._tag === "Late" ? "expired" : "refused" }
             }
-            assert.isAtMost(Number(balances.usdMicro - MAX_USD_POCKET_MICRO_USD), 0)
+            assert.isAtMost(Number(balances.usdMicroUsd - MAX_USD_POCKET_MICRO_USD), 0)
             assert.isAtMost(Number(balances.satsMsat - MAX_SATS_POCKET_MSAT), 0)
-            assert.isTrue(balances.usdMicro < 2n ** 63n && balances.satsMsat < 2n ** 63n)
+            assert.isTrue(balances.usdMicroUsd < 2n ** 63n && balances.satsMsat < 2n ** 63n)
           }
           if (n.late) assert.strictEqual(current.status, "expired")
         })

@@ -61,26 +61,26 @@ export const snapshotAccount = (accountId: AccountId) =>
 export const accountViolations = (s: AccountSnapshot): Array<string> => {
   const problems: Array<string> = []
   const { wallet, transactions, reservations, audit, invoices } = s
-  if (wallet.usdMicro < 0n) problems.push(`usd pocket negative: ${wallet.usdMicro}`)
+  if (wallet.usdMicroUsd < 0n) problems.push(`usd pocket negative: ${wallet.usdMicroUsd}`)
   if (wallet.satsMsat < 0n) problems.push(`sats pocket negative: ${wallet.satsMsat}`)
   let usd = 0n
   let sats = 0n
   for (const t of transactions) {
     const sign = t.type === "charge" ? -1n : 1n
-    usd += sign * t.usdMicro
+    usd += sign * t.usdMicroUsd
     sats += sign * t.satsMsat
   }
   for (const r of reservations) {
     if (r.status === "held") {
-      usd -= r.heldUsdMicro
+      usd -= r.heldUsdMicroUsd
       sats -= r.heldSatsMsat
     }
   }
-  if (usd !== wallet.usdMicro) problems.push(`usd pocket ${wallet.usdMicro} != ledger ${usd}`)
+  if (usd !== wallet.usdMicroUsd) problems.push(`usd pocket ${wallet.usdMicroUsd} != ledger ${usd}`)
   if (sats !== wallet.satsMsat) problems.push(`sats pocket ${wallet.satsMsat} != ledger ${sats}`)
-  const auditUsd = audit.reduce((sum, r) => sum + r.usdDeltaMicro, 0n)
+  const auditUsd = audit.reduce((sum, r) => sum + r.usdDeltaMicroUsd, 0n)
   const auditSats = audit.reduce((sum, r) => sum + r.satsDeltaMsat, 0n)
-  if (auditUsd !== wallet.usdMicro) problems.push(`usd pocket ${wallet.usdMicro} != audit ${auditUsd}`)
+  if (auditUsd !== wallet.usdMicroUsd) problems.push(`usd pocket ${wallet.usdMicroUsd} != audit ${auditUsd}`)
   if (auditSats !== wallet.satsMsat) problems.push(`sats pocket ${wallet.satsMsat} != audit ${auditSats}`)
   const txById = new Map(transactions.map((t) => [t.id, t]))
   for (const r of reservations) {
@@ -103,12 +103,12 @@ export const accountViolations = (s: AccountSnapshot): Array<string> => {
       const t = a.transactionId === null ? undefined : txById.get(a.transactionId)
       return t !== undefined && t.type === "charge" ? [t] : []
     })
-    const returnedUsd = records.filter((a) => a.kind !== "reserve").reduce((sum, a) => sum + a.usdDeltaMicro, 0n)
+    const returnedUsd = records.filter((a) => a.kind !== "reserve").reduce((sum, a) => sum + a.usdDeltaMicroUsd, 0n)
     const returnedSats = records.filter((a) => a.kind !== "reserve").reduce((sum, a) => sum + a.satsDeltaMsat, 0n)
-    const chargedUsd = charges.reduce((sum, t) => sum + t.usdMicro, 0n)
+    const chargedUsd = charges.reduce((sum, t) => sum + t.usdMicroUsd, 0n)
     const chargedSats = charges.reduce((sum, t) => sum + t.satsMsat, 0n)
-    if (returnedUsd + chargedUsd !== r.heldUsdMicro || returnedSats + chargedSats !== r.heldSatsMsat) {
-      problems.push(`hold ${r.id}: took ${r.heldUsdMicro}/${r.heldSatsMsat}, charged ${chargedUsd}/${chargedSats}, returned ${returnedUsd}/${returnedSats}`)
+    if (returnedUsd + chargedUsd !== r.heldUsdMicroUsd || returnedSats + chargedSats !== r.heldSatsMsat) {
+      problems.push(`hold ${r.id}: took ${r.heldUsdMicroUsd}/${r.heldSatsMsat}, charged ${chargedUsd}/${chargedSats}, returned ${returnedUsd}/${returnedSats}`)
     }
     if ((r.status === "settled") !== (charges.length === 1) || charges.length > 1) {
       problems.push(`hold ${r.id} (${r.status}) has ${charges.length} charges`)
@@ -125,7 +125,7 @@ export const accountViolations = (s: AccountSnapshot): Array<string> => {
       } else {
         creditedBy.set(invoice.transactionId, (creditedBy.get(invoice.transactionId) ?? 0) + 1)
         const t = txById.get(invoice.transactionId)!
-        const expected = invoice.type === "lightning" ? t.satsMsat : t.usdMicro
+        const expected = invoice.type === "lightning" ? t.satsMsat : t.usdMicroUsd
         const amount = invoice.type === "lightning" ? invoice.amountMsat : invoice.amountMicroUsd
         if (amount !== null && expected !== amount) problems.push(`invoice ${invoice.id} for ${amount} credited ${expected}`)
       }

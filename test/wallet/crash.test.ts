@@ -62,7 +62,7 @@ describe("a process killed mid-call on PostgreSQL", () => {
       await runtime.runPromise(Effect.gen(function*() {
         const store = yield* Store
         const wallets = yield* Wallets
-        expect((yield* store.getWallet(accountId)).usdMicro).toBe(600_000n)
+        expect((yield* store.getWallet(accountId)).usdMicroUsd).toBe(600_000n)
         const held = yield* store.listReservations(accountId, { limit: 10, offset: 0 })
         expect(held.items.map((r) => r.status)).toEqual(["held"])
         // Before the hold expires the sweep leaves it alone.
@@ -74,7 +74,7 @@ describe("a process killed mid-call on PostgreSQL", () => {
         )
         expect(released.reduce((a, b) => a + b, 0)).toBe(1)
         expect(yield* store.sweepExpired(later, 100)).toBe(0)
-        expect((yield* store.getWallet(accountId)).usdMicro).toBe(1_000_000n)
+        expect((yield* store.getWallet(accountId)).usdMicroUsd).toBe(1_000_000n)
         expect(yield* wallets.verifyChain(accountId)).toBeNull()
         const audit = yield* store.listAudit(accountId, 0n, 10)
         expect(audit.map((r) => r.kind)).toEqual(["credit", "reserve", "release"])

@@ -8,7 +8,7 @@ import { Policies } from "../../src/agents/Policies.ts"
 import type { Principal } from "../../src/domain/Agent.ts"
 import type { Capability } from "../../src/domain/Capability.ts"
 import { newAuditId, newReservationId, newTransactionId, utcDay } from "../../src/domain/Ledger.ts"
-import { parseBtcUsdRate } from "../../src/domain/Money.ts"
+import { MicroUsd, parseBtcUsdRate } from "../../src/domain/Money.ts"
 import * as DevCard from "../../adapters/rails/DevCard.ts"
 import * as DevLightning from "../../adapters/rails/DevLightning.ts"
 import { Providers } from "../../src/capabilities/Capabilities.ts"
@@ -106,7 +106,7 @@ export const ledgerContract = (name: string, store: () => Layer.Layer<Store | Id
           )
           assert.deepStrictEqual(countCodes(exits), { ok: 10, INSUFFICIENT_BALANCE: 40 })
           const wallet = yield* (yield* Wallets).get(owner)
-          assert.strictEqual(wallet.usdMicro, 0n)
+          assert.strictEqual(wallet.usdMicroUsd, 0n)
           const txns = yield* (yield* Wallets).transactions(owner, { type: "charge" }, { limit: 100, offset: 0 })
           assert.strictEqual(txns.total, 10)
         }))
@@ -123,7 +123,7 @@ export const ledgerContract = (name: string, store: () => Layer.Layer<Store | Id
           assert.deepStrictEqual(countCodes(exits), { ok: 10, BUDGET_EXCEEDED: 40 })
           const policy = yield* (yield* Policies).get(owner, worker.agent.id)
           assert.strictEqual(policy.dailySpentMicroUsd, 100n * CENT)
-          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicro, 9_900n * CENT)
+          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicroUsd, 9_900n * CENT)
         }))
 
       it.effect("several agents racing on one shared wallet never overdraw it", () =>
@@ -135,7 +135,7 @@ export const ledgerContract = (name: string, store: () => Layer.Layer<Store | Id
             { concurrency: "unbounded" }
           )
           assert.deepStrictEqual(countCodes(exits), { ok: 10, INSUFFICIENT_BALANCE: 40 })
-          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicro, 0n)
+          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicroUsd, 0n)
         }))
 
       it.effect("settles the actual cost, returns the rest, and the receipt, transaction and audit agree", () =>
@@ -144,13 +144,13 @@ export const ledgerContract = (name: string, store: () => Layer.Layer<Store | Id
           const { receipt } = yield* call(owner, 10n, { actual: 37_500n })
           assert.strictEqual(receipt.quotedMicroUsd, 100_000n)
           assert.strictEqual(receipt.chargedMicroUsd, 37_500n)
-          assert.strictEqual(receipt.debitedUsdMicro, 37_500n)
+          assert.strictEqual(receipt.debitedUsdMicroUsd, 37_500n)
           assert.strictEqual(receipt.debitedSatsMsat, 0n)
           assert.strictEqual(receipt.balanceAfterMicroUsd, 1_000_000n - 37_500n)
           // 37_500 µUSD = $0.0375; at 50,000 USD/BTC that is 75 sats = 75_000 msat
           assert.strictEqual(receipt.chargedMsat, 75_000n)
           const wallets = yield* Wallets
-          assert.strictEqual((yield* wallets.get(owner)).usdMicro, 1_000_000n - 37_500n)
+          assert.strictEqual((yield* wallets.get(owner)).usdMicroUsd, 1_000_000n - 37_500n)
           const [txn] = (yield* wallets.transactions(owner, { type: "charge" }, { limit: 1, offset: 0 })).items
           assert.strictEqual(txn?.amountMicroUsd, 37_500n)
           assert.strictEqual(txn?.auditId, receipt.auditId)
@@ -160,7 +160,7 @@ export const ledgerContract = (name: string, store: () => Layer.Layer<Store | Id
           assert.strictEqual(audit.verified, true)
           assert.strictEqual(audit.record.kind, "settle")
           assert.strictEqual(audit.record.amountMicroUsd, 37_500n)
-          assert.strictEqual(audit.record.usdDeltaMicro, 100_000n - 37_500n)
+          assert.strictEqual(audit.record.usdDeltaMicroUsd, 100_000n - 37_500n)
           assert.strictEqual(yield* wallets.verifyChain(owner.agent.accountId), null)
         }))
 
@@ -177,7 +177,7 @@ export const ledgerContract = (name: string, store: () => Layer.Layer<Store | Id
           const exit = yield* Effect.exit(call(owner, 10n, { fail: true }))
           assert.strictEqual(codeOf(exit), "upstream down")
           const wallets = yield* Wallets
-          assert.strictEqual((yield* wallets.get(owner)).usdMicro, 1_000_000n)
+          assert.strictEqual((yield* wallets.get(owner)).usdMicroUsd, 1_000_000n)
           assert.strictEqual((yield* wallets.transactions(owner, { type: "charge" }, { limit: 10, offset: 0 })).total, 0)
           const reservations = yield* (yield* Store).listReservations(owner.agent.accountId, { limit: 10, offset: 0 })
           assert.deepStrictEqual(reservations.items.map((r) => r.status), ["released"])
@@ -200,12 +200,12 @@ export const ledgerContract = (name: string, store: () => Layer.Layer<Store | Id
           }).pipe(Effect.forkChild)
           for (let i = 0; i < 200; i++) {
             const wallet = yield* (yield* Wallets).get(owner)
-            if (wallet.usdMicro === 50n * CENT) break
+            if (wallet.usdMicroUsd === 50n * CENT) break
             yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 5)))
           }
-          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicro, 50n * CENT)
+          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicroUsd, 50n * CENT)
           yield* Fiber.interrupt(fiber)
-          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicro, 100n * CENT)
+          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicroUsd, 100n * CENT)
         }))
 
       it.effect("refuses by policy before anything is held", () =>
@@ -224,7 +224,7 @@ export const ledgerContract = (name: string, store: () => Layer.Layer<Store | Id
           assert.strictEqual(errCode(killed), "AGENT_KILLED")
           const reservations = yield* (yield* Store).listReservations(owner.agent.accountId, { limit: 10, offset: 0 })
           assert.strictEqual(reservations.total, 0)
-          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicro, 100n * CENT)
+          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicroUsd, 100n * CENT)
         }))
 
       it.effect("BUDGET_EXCEEDED carries dailySpent, dailyCap and quotedCost in cents", () =>
@@ -243,11 +243,11 @@ export const ledgerContract = (name: string, store: () => Layer.Layer<Store | Id
           // 3 cents in usd, 1000 sats (= 50 cents at 50,000 USD/BTC)
           const owner = yield* fundedAccount(3n, 1000n)
           const { receipt } = yield* call(owner, 10n, { actual: 4n * CENT + 1n })
-          assert.strictEqual(receipt.debitedUsdMicro, 3n * CENT)
+          assert.strictEqual(receipt.debitedUsdMicroUsd, 3n * CENT)
           // remainder 10_001 µUSD = 20.002 sats = 20_002 msat
           assert.strictEqual(receipt.debitedSatsMsat, 20_002n)
           const wallet = yield* (yield* Wallets).get(owner)
-          assert.strictEqual(wallet.usdMicro, 0n)
+          assert.strictEqual(wallet.usdMicroUsd, 0n)
           assert.strictEqual(wallet.satsMsat, 1_000_000n - 20_002n)
           const insufficient = yield* Effect.flip(call(owner, 60n))
           assert.strictEqual(errCode(insufficient), "INSUFFICIENT_BALANCE")
@@ -284,22 +284,22 @@ export const ledgerContract = (name: string, store: () => Layer.Layer<Store | Id
             agentId: owner.agent.id,
             capability: "search",
             provider: "test",
-            quotedMicroUsd: 40n * CENT,
+            quotedMicroUsd: MicroUsd.make(40n * CENT),
             rate: null,
             day: utcDay(now),
             now,
             expiresAt: new Date(now.getTime() + 60_000),
-            decide: (snapshot) => planHold(snapshot, "search", 40n * CENT, null)
+            decide: (snapshot) => planHold(snapshot, "search", MicroUsd.make(40n * CENT), null)
           })
           assert.isTrue(Result.isSuccess(reserved))
           const spend = yield* Spend
           assert.strictEqual(yield* spend.sweep, 0)
-          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicro, 60n * CENT)
+          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicroUsd, 60n * CENT)
           yield* TestClock.adjust(60_001)
           const released = yield* Effect.all([spend.sweep, spend.sweep, spend.sweep], { concurrency: "unbounded" })
           assert.strictEqual(released.reduce((a, b) => a + b, 0), 1)
           assert.strictEqual(yield* spend.sweep, 0)
-          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicro, 100n * CENT)
+          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicroUsd, 100n * CENT)
           const audit = yield* store.listAudit(owner.agent.accountId, 0n, 100)
           assert.deepStrictEqual(audit.map((r) => r.kind), ["credit", "reserve", "release"])
           assert.strictEqual((yield* (yield* Policies).get(owner, owner.agent.id)).dailySpentMicroUsd, 0n)
@@ -341,14 +341,14 @@ export const ledgerContract = (name: string, store: () => Layer.Layer<Store | Id
           const accountId = principal.agent.accountId
           const wallet = yield* store.getWallet(accountId)
           const audit = yield* store.listAudit(accountId, 0n, 1000)
-          assert.strictEqual(audit.reduce((sum, r) => sum + r.usdDeltaMicro, 0n), wallet.usdMicro)
+          assert.strictEqual(audit.reduce((sum, r) => sum + r.usdDeltaMicroUsd, 0n), wallet.usdMicroUsd)
           assert.strictEqual(audit.reduce((sum, r) => sum + r.satsDeltaMsat, 0n), wallet.satsMsat)
           const txns = (yield* store.listTransactions(accountId, {}, { limit: 1000, offset: 0 })).items
           const held = (yield* store.listReservations(accountId, { limit: 1000, offset: 0 })).items
-            .filter((r) => r.status === "held").reduce((sum, r) => sum + r.heldUsdMicro, 0n)
+            .filter((r) => r.status === "held").reduce((sum, r) => sum + r.heldUsdMicroUsd, 0n)
           assert.strictEqual(
-            txns.reduce((sum, t) => sum + (t.type === "charge" ? -t.usdMicro : t.usdMicro), 0n) - held,
-            wallet.usdMicro
+            txns.reduce((sum, t) => sum + (t.type === "charge" ? -t.usdMicroUsd : t.usdMicroUsd), 0n) - held,
+            wallet.usdMicroUsd
           )
           assert.strictEqual(yield* (yield* Wallets).verifyChain(accountId), null)
         })
@@ -362,10 +362,10 @@ export const ledgerContract = (name: string, store: () => Layer.Layer<Store | Id
           const { receipt, value } = Exit.isSuccess(exit) ? exit.value : assert.fail("refused")
           assert.strictEqual(value, "late answer")
           assert.strictEqual(receipt.chargedMicroUsd, 30n * CENT)
-          assert.strictEqual(receipt.debitedUsdMicro, 30n * CENT)
+          assert.strictEqual(receipt.debitedUsdMicroUsd, 30n * CENT)
           assert.strictEqual(receipt.balanceAfterMicroUsd, 70n * CENT)
           const wallets = yield* Wallets
-          assert.strictEqual((yield* wallets.get(owner)).usdMicro, 70n * CENT)
+          assert.strictEqual((yield* wallets.get(owner)).usdMicroUsd, 70n * CENT)
           const charges = yield* wallets.transactions(owner, { type: "charge" }, { limit: 10, offset: 0 })
           assert.strictEqual(charges.total, 1)
           assert.strictEqual(charges.items[0]!.amountMicroUsd, 30n * CENT)
@@ -373,7 +373,7 @@ export const ledgerContract = (name: string, store: () => Layer.Layer<Store | Id
           const audit = yield* store.listAudit(owner.agent.accountId, 0n, 100)
           assert.deepStrictEqual(audit.map((r) => r.kind), ["credit", "reserve", "release", "settle"])
           assert.strictEqual(audit[3]!.id, receipt.auditId)
-          assert.strictEqual(audit[3]!.usdDeltaMicro, -30n * CENT)
+          assert.strictEqual(audit[3]!.usdDeltaMicroUsd, -30n * CENT)
           const [reservation] = (yield* store.listReservations(owner.agent.accountId, { limit: 10, offset: 0 })).items
           assert.strictEqual(reservation!.status, "settled")
           assert.strictEqual(reservation!.settledMicroUsd, 30n * CENT)
@@ -391,7 +391,7 @@ export const ledgerContract = (name: string, store: () => Layer.Layer<Store | Id
             planLate: (r, snapshot) => planLateSettle(r, 30n * CENT, snapshot)
           })
           assert.strictEqual(again._tag, "NotHeld")
-          assert.strictEqual((yield* wallets.get(owner)).usdMicro, 70n * CENT)
+          assert.strictEqual((yield* wallets.get(owner)).usdMicroUsd, 70n * CENT)
           yield* conserved(owner)
         }).pipe(Effect.provide(TestClock.layer())))
 
@@ -402,7 +402,7 @@ export const ledgerContract = (name: string, store: () => Layer.Layer<Store | Id
           const owner = yield* fundedAccount(10n, 1000n)
           const exit = yield* slowCall(owner, 20n, 15n)
           const { receipt } = Exit.isSuccess(exit) ? exit.value : assert.fail("refused")
-          assert.strictEqual(receipt.debitedUsdMicro, 10n * CENT)
+          assert.strictEqual(receipt.debitedUsdMicroUsd, 10n * CENT)
           // 5 cents = 50_000 µUSD = 100 sats.
           assert.strictEqual(receipt.debitedSatsMsat, 100_000n)
           yield* conserved(owner)
@@ -416,7 +416,7 @@ export const ledgerContract = (name: string, store: () => Layer.Layer<Store | Id
           const exit = yield* slowCall(owner, 40n, 30n, Effect.asVoid(call(owner, 80n)))
           assert.strictEqual(codeOf(exit), "INSUFFICIENT_BALANCE")
           const wallets = yield* Wallets
-          assert.strictEqual((yield* wallets.get(owner)).usdMicro, 20n * CENT)
+          assert.strictEqual((yield* wallets.get(owner)).usdMicroUsd, 20n * CENT)
           const charges = yield* wallets.transactions(owner, { type: "charge" }, { limit: 10, offset: 0 })
           assert.strictEqual(charges.total, 1)
           const store = yield* Store
@@ -425,7 +425,7 @@ export const ledgerContract = (name: string, store: () => Layer.Layer<Store | Id
           assert.strictEqual(unpaid.kind, "settle")
           assert.strictEqual(unpaid.transactionId, null)
           assert.strictEqual(unpaid.amountMicroUsd, 30n * CENT)
-          assert.strictEqual(unpaid.usdDeltaMicro, 0n)
+          assert.strictEqual(unpaid.usdDeltaMicroUsd, 0n)
           assert.strictEqual(JSON.parse(unpaid.details).unpaid, "INSUFFICIENT_BALANCE")
           const slow = (yield* store.listReservations(owner.agent.accountId, { limit: 10, offset: 0 })).items
             .find((r) => r.provider === "slow")!
@@ -456,7 +456,7 @@ export const ledgerContract = (name: string, store: () => Layer.Layer<Store | Id
           yield* (yield* Policies).replace(owner, owner.agent.id, { maxPerDayMicroUsd: 50n * CENT })
           const exit = yield* slowCall(owner, 40n, 30n, Effect.asVoid(call(owner, 30n)))
           assert.strictEqual(codeOf(exit), "BUDGET_EXCEEDED")
-          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicro, 70n * CENT)
+          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicroUsd, 70n * CENT)
           assert.strictEqual((yield* (yield* Policies).get(owner, owner.agent.id)).dailySpentMicroUsd, 30n * CENT)
           yield* conserved(owner)
         }).pipe(Effect.provide(TestClock.layer())))

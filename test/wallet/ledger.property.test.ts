@@ -11,6 +11,7 @@ import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
 import { Store } from "../../src/ports/Store.ts"
 import { planHold, planLateSettle, planSettle } from "../../src/wallet/decide.ts"
 import { Wallets } from "../../src/wallet/Wallets.ts"
+import { MicroUsd } from "../../src/domain/Money.ts"
 import { freshPostgresLayer } from "../support/postgres.ts"
 import { RATE, testLayer } from "./ledger.contract.ts"
 
@@ -40,7 +41,7 @@ const checkInvariants = (accountId: Parameters<Store["Service"]["getWallet"]>[0]
   Effect.gen(function*() {
     const store = yield* Store
     const wallet = yield* store.getWallet(accountId)
-    expect(wallet.usdMicro >= 0n && wallet.satsMsat >= 0n).toBe(true)
+    expect(wallet.usdMicroUsd >= 0n && wallet.satsMsat >= 0n).toBe(true)
     const txns = (yield* store.listTransactions(accountId, {}, { limit: 1000, offset: 0 })).items
     const reservations = (yield* store.listReservations(accountId, { limit: 1000, offset: 0 })).items
     const audit = yield* store.listAudit(accountId, 0n, 10_000)
@@ -48,30 +49,30 @@ const checkInvariants = (accountId: Parameters<Store["Service"]["getWallet"]>[0]
     let sats = 0n
     for (const t of txns) {
       const sign = t.type === "charge" ? -1n : 1n
-      usd += sign * t.usdMicro
+      usd += sign * t.usdMicroUsd
       sats += sign * t.satsMsat
     }
     for (const r of reservations) {
       if (r.status === "held") {
-        usd -= r.heldUsdMicro
+        usd -= r.heldUsdMicroUsd
         sats -= r.heldSatsMsat
       }
     }
-    expect(wallet.usdMicro).toBe(usd)
+    expect(wallet.usdMicroUsd).toBe(usd)
     expect(wallet.satsMsat).toBe(sats)
     // Pocket = sum of the audit log's signed changes, too.
-    expect(audit.reduce((s, r) => s + r.usdDeltaMicro, 0n)).toBe(wallet.usdMicro)
+    expect(audit.reduce((s, r) => s + r.usdDeltaMicroUsd, 0n)).toBe(wallet.usdMicroUsd)
     expect(audit.reduce((s, r) => s + r.satsDeltaMsat, 0n)).toBe(wallet.satsMsat)
     // Every hold: what it took = what was charged + what came back.
     for (const r of reservations) {
       const records = audit.filter((a) => a.reservationId === r.id)
       const charge = txns.find((t) => t.type === "charge" && records.some((a) => a.transactionId === t.id))
-      const returnedUsd = records.filter((a) => a.kind !== "reserve").reduce((s, a) => s + a.usdDeltaMicro, 0n)
+      const returnedUsd = records.filter((a) => a.kind !== "reserve").reduce((s, a) => s + a.usdDeltaMicroUsd, 0n)
       const returnedSats = records.filter((a) => a.kind !== "reserve").reduce((s, a) => s + a.satsDeltaMsat, 0n)
       if (r.status === "held") {
         expect(records.map((a) => a.kind)).toEqual(["reserve"])
       } else {
-        expect(returnedUsd + (charge?.usdMicro ?? 0n)).toBe(r.heldUsdMicro)
+        expect(returnedUsd + (charge?.usdMicroUsd ?? 0n)).toBe(r.heldUsdMicroUsd)
         expect(returnedSats + (charge?.satsMsat ?? 0n)).toBe(r.heldSatsMsat)
         expect(r.status === "settled" ? charge !== undefined : charge === undefined).toBe(true)
         if (r.status === "settled") expect((r.settledMicroUsd ?? 0n) + 0n <= r.quotedMicroUsd).toBe(true)
@@ -112,12 +113,12 @@ const runSequence = (ops: ReadonlyArray<Op>) =>
             agentId: principal.agent.id,
             capability: "search",
             provider: "p",
-            quotedMicroUsd: op.quote,
+            quotedMicroUsd: MicroUsd.make(op.quote),
             rate,
             day: utcDay(now),
             now,
             expiresAt: new Date(clockMs + 60_000),
-            decide: (snapshot) => planHold(snapshot, "search", op.quote, rate?.rate ?? null)
+            decide: (snapshot) => planHold(snapshot, "search", MicroUsd.make(op.quote), rate?.rate ?? null)
           })
           if (Result.isSuccess(result)) held.push(result.success)
           break

@@ -1,0 +1,39 @@
+import type { Agent } from "../domain/Agent.ts"
+
+/**
+ * The last-live-owner rule as a pure decision: an account keeps at least one
+ * live (not killed) owner, so it can always be administered. Storage reads
+ * the snapshot under the account's lock and applies the plan in the same
+ * transaction, so the check and the write are one atomic step (two owners
+ * killing each other concurrently cannot both win), and memory, PGlite and
+ * PostgreSQL cannot disagree.
+ */
+
+export interface AgentChangeSnapshot {
+  /** The agent to change, as stored. */
+  readonly agent: Agent
+  /** Whether the account has a live owner other than this agent. */
+  readonly otherLiveOwner: boolean
+}
+
+/** What an update may change (the port's `AgentChanges`). */
+export interface AgentChange {
+  readonly name?: string | undefined
+  readonly killed?: boolean | undefined
+}
+
+export type AgentChangePlan =
+  /** Write this agent. */
+  | { readonly _tag: "Update"; readonly agent: Agent }
+  /** The change would leave the account without a live owner: change nothing. */
+  | { readonly _tag: "LastLiveOwner" }
+
+export const planAgentChange = (snapshot: AgentChangeSnapshot, change: AgentChange): AgentChangePlan => {
+  const { agent } = snapshot
+  const killsLiveOwner = change.killed === true && agent.role === "owner" && !agent.killed
+  if (killsLiveOwner && !snapshot.otherLiveOwner) return { _tag: "LastLiveOwner" }
+  return {
+    _tag: "Update",
+    agent: { ...agent, name: change.name ?? agent.name, killed: change.killed ?? agent.killed }
+  }
+}
