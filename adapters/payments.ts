@@ -3,10 +3,7 @@ import { readFileSync } from "node:fs"
 import { isIPv4, isIPv6 } from "node:net"
 import type { BtcUsdRate } from "../src/domain/Money.ts"
 import { RateSource } from "../src/ports/RateSource.ts"
-import type { CardRail, LightningRail, PaymentSink } from "../src/ports/Rails.ts"
-import type { Services } from "../src/Gateway.ts"
-import type { Store } from "../src/ports/Store.ts"
-import type { HttpRouter } from "effect/http"
+import type { CardRail, LightningRail, PaymentSink, RailRoute } from "../src/ports/Rails.ts"
 import { InvalidConfig } from "./config.ts"
 import * as DevCard from "./rails/DevCard.ts"
 import * as DevLightning from "./rails/DevLightning.ts"
@@ -190,16 +187,16 @@ export const railsLayer = (config: PaymentConfig, dataDir: string | undefined): 
 export const followersLayer = (config: PaymentConfig): Layer.Layer<never, never, PaymentSink> =>
   config.lightning.kind === "lnd" ? Lnd.subscriber(config.lightning.lnd) : Layer.empty
 
-/** Routes a rail needs outside the contract (Stripe's webhook). */
-export const railRoutes = (
-  config: PaymentConfig
-): Layer.Layer<never, never, Services | Store | HttpRouter.HttpRouter> =>
-  config.card.kind === "stripe" ? Stripe.webhookRoute(config.card.stripe) : Layer.empty
-
-export const devPayers = (config: PaymentConfig) => ({
-  lightning: config.lightning.kind === "dev",
-  card: config.card.kind === "dev"
-})
+/**
+ * The routes the configured rails serve outside the API contract: Stripe's
+ * webhook, or the dev rails' payer routes (mounted only while the dev rails
+ * are the configured ones; the public-bind guard above decides whether they
+ * may be on at all).
+ */
+export const railRoutes = (config: Pick<PaymentConfig, "lightning" | "card">): ReadonlyArray<RailRoute> => [
+  ...(config.lightning.kind === "dev" ? DevLightning.routes : []),
+  ...(config.card.kind === "dev" ? DevCard.routes : Stripe.routes(config.card.stripe))
+]
 
 /** RateSource and the operator's RateStatus. */
 export const rateLayer = (config: Omit<PaymentConfig, "devRailsPublic">): Layer.Layer<RateSource | Exchanges.RateStatus> => {
