@@ -2,7 +2,7 @@ import { Config, Effect, Layer, Option, Redacted } from "effect"
 import { readFileSync } from "node:fs"
 import { isIPv4, isIPv6 } from "node:net"
 import type { BtcUsdRate } from "../src/domain/Money.ts"
-import { RateSource } from "../src/ports/RateSource.ts"
+import { RateSource, RateStatus } from "../src/ports/RateSource.ts"
 import type { CardRail, LightningRail, PaymentSink, RailRoute } from "../src/ports/Rails.ts"
 import { InvalidConfig } from "./config.ts"
 import * as DevCard from "./rails/DevCard.ts"
@@ -199,16 +199,13 @@ export const railRoutes = (config: Pick<PaymentConfig, "lightning" | "card">): R
 ]
 
 /** RateSource and the operator's RateStatus. */
-export const rateLayer = (config: Omit<PaymentConfig, "devRailsPublic">): Layer.Layer<RateSource | Exchanges.RateStatus> => {
+export const rateLayer = (config: Omit<PaymentConfig, "devRailsPublic">): Layer.Layer<RateSource | RateStatus> => {
   switch (config.rate.kind) {
     case "fixed":
-      return Layer.merge(RateSource.fixed(config.rate.rate), Exchanges.fixedStatus(config.rate.rate))
+      return Layer.merge(RateSource.fixed(config.rate.rate), RateStatus.fixed(config.rate.rate))
     case "exchanges":
       return Exchanges.layerNode({ sources: config.rate.sources })
     case "none":
-      return Layer.merge(
-        RateSource.none,
-        Layer.succeed(Exchanges.RateStatus, { status: Effect.succeed({ rate: null, asOf: null, stale: true, sources: [] }) })
-      )
+      return Layer.merge(RateSource.none, RateStatus.none)
   }
 }
