@@ -84,8 +84,13 @@ const required = (name: string, why: string) =>
   Effect.flatMap(optionalString(name), (value) =>
     Option.isSome(value) && value.value.trim() !== "" ? Effect.succeed(value.value.trim()) : fail(`${name} is required ${why}`))
 
+const cannotRead = (name: string, path: string) => new InvalidConfig({ message: `Invalid configuration: ${name}: cannot read ${path}` })
+
 const readFile = (name: string, path: string) =>
-  Effect.try({ try: () => readFileSync(path, "utf8"), catch: () => new InvalidConfig({ message: `Invalid configuration: ${name}: cannot read ${path}` }) })
+  Effect.try({ try: () => readFileSync(path, "utf8"), catch: () => cannotRead(name, path) })
+
+const readBytes = (name: string, path: string) =>
+  Effect.try({ try: () => readFileSync(path), catch: () => cannotRead(name, path) })
 
 export const loadPaymentConfig = (options: {
   readonly host: string
@@ -102,8 +107,10 @@ export const loadPaymentConfig = (options: {
     } else if (lightningKind === "lnd") {
       const restUrl = yield* required("LND_REST_URL", "when LIGHTNING_RAIL=lnd")
       if (!/^https?:\/\//.test(restUrl)) return yield* fail("LND_REST_URL must be an http(s) URL")
-      const macaroonHex = Option.isSome(yield* optionalString("LND_MACAROON_PATH"))
-        ? Buffer.from(readFileSync(yield* required("LND_MACAROON_PATH", ""))).toString("hex")
+      const macaroonPath = yield* optionalString("LND_MACAROON_PATH")
+      if (Option.isSome(macaroonPath) && macaroonPath.value.trim() === "") return yield* fail("LND_MACAROON_PATH must not be empty")
+      const macaroonHex = Option.isSome(macaroonPath)
+        ? Buffer.from(yield* readBytes("LND_MACAROON_PATH", macaroonPath.value.trim())).toString("hex")
         : yield* required("LND_MACAROON_HEX", "(or LND_MACAROON_PATH) when LIGHTNING_RAIL=lnd")
       if (!/^[0-9a-fA-F]+$/.test(macaroonHex)) return yield* fail("LND_MACAROON_HEX must be hex")
       const certPath = yield* optionalString("LND_TLS_CERT_PATH")
