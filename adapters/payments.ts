@@ -2,11 +2,8 @@ import { Config, Effect, Layer, Option, Redacted } from "effect"
 import { readFileSync } from "node:fs"
 import { isIPv4, isIPv6 } from "node:net"
 import type { BtcUsdRate } from "../src/domain/Money.ts"
-import { RateSource } from "../src/ports/RateSource.ts"
-import type { CardRail, LightningRail, PaymentSink } from "../src/ports/Rails.ts"
-import type { Services } from "../src/Gateway.ts"
-import type { Store } from "../src/ports/Store.ts"
-import type { HttpRouter } from "effect/http"
+import { RateSource, RateStatus } from "../src/ports/RateSource.ts"
+import type { CardRail, LightningRail, PaymentSink, RailRoute } from "../src/ports/Rails.ts"
 import { InvalidConfig } from "./config.ts"
 import * as DevCard from "./rails/DevCard.ts"
 import * as DevLightning from "./rails/DevLightning.ts"
@@ -87,8 +84,13 @@ const required = (name: string, why: string) =>
   Effect.flatMap(optionalString(name), (value) =>
     Option.isSome(value) && value.value.trim() !== "" ? Effect.succeed(value.value.trim()) : fail(`${name} is required ${why}`))
 
+const cannotRead = (name: string, path: string) => new InvalidConfig({ message: `Invalid configuration: ${name}: cannot read ${path}` })
+
 const readFile = (name: string, path: string) =>
-  Effect.try({ try: () => readFileSync(path, "utf8"), catch: () => new InvalidConfig({ message: `Invalid configuration: ${name}: cannot read ${path}` }) })
+  Effect.try({ try: () => readFileSync(path, "utf8"), catch: () => cannotRead(name, path) })
+
+const readBytes = (name: string, path: string) =>
+  Effect.try({ try: () => readFileSync(path), catch: () => cannotRead(name, path) })
 
 export const loadPaymentConfig = (options: {
   readonly host: string
@@ -105,8 +107,10 @@ export const loadPaymentConfig = (options: {
     } else if (lightningKind === "lnd") {
       const restUrl = yield* required("LND_REST_URL", "when LIGHTNING_RAIL=lnd")
       if (!/^https?:\/\//.test(restUrl)) return yield* fail("LND_REST_URL must be an http(s) URL")
-      const macaroonHex = Option.isSome(yield* optionalString("LND_MACAROON_PATH"))
-        ? Buffer.from(readFileSync(yield* required("LND_MACAROON_PATH", ""))).toString("hex")
+      const macaroonPath = yield* optionalString("LND_MACAROON_PATH")
+      if (Option.isSome(macaroonPath) && macaroonPath.value.trim() === "") return yield* fail("LND_MACAROON_PATH must not be empty")
+      const macaroonHex = Option.isSome(macaroonPath)
+        ? Buffer.from(yield* readBytes("LND_MACAROON_PATH", macaroonPath.value.trim())).toString("hex")
         : yield* required("LND_MACAROON_HEX", "(or LND_MACAROON_PATH) when LIGHTNING_RAIL=lnd")
       if (!/^[0-9a-fA-F]+$/.test(macaroonHex)) return yield* fail("LND_MACAROON_HEX must be hex")
       const certPath = yield* optionalString("LND_TLS_CERT_PATH")
@@ -190,28 +194,25 @@ export const railsLayer = (config: PaymentConfig, dataDir: string | undefined): 
 export const followersLayer = (config: PaymentConfig): Layer.Layer<never, never, PaymentSink> =>
   config.lightning.kind === "lnd" ? Lnd.subscriber(config.lightning.lnd) : Layer.empty
 
-/** Routes a rail needs outside the contract (Stripe's webhook). */
-export const railRoutes = (
-  config: PaymentConfig
-): Layer.Layer<never, never, Services | Store | HttpRouter.HttpRouter> =>
-  config.card.kind === "stripe" ? Stripe.webhookRoute(config.card.stripe) : Layer.empty
-
-export const devPayers = (config: PaymentConfig) => ({
-  lightning: config.lightning.kind === "dev",
-  card: config.card.kind === "dev"
-})
+/**
+ * The routes the configured rails serve outside the API contract: Stripe's
+ * webhook, or the dev rails' payer routes (mounted only while the dev rails
+ * are the configured ones; the public-bind guard above decides whether they
+ * may be on at all).
+ */
+export const railRoutes = (config: Pick<PaymentConfig, "lightning" | "card">): ReadonlyArray<RailRoute> => [
+  ...(config.lightning.kind === "dev" ? DevLightning.routes : []),
+  ...(config.card.kind === "dev" ? DevCard.routes : Stripe.routes(config.card.stripe))
+]
 
 /** RateSource and the operator's RateStatus. */
-export const rateLayer = (config: Omit<PaymentConfig, "devRailsPublic">): Layer.Layer<RateSource | Exchanges.RateStatus> => {
+export const rateLayer = (config: Omit<PaymentConfig, "devRailsPublic">): Layer.Layer<RateSource | RateStatus> => {
   switch (config.rate.kind) {
     case "fixed":
-      return Layer.merge(RateSource.fixed(config.rate.rate), Exchanges.fixedStatus(config.rate.rate))
+      return Layer.merge(RateSource.fixed(config.rate.rate), RateStatus.fixed(config.rate.rate))
     case "exchanges":
       return Exchanges.layerNode({ sources: config.rate.sources })
     case "none":
-      return Layer.merge(
-        RateSource.none,
-        Layer.succeed(Exchanges.RateStatus, { status: Effect.succeed({ rate: null, asOf: null, stale: true, sources: [] }) })
-      )
+      return Layer.merge(RateSource.none, RateStatus.none)
   }
 }

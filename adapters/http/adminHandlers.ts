@@ -1,4 +1,4 @@
-import { Clock, Effect, Layer, Option, Redacted } from "effect"
+import { Effect, Layer, Option, Redacted } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { timingSafeEqual, createHash } from "node:crypto"
 import { isApiKeyFormat } from "../../src/domain/ids.ts"
@@ -6,13 +6,12 @@ import { microUsdToCents, msatToSats } from "../../src/domain/Money.ts"
 import { Providers } from "../../src/capabilities/Capabilities.ts"
 import { ProviderHealth, ProviderStatuses } from "../../src/capabilities/ProviderHealth.ts"
 import type { AccountId, AgentId } from "../../src/domain/ids.ts"
-import { AdminStore } from "../../src/ports/AdminStore.ts"
-import { Store } from "../../src/ports/Store.ts"
+import * as Admin from "../../src/admin/Admin.ts"
 import { Services } from "../../src/services/Services.ts"
 import { agentJson } from "./handlers.ts"
 import { submissionJson } from "./servicesHandlers.ts"
 import { auditJson, transactionJson } from "./walletHandlers.ts"
-import { RateStatus } from "../rates/Exchanges.ts"
+import { RateStatus } from "../../src/ports/RateSource.ts"
 import { Api } from "./Api.ts"
 import { toHttpError } from "./errors.ts"
 import { invoiceJson } from "./fundingHandlers.ts"
@@ -44,20 +43,12 @@ export const AdminAuthenticationLive = (adminToken: Option.Option<Redacted.Redac
     })
   )
 
-const dayStart = (date: string) => new Date(`${date}T00:00:00.000Z`)
-const dayAfter = (date: string) => new Date(dayStart(date).getTime() + 86_400_000)
-const pageOf = (query: { readonly limit?: number | undefined; readonly offset?: number | undefined }) => ({
-  limit: query.limit ?? 50,
-  offset: query.offset ?? 0
-})
-
 export const AdminHandlers = HttpApiBuilder.group(
   Api,
   "admin",
   Effect.fn(function*(handlers) {
     const rates = yield* RateStatus
-    const store = yield* Store
-    const admin = yield* AdminStore
+    const admin = yield* Admin.make
     const health = yield* ProviderHealth
     const { all: providers } = yield* Providers
     const statuses = yield* Effect.serviceOption(ProviderStatuses)
@@ -65,7 +56,7 @@ export const AdminHandlers = HttpApiBuilder.group(
     return handlers
       .handle("submissions", ({ query }) =>
         Effect.gen(function*() {
-          const page = pageOf(query)
+          const page = Admin.pageOf(query)
           const result = yield* services.allSubmissions(query.status, page)
           return {
             submissions: result.items.map((s) => ({ ...submissionJson(s), accountId: s.accountId })),
@@ -79,13 +70,10 @@ export const AdminHandlers = HttpApiBuilder.group(
         services.review(params.id, "rejected", payload.note ?? null).pipe(Effect.map(submissionJson), Effect.mapError(toHttpError)))
       .handle("stats", ({ query }) =>
         Effect.gen(function*() {
-          const now = yield* Clock.currentTimeMillis
-          const until = new Date(dayStart(new Date(now).toISOString().slice(0, 10)).getTime() + 86_400_000)
-          const from = new Date(until.getTime() - (query.days ?? 30) * 86_400_000)
-          const stats = yield* admin.stats({ from, until })
+          const { window, stats } = yield* admin.stats(query.days)
           return {
-            from: from.toISOString(),
-            until: until.toISOString(),
+            from: window.from.toISOString(),
+            until: window.until.toISOString(),
             accounts: stats.accounts,
             agents: stats.agents,
             balances: { usdCents: microUsdToCents(stats.balances.usdMicro), sats: msatToSats(stats.balances.satsMsat) },
@@ -107,46 +95,50 @@ export const AdminHandlers = HttpApiBuilder.group(
         }))
       .handle("agents", ({ query }) =>
         Effect.gen(function*() {
-          const page = pageOf(query)
           const result = yield* admin.agents({
             accountId: query.accountId as AccountId | undefined,
             role: query.role,
             killed: query.killed === undefined ? undefined : query.killed === "true"
-          }, page)
-          return { agents: result.items.map((a) => ({ ...agentJson(a), accountId: a.accountId })), total: result.total, ...page }
+          }, query)
+          return {
+            agents: result.items.map((a) => ({ ...agentJson(a), accountId: a.accountId })),
+            total: result.total,
+            limit: result.limit,
+            offset: result.offset
+          }
         }))
       .handle("transactions", ({ query }) =>
         Effect.gen(function*() {
-          const page = pageOf(query)
           const result = yield* admin.transactions({
             accountId: query.accountId as AccountId | undefined,
             agentId: query.agentId as AgentId | undefined,
             type: query.type,
-            from: query.startDate === undefined ? undefined : dayStart(query.startDate),
-            until: query.endDate === undefined ? undefined : dayAfter(query.endDate)
-          }, page)
+            startDate: query.startDate,
+            endDate: query.endDate
+          }, query)
           return {
             transactions: result.items.map((t) => ({ ...transactionJson(t), accountId: t.accountId })),
             total: result.total,
-            ...page
+            limit: result.limit,
+            offset: result.offset
           }
         }))
       .handle("auditLogs", ({ query }) =>
         Effect.gen(function*() {
-          const page = pageOf(query)
           const result = yield* admin.auditLogs({
             accountId: query.accountId as AccountId | undefined,
             kind: query.kind,
-            from: query.startDate === undefined ? undefined : dayStart(query.startDate),
-            until: query.endDate === undefined ? undefined : dayAfter(query.endDate)
-          }, page)
+            startDate: query.startDate,
+            endDate: query.endDate
+          }, query)
           return {
             auditLogs: result.items.map((r) => {
               const { verified: _, ...json } = auditJson(r, true)
               return { ...json, accountId: r.accountId }
             }),
             total: result.total,
-            ...page
+            limit: result.limit,
+            offset: result.offset
           }
         }))
       .handle("serviceHealth", () =>
@@ -190,8 +182,7 @@ export const AdminHandlers = HttpApiBuilder.group(
         })))
       .handle("latePayments", ({ query }) =>
         Effect.gen(function*() {
-          const page = { limit: query.limit ?? 50, offset: query.offset ?? 0 }
-          const result = yield* store.listLatePayments(page)
+          const result = yield* admin.latePayments(query)
           return {
             invoices: result.items.map((invoice) => ({
               ...invoiceJson(invoice),
@@ -203,7 +194,8 @@ export const AdminHandlers = HttpApiBuilder.group(
                 : {})
             })),
             total: result.total,
-            ...page
+            limit: result.limit,
+            offset: result.offset
           }
         }))
   })

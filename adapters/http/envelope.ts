@@ -38,7 +38,8 @@ const validationResponse = (error: HttpApiError.HttpApiSchemaError) => {
 const isBodyTooLarge = (error: HttpServerError.RequestParseError): boolean =>
   error.reason === "BodyTooLarge" || /maxBytes|too large/i.test(String((error.cause as Error | undefined)?.message ?? ""))
 
-const fromCause = (
+/** The answer to a failure no endpoint answered itself; also used for the routes the rails own. */
+export const fromCause = (
   cause: Cause.Cause<unknown>,
   limitBytes: number
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, unknown> => {

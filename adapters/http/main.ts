@@ -7,7 +7,6 @@ import { Funding } from "../../src/funding/Funding.ts"
 import { Spend } from "../../src/wallet/Spend.ts"
 import { InvalidConfig, loadServerConfig } from "../config.ts"
 import {
-  devPayers,
   devRailsPublicWarning,
   followersLayer,
   loadPaymentConfig,
@@ -116,8 +115,7 @@ const main = Effect.gen(function*() {
   const app = serverLayer({
     port: config.port,
     host: config.host,
-    devRails: devPayers(payments),
-    extraRoutes: railRoutes(payments),
+    railRoutes: railRoutes(payments),
     adminToken: config.adminToken,
     rateLimits: rateLimitOptions(rateLimits),
     signup: signupOptions(signup),

@@ -7,11 +7,12 @@ import { withClientErrors } from "./clientError.ts"
 import type { Services } from "../../src/Gateway.ts"
 import type { Providers } from "../../src/capabilities/Capabilities.ts"
 import type { AdminStore } from "../../src/ports/AdminStore.ts"
+import type { RailRoute } from "../../src/ports/Rails.ts"
 import type { Store } from "../../src/ports/Store.ts"
-import type { RateStatus } from "../rates/Exchanges.ts"
+import type { RateStatus } from "../../src/ports/RateSource.ts"
 import { AdminAuthenticationLive, AdminHandlers } from "./adminHandlers.ts"
 import { CapabilitiesHandlers } from "./capabilitiesHandlers.ts"
-import { devRoutes } from "./devRoutes.ts"
+import { mountRailRoutes } from "./railRoutes.ts"
 import { ServicesHandlers } from "./servicesHandlers.ts"
 import { Api } from "./Api.ts"
 import { envelopeMiddleware } from "./envelope.ts"
@@ -31,16 +32,14 @@ export interface HttpOptions {
   readonly logRequests?: boolean
   /** Log the listening address once the port is open (default true). */
   readonly announce?: boolean
-  /** Mount the development payer routes of the dev rails (see devRoutes.ts). */
-  readonly devRails?: { readonly lightning: boolean; readonly card: boolean }
   /** Per-agent and per-account limits and where they are counted (in process by default). */
   readonly rateLimits?: RateLimitOptions
   /** Who may sign up (SIGNUP); default open, 10 an hour per client address. */
   readonly signup?: SignupOptions
   /** ADMIN_TOKEN; the admin API answers 404 without one. */
   readonly adminToken?: Option.Option<Redacted.Redacted<string>>
-  /** Routes outside the /v1 contract, e.g. a payment rail's webhook. */
-  readonly extraRoutes?: Layer.Layer<never, never, Services | Store | HttpRouter.HttpRouter>
+  /** Routes the configured payment rails serve outside the contract (a webhook, the dev payer routes). */
+  readonly railRoutes?: ReadonlyArray<RailRoute>
 }
 
 /** All routes of the API: /v1, /health, /v1/openapi.json and /docs. */
@@ -48,8 +47,7 @@ export const routes = (options: Omit<HttpOptions, "port" | "host"> = {}) => {
   // One limiter (one Redis connection) for the request and the signup limits.
   const limiter = options.rateLimits?.limiter ?? MemoryRateLimiter.layer()
   return Layer.mergeAll(
-    devRoutes(options.devRails ?? { lightning: false, card: false }),
-    options.extraRoutes ?? Layer.empty,
+    mountRailRoutes(options.railRoutes ?? [], options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }),
     HttpApiBuilder.layer(Api, { openapiPath: "/v1/openapi.json" }).pipe(
       Layer.provide([PublicHandlers, AgentsHandlers, WalletHandlers, FundingHandlers, AdminHandlers, CapabilitiesHandlers, ServicesHandlers])
     ),

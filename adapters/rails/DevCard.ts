@@ -2,10 +2,12 @@ import { Effect, Layer } from "effect"
 import { randomBase62 } from "../../src/domain/ids.ts"
 import { CardRail } from "../../src/ports/Rails.ts"
 
+export { cardRoutes as routes } from "./devRoutes.ts"
+
 /**
  * The built-in card rail for development: no card network, no credentials.
  * Its checkout URL is a page of this server (`/dev/checkout/{sessionId}`,
- * served by adapters/http/devRoutes.ts) whose Pay button completes the
+ * one of this rail's `routes`, in devRoutes.ts) whose Pay button completes the
  * session. Never configure it in production: anyone who can reach the page
  * can "pay".
  */

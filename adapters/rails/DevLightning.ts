@@ -12,6 +12,8 @@ import {
 } from "../../src/ports/Rails.ts"
 import { type Bolt11Network, encodeInvoice, isValidPrivateKey, nodePublicKey } from "./bolt11.ts"
 
+export { lightningRoutes as routes } from "./devRoutes.ts"
+
 /**
  * The built-in Lightning rail for development: it issues real, signed
  * BOLT #11 invoices from a node key of its own, so the funding flow can be

@@ -1,5 +1,4 @@
-import { ByteSize, Cause, Effect, Layer, Redacted, Schema } from "effect"
-import { HttpIncomingMessage, HttpRouter, HttpServerError, type HttpServerRequest, HttpServerResponse } from "effect/http"
+import { Effect, Layer, Redacted, Schema } from "effect"
 import Stripe from "stripe"
 import {
   CardRail,
@@ -7,9 +6,11 @@ import {
   type CheckoutRequest,
   type PaymentOutcome,
   PaymentSink,
-  RailError
+  RailError,
+  type RailRoute,
+  RailRouteRefused,
+  railJson
 } from "../../src/ports/Rails.ts"
-import { envelopeResponse } from "../http/errors.ts"
 
 /**
  * The Stripe Checkout card rail.
@@ -307,70 +308,33 @@ export const handleWebhook = (config: StripeConfig) => {
 }
 
 // ---------------------------------------------------------------------------
-// HTTP route
-
-const tooLarge = () =>
-  envelopeResponse("PAYLOAD_TOO_LARGE", "Request body is too large", { limitBytes: WEBHOOK_BODY_LIMIT_BYTES }, {
-    connection: "close"
-  })
-
-/** Maps what went wrong to the answer Stripe gets: 4xx for deliveries it should not repeat as-is, 500 to retry. */
-const failureResponse = (
-  cause: Cause.Cause<unknown>
-): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
-  for (const reason of cause.reasons) {
-    if (reason._tag !== "Fail") continue
-    const error = reason.error
-    if (error instanceof WebhookRejected) {
-      return Effect.as(
-        Effect.logWarning("Stripe webhook rejected").pipe(Effect.annotateLogs({ rail: RAIL_NAME, reason: error.message })),
-        envelopeResponse("VALIDATION_ERROR", error.message, { issues: [] })
-      )
-    }
-    if (error instanceof HttpServerError.HttpServerError) {
-      const inner = error.reason
-      if (inner._tag === "RequestParseError") {
-        return Effect.succeed(
-          inner.reason === "BodyTooLarge"
-            ? tooLarge()
-            : envelopeResponse("VALIDATION_ERROR", "The request body could not be read", { issues: [] })
-        )
-      }
-    }
-  }
-  // Interrupted (the server is stopping, or Stripe hung up): nothing to answer.
-  if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
-  // The sink failed: answer 500 so that Stripe delivers the event again.
-  return Effect.as(
-    Effect.logError("Stripe webhook could not be recorded; Stripe will retry", cause),
-    envelopeResponse("INTERNAL", "Internal error")
-  )
-}
+// Route
 
 /**
- * `POST /v1/webhooks/stripe` on the `HttpRouter`, beside the HttpApi routes
- * (it is not part of the API contract: Stripe calls it, and it must read the
- * raw body). Answers 200 `{"received": true}`, 400 in the error envelope for
- * a delivery that fails verification, 413 for a body over 1 MiB, and 500 when
+ * `POST /v1/webhooks/stripe`, mounted by the HTTP adapter beside the API (it
+ * is not part of the API contract: Stripe calls it, and it must read the raw
+ * body). Answers 200 `{"received": true}`, 400 in the error envelope for a
+ * delivery that fails verification, 413 for a body over 1 MiB, and 500 when
  * the payment could not be recorded (Stripe retries).
  */
-export const webhookRoute = (config: StripeConfig): Layer.Layer<never, never, HttpRouter.HttpRouter | PaymentSink> =>
-  HttpRouter.use((router) =>
-    Effect.gen(function*() {
-      const sink = yield* PaymentSink
-      const handle = handleWebhook(config)
-      const maxBodySize = ByteSize.bytes(WEBHOOK_BODY_LIMIT_BYTES)
-      const handler = (request: HttpServerRequest.HttpServerRequest) =>
-        Effect.gen(function*() {
-          const declared = request.headers["content-length"]
-          if (declared !== undefined && Number(declared) > WEBHOOK_BODY_LIMIT_BYTES) return tooLarge()
-          const body = yield* request.arrayBuffer.pipe(Effect.provideService(HttpIncomingMessage.MaxBodySize, maxBodySize))
-          yield* handle(new Uint8Array(body), request.headers["stripe-signature"])
-          return HttpServerResponse.jsonUnsafe({ received: true })
-        }).pipe(
-          Effect.provideService(PaymentSink, sink),
-          Effect.catchCause(failureResponse)
-        )
-      yield* router.add("POST", WEBHOOK_PATH, handler)
-    })
-  )
+export const webhookRoute = (config: StripeConfig): RailRoute => {
+  const handle = handleWebhook(config)
+  return {
+    method: "POST",
+    path: WEBHOOK_PATH,
+    bodyLimitBytes: WEBHOOK_BODY_LIMIT_BYTES,
+    handle: (request) =>
+      handle(request.body, request.headers["stripe-signature"]).pipe(
+        Effect.as(railJson({ received: true })),
+        Effect.catchTag("WebhookRejected", (error) =>
+          Effect.logWarning("Stripe webhook rejected").pipe(
+            Effect.annotateLogs({ rail: RAIL_NAME, reason: error.message }),
+            Effect.andThen(Effect.fail(new RailRouteRefused({ code: "VALIDATION_ERROR", message: error.message, details: { issues: [] } })))
+          ))
+        // Anything else (the sink failed) is answered 500 by the HTTP adapter: Stripe delivers the event again.
+      )
+  }
+}
+
+/** The routes the Stripe rail serves: its webhook. */
+export const routes = (config: StripeConfig): ReadonlyArray<RailRoute> => [webhookRoute(config)]

@@ -19,7 +19,7 @@ import { Clock, Context, Data, Effect, Layer, Option, Ref, Result, type Scope, S
 import { HttpClient, type HttpClientError } from "effect/http"
 import type { RateSnapshot } from "../../src/domain/Ledger.ts"
 import { type BtcUsdRate, formatBtcUsdRate, parseBtcUsdRate } from "../../src/domain/Money.ts"
-import { RateSource } from "../../src/ports/RateSource.ts"
+import { type RateReport, RateSource, RateStatus, type SourceStatus } from "../../src/ports/RateSource.ts"
 
 // ---------------------------------------------------------------------------
 // Configuration
@@ -207,46 +207,6 @@ export const medianRate = (rates: ReadonlyArray<BtcUsdRate>): BtcUsdRate => {
     : (sorted[middle - 1]! + sorted[middle]!) / 2n
   return { microUsdPerBtc }
 }
-
-// ---------------------------------------------------------------------------
-// Services
-// ---------------------------------------------------------------------------
-
-/** One exchange's answer at the last refresh. */
-export interface SourceStatus {
-  readonly name: string
-  readonly ok: boolean
-  /** USD per BTC as decimal text, when the exchange answered. */
-  readonly rate?: string
-  /** Why the exchange's answer was not used. */
-  readonly error?: string
-  /** When the answer (or the failure) came in. */
-  readonly at: Date
-}
-
-/** What the operator sees at `GET /v1/admin/rate`. */
-export interface RateReport {
-  /** The last quote, USD per BTC as decimal text; null when there never was one. */
-  readonly rate: string | null
-  readonly asOf: Date | null
-  /** True when `RateSource.current` is None: no quote, or one too old to use. */
-  readonly stale: boolean
-  readonly sources: ReadonlyArray<SourceStatus>
-}
-
-export class RateStatus extends Context.Service<RateStatus, {
-  readonly status: Effect.Effect<RateReport>
-}>()("spendgate/RateStatus") {}
-
-/** RateStatus for a rate fixed in configuration: always fresh, quoted "now". */
-export const fixedStatus = (rate: BtcUsdRate): Layer.Layer<RateStatus> =>
-  Layer.succeed(RateStatus, {
-    status: Effect.map(Clock.currentTimeMillis, (now) => {
-      const at = new Date(now)
-      const text = formatBtcUsdRate(rate)
-      return { rate: text, asOf: at, stale: false, sources: [{ name: "fixed", ok: true, rate: text, at }] }
-    })
-  })
 
 // ---------------------------------------------------------------------------
 // Fetching

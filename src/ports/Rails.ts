@@ -1,4 +1,5 @@
 import { Context, type Effect, Schema } from "effect"
+import type { Store } from "./Store.ts"
 
 /**
  * Payment rails: how money gets into a wallet. A rail creates a payment
@@ -105,3 +106,56 @@ export class PaymentSink extends Context.Service<PaymentSink, {
   readonly loadCursor: (rail: string) => Effect.Effect<string | null>
   readonly saveCursor: (rail: string, value: string) => Effect.Effect<void>
 }>()("spendgate/PaymentSink") {}
+
+// ---------------------------------------------------------------------------
+// Routes a rail serves outside the API contract
+
+/**
+ * A request as a rail route sees it: the path parameters, the headers (names
+ * in lower case) and the body bytes exactly as received (a signature may
+ * cover them). The body is empty for a GET.
+ */
+export interface RailRequest {
+  readonly params: Readonly<Record<string, string | undefined>>
+  readonly headers: Readonly<Record<string, string | undefined>>
+  readonly body: Uint8Array
+}
+
+/** What a rail route answers: a JSON document or an HTML page, with its status. */
+export type RailResponse =
+  | { readonly _tag: "Json"; readonly status: number; readonly body: unknown }
+  | { readonly _tag: "Html"; readonly status: number; readonly html: string }
+
+/**
+ * A request the rail route refuses, answered in the API's error envelope
+ * with the code's status. Anything else that goes wrong is answered by the
+ * HTTP adapter like any other failure (500 INTERNAL, so that a webhook sender
+ * delivers again).
+ */
+export class RailRouteRefused extends Schema.TaggedError<RailRouteRefused>()("RailRouteRefused", {
+  code: Schema.Literals(["VALIDATION_ERROR", "NOT_FOUND"]),
+  message: Schema.String,
+  details: Schema.optional(Schema.Record(Schema.String, Schema.Unknown))
+}) {}
+
+/**
+ * One route a rail owns: Stripe's signed webhook, the dev rails' payer pages.
+ * The rail describes it; the HTTP adapter mounts it (reading the body up to
+ * `bodyLimitBytes`, answering `RailRouteRefused` in the error envelope). A
+ * rail never sees the HTTP framework, and the HTTP adapter never knows which
+ * rails exist.
+ */
+export interface RailRoute {
+  readonly method: "GET" | "POST"
+  /** The path, `:name` for a parameter, e.g. `/dev/checkout/:sessionId`. */
+  readonly path: `/${string}`
+  /**
+   * Largest body read, in bytes (the server's own limit when absent); larger
+   * bodies are answered 413 PAYLOAD_TOO_LARGE.
+   */
+  readonly bodyLimitBytes?: number
+  readonly handle: (request: RailRequest) => Effect.Effect<RailResponse, RailRouteRefused, PaymentSink | Store>
+}
+
+export const railJson = (body: unknown, status = 200): RailResponse => ({ _tag: "Json", status, body })
+export const railHtml = (html: string, status = 200): RailResponse => ({ _tag: "Html", status, html })

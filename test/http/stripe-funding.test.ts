@@ -27,7 +27,7 @@ describe.each(storeBackends)("card funding with the Stripe rail over %s", (_name
       apiPort: fake.port,
       apiProtocol: "http"
     }
-    server = await startServer(store(), { card: { rail: StripeRail.layer(config), routes: StripeRail.webhookRoute(config) } })
+    server = await startServer(store(), { card: { rail: StripeRail.layer(config), routes: StripeRail.routes(config) } })
     api = client(server.baseUrl)
   })
   afterAll(async () => {

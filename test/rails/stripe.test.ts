@@ -4,6 +4,8 @@ import { HttpRouter, HttpServer } from "effect/http"
 import { createServer, request } from "node:http"
 import Stripe from "stripe"
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest"
+import { mountRailRoutes } from "../../adapters/http/railRoutes.ts"
+import * as MemoryStore from "../../adapters/memory/MemoryStore.ts"
 import * as StripeRail from "../../adapters/rails/Stripe.ts"
 import { CardRail, type CheckoutRequest, type PaymentNotice, PaymentSink, RailError } from "../../src/ports/Rails.ts"
 import { closedPort, type FakeStripe, startFakeStripe } from "./fakeStripe.ts"
@@ -321,8 +323,9 @@ describe("Stripe webhooks through POST /v1/webhooks/stripe", () => {
 
   beforeAll(async () => {
     scope = Effect.runSync(Scope.make())
-    const app = HttpRouter.serve(StripeRail.webhookRoute(baseConfig), { disableLogger: true, disableListenLog: true }).pipe(
-      Layer.provide(sink.layer),
+    // Mounted as the server mounts it: the rail describes the route, the HTTP adapter serves it.
+    const app = HttpRouter.serve(mountRailRoutes(StripeRail.routes(baseConfig)), { disableLogger: true, disableListenLog: true }).pipe(
+      Layer.provide([sink.layer, MemoryStore.layer]),
       Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" }))
     )
     const context = await Effect.runPromise(Layer.buildWithScope(app, scope))

@@ -6,7 +6,7 @@ import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as Exchanges from "../../adapters/rates/Exchanges.ts"
 import { formatBtcUsdRate, parseBtcUsdRate } from "../../src/domain/Money.ts"
-import { RateSource } from "../../src/ports/RateSource.ts"
+import { type RateReport, RateSource, RateStatus } from "../../src/ports/RateSource.ts"
 
 // ---------------------------------------------------------------------------
 // Fake exchanges: real HTTP servers on 127.0.0.1 answering the documented payloads
@@ -153,7 +153,7 @@ const build = (options: Exchanges.Options) =>
       scope
     )
     const rateSource = Context.get(context, RateSource)
-    const rateStatus = Context.get(context, Exchanges.RateStatus)
+    const rateStatus = Context.get(context, RateStatus)
     return { current: rateSource.current, status: rateStatus.status }
   })
 
@@ -171,7 +171,7 @@ const eventually = (what: string, check: Effect.Effect<boolean>, timeoutMs = 5_0
   })
 
 /** Waits until every source has reported at the current (test) clock time. */
-const refreshedAt = (status: Effect.Effect<Exchanges.RateReport>, at: number) =>
+const refreshedAt = (status: Effect.Effect<RateReport>, at: number) =>
   eventually(
     `a refresh at ${at}`,
     Effect.map(status, (report) => report.sources.length > 0 && report.sources.every((s) => s.at.getTime() === at))
@@ -180,7 +180,7 @@ const refreshedAt = (status: Effect.Effect<Exchanges.RateReport>, at: number) =>
 const micro = (snapshot: Option.Option<{ readonly rate: { readonly microUsdPerBtc: bigint } }>) =>
   Option.isSome(snapshot) ? snapshot.value.rate.microUsdPerBtc : null
 
-const sourceStatus = (report: Exchanges.RateReport, name: string) => {
+const sourceStatus = (report: RateReport, name: string) => {
   const found = report.sources.find((s) => s.name === name)
   if (found === undefined) throw new Error(`no status for ${name}`)
   return found
@@ -539,12 +539,12 @@ describe("exchange rate service", () => {
     }))
 })
 
-describe("fixedStatus", () => {
+describe("RateStatus.fixed", () => {
   it.effect("reports the configured rate as fresh, quoted now", () =>
     Effect.gen(function*() {
       yield* TestClock.adjust(5_000)
       const rate = Result.getOrThrow(parseBtcUsdRate("65000.5"))
-      const report = yield* Exchanges.RateStatus.use((s) => s.status).pipe(Effect.provide(Exchanges.fixedStatus(rate)))
+      const report = yield* RateStatus.use((s) => s.status).pipe(Effect.provide(RateStatus.fixed(rate)))
       const now = yield* Clock.currentTimeMillis
       assert.strictEqual(now, 5_000)
       assert.deepStrictEqual(report, {

@@ -1,6 +1,6 @@
 import type { RegistryStore } from "../../src/ports/RegistryStore.ts"
 import { Context, Effect, Exit, Layer, Option, Redacted, Scope } from "effect"
-import { type HttpRouter, HttpServer } from "effect/http"
+import { HttpServer } from "effect/http"
 import * as MemoryStore from "../../adapters/memory/MemoryStore.ts"
 import { serverLayer } from "../../adapters/http/server.ts"
 import * as PgliteClient from "../../adapters/sql/PgliteClient.ts"
@@ -16,7 +16,7 @@ import * as Gateway from "../../src/Gateway.ts"
 import type { OutboundHttp } from "../../src/ports/Net.ts"
 import type { BtcUsdRate } from "../../src/domain/Money.ts"
 import type { RateSource } from "../../src/ports/RateSource.ts"
-import type { CardRail } from "../../src/ports/Rails.ts"
+import type { CardRail, RailRoute } from "../../src/ports/Rails.ts"
 import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
 import type { AdminStore } from "../../src/ports/AdminStore.ts"
 import type { Store } from "../../src/ports/Store.ts"
@@ -63,7 +63,7 @@ export const startServer = async (
     /** Replaces the dev card rail (and adds the rail's own routes). */
     readonly card?: {
       readonly rail: Layer.Layer<CardRail>
-      readonly routes: Layer.Layer<never, never, Gateway.Services | Store | HttpRouter.HttpRouter>
+      readonly routes: ReadonlyArray<RailRoute>
     }
   } = {}
 ): Promise<RunningServer> => {
@@ -72,10 +72,9 @@ export const startServer = async (
     port: 0,
     host: "127.0.0.1",
     announce: false,
-    devRails: { lightning: true, card: options.card === undefined },
+    railRoutes: [...DevLightning.routes, ...(options.card?.routes ?? DevCard.routes)],
     ...(options.rateLimits === undefined ? {} : { rateLimits: options.rateLimits }),
     signup: options.signup ?? { perHour: 1_000_000 },
-    ...(options.card === undefined ? {} : { extraRoutes: options.card.routes }),
     adminToken: options.adminToken === undefined ? Option.none() : Option.some(Redacted.make(options.adminToken)),
     ...(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes })
   }).pipe(
