@@ -56,7 +56,10 @@ export interface Options {
   readonly background?: boolean
 }
 
-const compose = <E>(storage: Layer.Layer<Store | AdminStore | IdempotencyStore | RegistryStore, E>, dataDir: string | undefined, options: Options): Layer.Layer<Provided, E> => {
+type Storage<E> = Layer.Layer<Store | AdminStore | IdempotencyStore | RegistryStore, E>
+
+/** Storage, the core on it, and the defaults for whatever `options` leaves out. */
+const compose = <E>(storage: Storage<E>, dataDir: string | undefined, options: Options): Layer.Layer<Provided, E> => {
   const world = Layer.mergeAll(
     options.rates ?? RateSource.none,
     Providers.make(options.providers ?? []),
