@@ -1,10 +1,9 @@
-import { Config, Effect, Layer, Option, Redacted } from "effect"
-import { readFileSync } from "node:fs"
+import { Config, Effect, Layer, Option, Redacted, Result } from "effect"
 import { isIPv4, isIPv6 } from "node:net"
 import type { BtcUsdRate } from "../src/domain/Money.ts"
 import { RateSource, RateStatus } from "../src/ports/RateSource.ts"
 import type { CardRail, LightningRail, PaymentSink, RailRoute } from "../src/ports/Rails.ts"
-import { InvalidConfig } from "./config.ts"
+import { fileBytes, fileText, type InvalidConfig, invalid, load, oneOf, refine, required, text } from "./config.ts"
 import * as DevCard from "./rails/DevCard.ts"
 import * as DevLightning from "./rails/DevLightning.ts"
 import * as Lnd from "./rails/Lnd.ts"
@@ -75,22 +74,54 @@ export const devRailsPublicWarning = (config: PaymentConfig, host: string): stri
   `Dev payment rails (${describeDevRails(config)}) are reachable from the network (HOST=${host}) because DEV_RAILS_PUBLIC=on: ` +
   "anyone who can reach this port can credit any wallet without paying. Never use this with real users or real money"
 
-const fail = (message: string) => Effect.fail(new InvalidConfig({ message: `Invalid configuration: ${message}` }))
+const railChoice = <const W extends string>(name: string, words: ReadonlyArray<W>, fallback: W) =>
+  load(oneOf(name, words).pipe(Config.withDefault(fallback)))
 
-const optionalString = (name: string) =>
-  Effect.mapError(Config.option(Config.String(name)), () => new InvalidConfig({ message: `Invalid configuration: ${name}` }))
+const httpUrl = (name: string) => text(name, (url) => /^https?:\/\/[^/]+/.test(url) || "must be an http(s) URL")
 
-const required = (name: string, why: string) =>
-  Effect.flatMap(optionalString(name), (value) =>
-    Option.isSome(value) && value.value.trim() !== "" ? Effect.succeed(value.value.trim()) : fail(`${name} is required ${why}`))
+const lndConfig: Effect.Effect<Lnd.LndConfig, InvalidConfig> = Effect.gen(function*() {
+  const restUrl = yield* required("LND_REST_URL", "when LIGHTNING_RAIL=lnd", httpUrl("LND_REST_URL"))
+  // A macaroon file wins over the hex; either is read and checked here, once.
+  const macaroonFile = yield* load(Config.option(fileBytes("LND_MACAROON_PATH")))
+  const macaroonHex = Option.isSome(macaroonFile)
+    ? Buffer.from(macaroonFile.value).toString("hex")
+    : yield* required(
+      "LND_MACAROON_HEX",
+      "(or LND_MACAROON_PATH) when LIGHTNING_RAIL=lnd",
+      text("LND_MACAROON_HEX", (hex) => /^[0-9a-fA-F]+$/.test(hex) || "must be hex")
+    )
+  const tlsCertPem = Option.getOrUndefined(yield* load(Config.option(fileText("LND_TLS_CERT_PATH"))))
+  return { restUrl, macaroonHex: Redacted.make(macaroonHex), tlsCertPem }
+})
 
-const cannotRead = (name: string, path: string) => new InvalidConfig({ message: `Invalid configuration: ${name}: cannot read ${path}` })
+const stripeConfig = (publicUrl: string): Effect.Effect<Stripe.StripeConfig, InvalidConfig> =>
+  Effect.gen(function*() {
+    const secretKey = yield* required(
+      "STRIPE_SECRET_KEY",
+      "when CARD_RAIL=stripe",
+      text("STRIPE_SECRET_KEY", (key) => /^(sk|rk)_/.test(key) || "must be a secret (sk_…) or restricted (rk_…) key")
+    )
+    const webhookSecret = yield* required(
+      "STRIPE_WEBHOOK_SECRET",
+      "when CARD_RAIL=stripe",
+      text("STRIPE_WEBHOOK_SECRET", (secret) => secret.startsWith("whsec_") || "must start with whsec_")
+    )
+    const urls = yield* load(Config.all({
+      successUrl: text("STRIPE_SUCCESS_URL").pipe(Config.withDefault(`${publicUrl}/funded`)),
+      cancelUrl: text("STRIPE_CANCEL_URL").pipe(Config.withDefault(`${publicUrl}/funding-cancelled`))
+    }))
+    return { secretKey: Redacted.make(secretKey), webhookSecret: Redacted.make(webhookSecret), ...urls }
+  })
 
-const readFile = (name: string, path: string) =>
-  Effect.try({ try: () => readFileSync(path, "utf8"), catch: () => cannotRead(name, path) })
-
-const readBytes = (name: string, path: string) =>
-  Effect.try({ try: () => readFileSync(path), catch: () => cannotRead(name, path) })
+const rateSources: Config.Config<ReadonlyArray<Exchanges.ExchangeName>> = text("RATE_SOURCES").pipe(
+  refine("RATE_SOURCES", (value) => {
+    const names = value.split(",").map((s) => s.trim()).filter((s) => s !== "")
+    const known = (name: string): name is Exchanges.ExchangeName => (Exchanges.EXCHANGES as ReadonlyArray<string>).includes(name)
+    return names.length > 0 && names.every(known)
+      ? Result.succeed(names)
+      : Result.fail(`must list some of ${Exchanges.EXCHANGES.join(", ")}`)
+  })
+)
 
 export const loadPaymentConfig = (options: {
   readonly host: string
@@ -100,80 +131,38 @@ export const loadPaymentConfig = (options: {
   readonly trustProxyHops?: number
 }): Effect.Effect<PaymentConfig, InvalidConfig> =>
   Effect.gen(function*() {
-    const lightningKind = Option.getOrElse(yield* optionalString("LIGHTNING_RAIL"), () => "dev")
-    let lightning: LightningConfig
-    if (lightningKind === "dev") {
-      lightning = { kind: "dev" }
-    } else if (lightningKind === "lnd") {
-      const restUrl = yield* required("LND_REST_URL", "when LIGHTNING_RAIL=lnd")
-      if (!/^https?:\/\//.test(restUrl)) return yield* fail("LND_REST_URL must be an http(s) URL")
-      const macaroonPath = yield* optionalString("LND_MACAROON_PATH")
-      if (Option.isSome(macaroonPath) && macaroonPath.value.trim() === "") return yield* fail("LND_MACAROON_PATH must not be empty")
-      const macaroonHex = Option.isSome(macaroonPath)
-        ? Buffer.from(yield* readBytes("LND_MACAROON_PATH", macaroonPath.value.trim())).toString("hex")
-        : yield* required("LND_MACAROON_HEX", "(or LND_MACAROON_PATH) when LIGHTNING_RAIL=lnd")
-      if (!/^[0-9a-fA-F]+$/.test(macaroonHex)) return yield* fail("LND_MACAROON_HEX must be hex")
-      const certPath = yield* optionalString("LND_TLS_CERT_PATH")
-      const tlsCertPem = Option.isSome(certPath) ? yield* readFile("LND_TLS_CERT_PATH", certPath.value) : undefined
-      lightning = { kind: "lnd", lnd: { restUrl, macaroonHex: Redacted.make(macaroonHex), tlsCertPem } }
-    } else {
-      return yield* fail("LIGHTNING_RAIL must be dev or lnd")
-    }
+    const lightning: LightningConfig = (yield* railChoice("LIGHTNING_RAIL", ["dev", "lnd"], "dev")) === "dev"
+      ? { kind: "dev" }
+      : { kind: "lnd", lnd: yield* lndConfig }
 
     const publicHost = options.host === "0.0.0.0" || options.host === "::" ? "127.0.0.1" : options.host
-    const publicUrl = Option.getOrElse(yield* optionalString("PUBLIC_URL"), () => `http://${publicHost}:${options.port}`)
-    if (!/^https?:\/\/[^/]+/.test(publicUrl)) return yield* fail("PUBLIC_URL must be an http(s) URL")
+    const publicUrl = yield* load(httpUrl("PUBLIC_URL").pipe(Config.withDefault(`http://${publicHost}:${options.port}`)))
 
-    const cardKind = Option.getOrElse(yield* optionalString("CARD_RAIL"), () => "dev")
-    let card: CardConfig
-    if (cardKind === "dev") {
-      card = { kind: "dev", publicUrl }
-    } else if (cardKind === "stripe") {
-      const secretKey = yield* required("STRIPE_SECRET_KEY", "when CARD_RAIL=stripe")
-      const webhookSecret = yield* required("STRIPE_WEBHOOK_SECRET", "when CARD_RAIL=stripe")
-      if (!/^(sk|rk)_/.test(secretKey)) return yield* fail("STRIPE_SECRET_KEY must be a secret (sk_…) or restricted (rk_…) key")
-      if (!webhookSecret.startsWith("whsec_")) return yield* fail("STRIPE_WEBHOOK_SECRET must start with whsec_")
-      card = {
-        kind: "stripe",
-        stripe: {
-          secretKey: Redacted.make(secretKey),
-          webhookSecret: Redacted.make(webhookSecret),
-          successUrl: Option.getOrElse(yield* optionalString("STRIPE_SUCCESS_URL"), () => `${publicUrl}/funded`),
-          cancelUrl: Option.getOrElse(yield* optionalString("STRIPE_CANCEL_URL"), () => `${publicUrl}/funding-cancelled`)
-        }
-      }
-    } else {
-      return yield* fail("CARD_RAIL must be dev or stripe")
-    }
+    const card: CardConfig = (yield* railChoice("CARD_RAIL", ["dev", "stripe"], "dev")) === "dev"
+      ? { kind: "dev", publicUrl }
+      : { kind: "stripe", stripe: yield* stripeConfig(publicUrl) }
 
-    const sources = yield* optionalString("RATE_SOURCES")
-    let rate: RateConfig = { kind: "none" }
+    const sources = yield* load(Config.option(rateSources))
     if (Option.isSome(options.fixedRate) && Option.isSome(sources)) {
-      return yield* fail("set either BTC_USD_RATE or RATE_SOURCES, not both")
+      return yield* invalid("set either BTC_USD_RATE or RATE_SOURCES, not both")
     }
-    if (Option.isSome(options.fixedRate)) rate = { kind: "fixed", rate: options.fixedRate.value }
-    if (Option.isSome(sources)) {
-      const names = sources.value.split(",").map((s) => s.trim()).filter((s) => s !== "")
-      const unknown = names.filter((n) => !(Exchanges.EXCHANGES as ReadonlyArray<string>).includes(n))
-      if (names.length === 0 || unknown.length > 0) {
-        return yield* fail(`RATE_SOURCES must list some of ${Exchanges.EXCHANGES.join(", ")}`)
-      }
-      rate = { kind: "exchanges", sources: names as ReadonlyArray<Exchanges.ExchangeName> }
-    }
+    const rate: RateConfig = Option.isSome(sources)
+      ? { kind: "exchanges", sources: sources.value }
+      : Option.isSome(options.fixedRate)
+      ? { kind: "fixed", rate: options.fixedRate.value }
+      : { kind: "none" }
 
     // The dev rails' payer routes credit any wallet for free: on an address
     // other machines can reach, only if the operator says so explicitly.
-    const publicOptIn = yield* optionalString("DEV_RAILS_PUBLIC")
-    const publicValue = Option.getOrElse(publicOptIn, () => "off").trim()
-    if (publicValue !== "on" && publicValue !== "off") return yield* fail("DEV_RAILS_PUBLIC must be on or off")
+    const publicOptIn = yield* railChoice("DEV_RAILS_PUBLIC", ["on", "off"], "off")
     const devRails = describeDevRails({ lightning, card })
     const proxied = (options.trustProxyHops ?? 0) > 0
     const devRailsPublic = devRails !== "" && (!isLoopbackHost(options.host) || proxied)
-    if (devRailsPublic && publicValue !== "on") {
+    if (devRailsPublic && publicOptIn !== "on") {
       const exposure = proxied && isLoopbackHost(options.host)
         ? `HOST=${options.host} is served through reverse proxies (TRUST_PROXY=${options.trustProxyHops})`
         : `HOST=${options.host} is not a loopback address`
-      return yield* fail(
+      return yield* invalid(
         `${exposure} and the dev payment rails are on (${devRails}), ` +
           "so anyone who can reach the server could credit any wallet without paying; " +
           "configure real rails (LIGHTNING_RAIL=lnd, CARD_RAIL=stripe), keep the server on 127.0.0.1, " +

@@ -1,16 +1,13 @@
-import { registryOnly } from "../adapters/services/transport.ts"
 /**
  * Embedding Spendgate in-process: no HTTP server, the core services called
  * directly from your own agent runtime. Storage here is the in-memory store;
- * swap `MemoryStore.layer` for `storeLayer({ databaseUrl, dataDir })` from
- * adapters/sql/Database.ts to keep data in PGlite or PostgreSQL.
+ * swap `Spendgate.memory()` for `Spendgate.pglite("./data")` or
+ * `Spendgate.postgres("postgres://…")` to keep the data.
  *
  * Run: npm run example
  */
-import { Effect, Layer } from "effect"
-import * as MemoryStore from "../adapters/memory/MemoryStore.ts"
-import { devRails } from "../adapters/rails/dev.ts"
-import { Agents, Gateway, Policies, Providers, RateSource, Spend, Wallets } from "../src/index.ts"
+import { Effect } from "effect"
+import { Agents, Policies, Spend, Spendgate, Wallets } from "spendgate"
 
 const program = Effect.gen(function*() {
   const agents = yield* Agents
@@ -65,7 +62,7 @@ const program = Effect.gen(function*() {
   }
 })
 
-Effect.runPromise(program.pipe(Effect.provide(Gateway.layer.pipe(Layer.provide([MemoryStore.layer, RateSource.none, Providers.make([]), registryOnly, devRails({ dataDir: undefined, publicUrl: "http://127.0.0.1:8080" })]))))).then(
+Effect.runPromise(program.pipe(Effect.provide(Spendgate.memory()))).then(
   () => console.log("ok"),
   (error) => {
     console.error(error)

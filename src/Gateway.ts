@@ -17,18 +17,23 @@ import { Spend } from "./wallet/Spend.ts"
 import { Wallets } from "./wallet/Wallets.ts"
 
 /**
- * The front door for embedders: every core service, given storage, a
- * RateSource and the payment rails.
+ * Every core service, given what {@link Requirements} lists: storage, a
+ * RateSource, the payment rails, the capability providers and the proxy's
+ * transport. Embedders rarely build this by hand: the package entry point's
+ * ready layers (`Spendgate.memory()`, `Spendgate.pglite(dataDir)`,
+ * `Spendgate.postgres(url)`, in adapters/embed/Spendgate.ts) provide all of
+ * it with defaults, e.g.
  *
  * ```ts
- * const gateway = Gateway.layer.pipe(Layer.provide([
- *   MemoryStore.layer, RateSource.none,
- *   DevLightning.layer({ dataDir: undefined }), DevCard.layer({ publicUrl: "http://127.0.0.1:8080" })
+ * Gateway.layer.pipe(Layer.provide([
+ *   MemoryStore.layer, RateSource.none, Providers.make([]), registryOnly,
+ *   devRails({ dataDir: undefined, publicUrl: "http://127.0.0.1:8080" })
  * ]))
  * ```
  *
- * `Spend.sweeper()` adds the periodic recovery sweep of expired holds; the
- * server runs it, an embedder decides.
+ * `Spend.sweeper()` adds the periodic recovery sweep of expired holds and
+ * `Funding.expirer()` invoice expiry; the server and the ready layers run
+ * both.
  */
 export type Services =
   | Agents

@@ -4,7 +4,7 @@ import { isIPv4, isIPv6 } from "node:net"
 import { HttpEffect, HttpServerRequest, HttpServerResponse } from "effect/http"
 import type { Agent } from "../../src/domain/Agent.ts"
 import { type Decision, type RateKey, RateLimiter } from "../../src/ports/RateLimiter.ts"
-import { InvalidConfig } from "../config.ts"
+import { check, type InvalidConfig, invalid, load, oneOf, text } from "../config.ts"
 import * as MemoryRateLimiter from "../ratelimit/memory.ts"
 import * as RedisRateLimiter from "../ratelimit/redis.ts"
 import { envelopeResponse, type Forbidden, type TooManyRequests, toHttpError, type Unauthorized } from "./errors.ts"
@@ -139,36 +139,20 @@ export interface RateLimitConfig {
   readonly redisUrl: Option.Option<Redacted.Redacted<string>>
 }
 
-const rawConfig = Config.all({
-  agentPerMinute: Config.Int("RATE_LIMIT_AGENT_PER_MINUTE").pipe(Config.withDefault(DEFAULT_AGENT_PER_MINUTE)),
-  accountPerMinute: Config.Int("RATE_LIMIT_ACCOUNT_PER_MINUTE").pipe(Config.withDefault(DEFAULT_ACCOUNT_PER_MINUTE)),
-  redisUrl: Config.option(Config.Redacted("REDIS_URL"))
+const perMinute = (name: string, fallback: number) =>
+  Config.Int(name).pipe(check(name, (n) => n >= 1 || "must be at least 1"), Config.withDefault(fallback))
+
+const rateLimitConfig: Config.Config<RateLimitConfig> = Config.all({
+  agentPerMinute: perMinute("RATE_LIMIT_AGENT_PER_MINUTE", DEFAULT_AGENT_PER_MINUTE),
+  accountPerMinute: perMinute("RATE_LIMIT_ACCOUNT_PER_MINUTE", DEFAULT_ACCOUNT_PER_MINUTE),
+  redisUrl: Config.option(
+    text("REDIS_URL", (url) => /^rediss?:\/\/./.test(url) || "must be a redis:// or rediss:// URL (unset it to count in-process)")
+      .pipe(Config.map(Redacted.make))
+  )
 })
 
 /** Reads and checks the rate-limit settings; fails with one message naming the bad variable. */
-export const loadRateLimitConfig: Effect.Effect<RateLimitConfig, InvalidConfig> = Effect.gen(function*() {
-  const config = yield* Effect.mapError(
-    rawConfig,
-    (error) =>
-      new InvalidConfig({
-        message: `Invalid configuration: ${error.message.replace(/\s+/g, " ").trim()}`
-      })
-  )
-  for (const [name, value] of [
-    ["RATE_LIMIT_AGENT_PER_MINUTE", config.agentPerMinute],
-    ["RATE_LIMIT_ACCOUNT_PER_MINUTE", config.accountPerMinute]
-  ] as const) {
-    if (value < 1) return yield* new InvalidConfig({ message: `Invalid configuration: ${name} must be at least 1` })
-  }
-  if (Option.isSome(config.redisUrl)) {
-    if (!/^rediss?:\/\/./.test(Redacted.value(config.redisUrl.value))) {
-      return yield* new InvalidConfig({
-        message: "Invalid configuration: REDIS_URL must be a redis:// or rediss:// URL (unset it to count in-process)"
-      })
-    }
-  }
-  return config
-})
+export const loadRateLimitConfig: Effect.Effect<RateLimitConfig, InvalidConfig> = load(rateLimitConfig)
 
 /** The options for `RateLimitedAuthenticationLive` from the configuration. */
 export const rateLimitOptions = (config: RateLimitConfig): RateLimitOptions => ({
@@ -367,23 +351,37 @@ const MIN_SIGNUP_TOKEN_LENGTH = 24
 const MAX_SIGNUP_PER_HOUR = 1_000_000
 const MAX_PROXY_HOPS = 10
 
-const invalid = (message: string) => new InvalidConfig({ message: `Invalid configuration: ${message}` })
-
-const env = (name: string) =>
-  Effect.map(
-    Effect.mapError(Config.option(Config.String(name)), () => invalid(name)),
-    Option.map((value) => value.trim())
+const wholeNumber = (name: string, min: number, max: number, fallback: number, why: string) =>
+  text(name).pipe(
+    check(name, (value) => (/^\d+$/.test(value) && Number(value) >= min && Number(value) <= max) || why),
+    Config.map(Number),
+    Config.withDefault(fallback)
   )
+
+const signupSettings = Config.all({
+  mode: oneOf("SIGNUP", ["open", "closed", "token"]).pipe(Config.withDefault<SignupMode>("open")),
+  token: Config.option(text("SIGNUP_TOKEN")),
+  perHour: wholeNumber(
+    "SIGNUP_RATE_PER_HOUR",
+    1,
+    MAX_SIGNUP_PER_HOUR,
+    DEFAULT_SIGNUP_PER_HOUR,
+    `must be a whole number from 1 to ${MAX_SIGNUP_PER_HOUR}`
+  ),
+  trustProxyHops: wholeNumber(
+    "TRUST_PROXY",
+    0,
+    MAX_PROXY_HOPS,
+    0,
+    `must be the number of reverse proxies in front of the server, 0 to ${MAX_PROXY_HOPS} (0: ignore X-Forwarded-For)`
+  )
+})
 
 /** Reads and checks the signup settings; fails with one message naming the bad variable. */
 export const loadSignupConfig: Effect.Effect<SignupConfig, InvalidConfig> = Effect.gen(function*() {
-  const mode = Option.getOrElse(yield* env("SIGNUP"), () => "open")
-  if (mode !== "open" && mode !== "closed" && mode !== "token") {
-    return yield* invalid("SIGNUP must be open, closed or token")
-  }
-  const token = yield* env("SIGNUP_TOKEN")
+  const { mode, token, perHour, trustProxyHops } = yield* load(signupSettings)
   if (mode === "token") {
-    if (Option.isNone(token) || token.value === "") {
+    if (Option.isNone(token)) {
       return yield* invalid("SIGNUP_TOKEN is required when SIGNUP=token")
     }
     if (token.value.length < MIN_SIGNUP_TOKEN_LENGTH || /\s/.test(token.value)) {
@@ -393,23 +391,11 @@ export const loadSignupConfig: Effect.Effect<SignupConfig, InvalidConfig> = Effe
     // A token with signup still open would be a false sense of safety.
     return yield* invalid(`SIGNUP_TOKEN is set but SIGNUP=${mode}; set SIGNUP=token to require it, or unset it`)
   }
-  const rate = yield* env("SIGNUP_RATE_PER_HOUR")
-  const perHour = Option.isSome(rate) ? Number(rate.value) : DEFAULT_SIGNUP_PER_HOUR
-  if (!/^\d+$/.test(Option.getOrElse(rate, () => "10")) || perHour < 1 || perHour > MAX_SIGNUP_PER_HOUR) {
-    return yield* invalid(`SIGNUP_RATE_PER_HOUR must be a whole number from 1 to ${MAX_SIGNUP_PER_HOUR}`)
-  }
-  const proxy = yield* env("TRUST_PROXY")
-  const hops = Option.isSome(proxy) ? Number(proxy.value) : 0
-  if (!/^\d+$/.test(Option.getOrElse(proxy, () => "0")) || hops > MAX_PROXY_HOPS) {
-    return yield* invalid(
-      `TRUST_PROXY must be the number of reverse proxies in front of the server, 0 to ${MAX_PROXY_HOPS} (0: ignore X-Forwarded-For)`
-    )
-  }
   return {
     mode,
     token: mode === "token" ? Option.map(token, Redacted.make) : Option.none(),
     perHour,
-    trustProxyHops: hops
+    trustProxyHops
   }
 })
 

@@ -1,4 +1,5 @@
 import { execFileSync } from "node:child_process"
+import { readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { expect, it } from "vitest"
 
@@ -13,4 +14,14 @@ it("the embedding example runs and ends with the kill switch holding", () => {
   expect(output).toContain("worker changing its own policy: FORBIDDEN")
   expect(output).toContain("after the kill switch: AGENT_KILLED")
   expect(output.trim().endsWith("ok")).toBe(true)
+})
+
+it("every example opens with its file comment (what it shows and how to run it), nothing above it", () => {
+  const examples = readdirSync(join(root, "examples")).filter((name) => name.endsWith(".ts"))
+  expect(examples.length).toBeGreaterThan(0)
+  for (const name of examples) {
+    const text = readFileSync(join(root, "examples", name), "utf8")
+    expect({ name, opening: text.slice(0, 3) }).toEqual({ name, opening: "/**" })
+    expect(text).toMatch(/\n \* Run: (npm run example|node examples\/[\w-]+\.ts)\n/)
+  }
 })
