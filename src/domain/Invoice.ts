@@ -58,3 +58,16 @@ export const effectiveStatus = (invoice: Invoice, now: Date): InvoiceStatus =>
 
 /** A payment counts only if it happened strictly before the expiry instant. */
 export const paidInTime = (invoice: Invoice, paidAt: Date): boolean => paidAt.getTime() < invoice.expiresAt.getTime()
+
+/** What became of a payment notice. */
+export type PaymentOutcome =
+  /** The wallet was credited now. */
+  | "credited"
+  /** This payment had been credited before; nothing changed. */
+  | "duplicate"
+  /** The invoice had expired: recorded for the operator, not credited. */
+  | "late"
+  /** Crediting it would take the wallet pocket above its maximum: recorded for the operator, not credited. */
+  | "refused"
+  /** No invoice of ours has this id; ignored (and logged). */
+  | "unknown"

@@ -1,4 +1,5 @@
 import { Context, type Effect, Schema } from "effect"
+import type { PaymentOutcome } from "../domain/Invoice.ts"
 import type { Store } from "./Store.ts"
 
 /**
@@ -82,17 +83,8 @@ export interface PaymentNotice {
   readonly source: string
 }
 
-export type PaymentOutcome =
-  /** The wallet was credited now. */
-  | "credited"
-  /** This payment had been credited before; nothing changed. */
-  | "duplicate"
-  /** The invoice had expired: recorded for the operator, not credited. */
-  | "late"
-  /** Crediting it would take the wallet pocket above its maximum: recorded for the operator, not credited. */
-  | "refused"
-  /** No invoice of ours has this id; ignored (and logged). */
-  | "unknown"
+/** What became of a payment notice (defined with the invoice, in the domain). */
+export type { PaymentOutcome } from "../domain/Invoice.ts"
 
 /**
  * Where rails deliver what they observe. Implemented by the core's funding

@@ -12,9 +12,8 @@ import type {
   TransactionType,
   Wallet
 } from "../domain/Ledger.ts"
-import type { Invoice, InvoiceStatus, InvoiceType } from "../domain/Invoice.ts"
+import type { Invoice, InvoiceStatus, InvoiceType, PaymentOutcome } from "../domain/Invoice.ts"
 import type { MicroUsd } from "../domain/Money.ts"
-import type { PaymentOutcome } from "./Rails.ts"
 import type { HoldPlan, LateSettlePlan, LateSettleSnapshot, ReserveSnapshot, SettlePlan } from "../wallet/decide.ts"
 import type { AgentChange } from "../agents/owners.ts"
 
