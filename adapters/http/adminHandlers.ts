@@ -76,7 +76,7 @@ export const AdminHandlers = HttpApiBuilder.group(
             until: window.until.toISOString(),
             accounts: stats.accounts,
             agents: stats.agents,
-            balances: { usdCents: microUsdToCents(stats.balances.usdMicro), sats: msatToSats(stats.balances.satsMsat) },
+            balances: { usdCents: microUsdToCents(stats.balances.usdMicroUsd), sats: msatToSats(stats.balances.satsMsat) },
             spend: stats.spend.map((row) => ({
               day: row.day,
               capability: row.capability,
@@ -88,7 +88,7 @@ export const AdminHandlers = HttpApiBuilder.group(
               day: row.day,
               pocket: row.pocket,
               credits: row.credits,
-              usdCents: microUsdToCents(row.usdMicro),
+              usdCents: microUsdToCents(row.usdMicroUsd),
               sats: msatToSats(row.satsMsat)
             }))
           }

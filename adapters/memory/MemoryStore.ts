@@ -86,7 +86,7 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
       Effect.sync(() => {
         const all = [...agents.values()].map((e) => e.agent)
         const spend = new Map<string, { day: string; capability: string; provider: string; calls: number; amountMicroUsd: bigint }>()
-        const funding = new Map<string, { day: string; pocket: "usd" | "sats"; credits: number; usdMicro: bigint; satsMsat: bigint }>()
+        const funding = new Map<string, { day: string; pocket: "usd" | "sats"; credits: number; usdMicroUsd: bigint; satsMsat: bigint }>()
         for (const t of allTransactions()) {
           if (!inRange(t.createdAt, from, until)) continue
           const day = utcDay(t.createdAt)
@@ -97,8 +97,8 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
           } else if (t.type === "credit") {
             const pocket = t.satsMsat > 0n ? "sats" as const : "usd" as const
             const key = `${day}|${pocket}`
-            const row = funding.get(key) ?? { day, pocket, credits: 0, usdMicro: 0n, satsMsat: 0n }
-            funding.set(key, { ...row, credits: row.credits + 1, usdMicro: row.usdMicro + t.usdMicroUsd, satsMsat: row.satsMsat + t.satsMsat })
+            const row = funding.get(key) ?? { day, pocket, credits: 0, usdMicroUsd: 0n, satsMsat: 0n }
+            funding.set(key, { ...row, credits: row.credits + 1, usdMicroUsd: row.usdMicroUsd + t.usdMicroUsd, satsMsat: row.satsMsat + t.satsMsat })
           }
         }
         const byKey = <A extends { day: string }>(a: A, b: A) => (a.day < b.day ? 1 : a.day > b.day ? -1 : 0)
@@ -110,7 +110,7 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
             owners: all.filter((a) => a.role === "owner").length
           },
           balances: {
-            usdMicro: [...wallets.values()].reduce((sum, w) => sum + w.usdMicroUsd, 0n),
+            usdMicroUsd: [...wallets.values()].reduce((sum, w) => sum + w.usdMicroUsd, 0n),
             satsMsat: [...wallets.values()].reduce((sum, w) => sum + w.satsMsat, 0n)
           },
           spend: [...spend.values()].sort(byKey),

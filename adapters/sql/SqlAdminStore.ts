@@ -43,7 +43,7 @@ export const makeSqlAdminStore = Effect.gen(function*() {
         return {
           accounts: num(accounts?.n),
           agents: { total: num(agents?.total), killed: num(agents?.killed), owners: num(agents?.owners) },
-          balances: { usdMicro: big(balances?.usd), satsMsat: big(balances?.sats) },
+          balances: { usdMicroUsd: big(balances?.usd), satsMsat: big(balances?.sats) },
           spend: spend.map((r) => ({
             day: r.day,
             capability: r.capability,
@@ -55,7 +55,7 @@ export const makeSqlAdminStore = Effect.gen(function*() {
             day: r.day,
             pocket: r.pocket === "sats" ? "sats" as const : "usd" as const,
             credits: num(r.credits),
-            usdMicro: big(r.usd),
+            usdMicroUsd: big(r.usd),
             satsMsat: big(r.sats)
           }))
         }

@@ -19,7 +19,7 @@ export interface StatsQuery {
 export interface Stats {
   readonly accounts: number
   readonly agents: { readonly total: number; readonly killed: number; readonly owners: number }
-  readonly balances: { readonly usdMicro: bigint; readonly satsMsat: bigint }
+  readonly balances: { readonly usdMicroUsd: bigint; readonly satsMsat: bigint }
   /** Charges (what agents spent) per UTC day, capability and provider. */
   readonly spend: ReadonlyArray<{
     readonly day: string
@@ -33,7 +33,7 @@ export interface Stats {
     readonly day: string
     readonly pocket: "usd" | "sats"
     readonly credits: number
-    readonly usdMicro: bigint
+    readonly usdMicroUsd: bigint
     readonly satsMsat: bigint
   }>
 }
