@@ -16,10 +16,10 @@ import {
   positiveNumber,
   providerName,
   type Upstream
-} from "../http.ts"
+} from "../kit/index.ts"
 import { oneLineSubject, parseSender } from "./smtp.ts"
 
-export { MAX_UPSTREAM_MESSAGE_CHARS } from "../http.ts"
+export { MAX_UPSTREAM_MESSAGE_CHARS } from "../kit/index.ts"
 
 /**
  * `email` through Resend's HTTP API.

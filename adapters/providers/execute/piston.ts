@@ -1,8 +1,9 @@
-import { Clock, Duration, Effect, Result, type Scope, Stream } from "effect"
-import { HttpClient, type HttpClientError, HttpClientRequest, type HttpClientResponse } from "effect/http"
+import { Clock, Duration, Effect, Result, type Scope } from "effect"
+import { HttpClient, type HttpClientError, HttpClientRequest } from "effect/http"
 import { StringDecoder } from "node:string_decoder"
 import { type Metered, type Provider, ProviderFailure, type Quote, type UnitPrice } from "../../../src/capabilities/Provider.ts"
 import { type ExecuteInput, type ExecuteOutput, MAX_EXECUTE_TIMEOUT_MS } from "../../../src/capabilities/schemas.ts"
+import { clip, describeCause, failure, isRecord, MAX_ERROR_BODY_BYTES, MAX_UPSTREAM_MESSAGE_CHARS, parseJson, readBody } from "../kit/index.ts"
 
 /**
  * `execute` through a Piston server (engineer-man/piston, self-hosted; its
@@ -64,9 +65,7 @@ export const DEFAULT_MAX_TIMEOUT_MS = 3_000
 export const DEFAULT_OVERHEAD_MS = 10_000
 export const DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024
 export const DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
-export const MAX_UPSTREAM_MESSAGE_CHARS = 300
-/** An error answer is read this far for its message, and no further. */
-const ERROR_BODY_BYTES = 16 * 1024
+export { MAX_UPSTREAM_MESSAGE_CHARS }
 
 export type Language = ExecuteInput["language"]
 
@@ -160,23 +159,6 @@ const settingsOf = (options: PistonOptions): Settings => {
 // ---------------------------------------------------------------------------
 // Failures
 
-const failure = (provider: string, reason: ProviderFailure["reason"], message: string) =>
-  new ProviderFailure({ provider, reason, message })
-
-/** One line, at most `max` characters. */
-const clip = (text: string, max = MAX_UPSTREAM_MESSAGE_CHARS): string => {
-  const line = text.replace(/[\s\u0000-\u001f\u007f]+/g, " ").trim()
-  return line.length > max ? `${line.slice(0, max - 1)}…` : line
-}
-
-const describeCause = (cause: unknown): string | undefined => {
-  if (!(cause instanceof Error)) return undefined
-  // Node and undici errors carry a code (ECONNREFUSED, UND_ERR_SOCKET, ...), sometimes on an inner cause.
-  const code = (cause as { code?: unknown }).code
-  if (typeof code === "string") return code
-  return describeCause((cause as { cause?: unknown }).cause) ?? cause.message
-}
-
 const transportFailure = (settings: Settings, error: HttpClientError.HttpClientError): ProviderFailure => {
   const reason = error.reason
   const cause = describeCause("cause" in reason ? reason.cause : undefined)
@@ -209,26 +191,6 @@ interface Reply {
   readonly overflow: boolean
 }
 
-/** Reads at most `limit` bytes; stops reading (and so drops the connection) past that. */
-const readBody = (response: HttpClientResponse.HttpClientResponse, limit: number) =>
-  Effect.suspend(() => {
-    const chunks: Array<Uint8Array> = []
-    let size = 0
-    let overflow = false
-    return Stream.runForEachWhile(response.stream, (chunk) => {
-      const room = limit - size
-      if (chunk.byteLength > room) {
-        overflow = true
-        if (room > 0) chunks.push(chunk.slice(0, room))
-        size += Math.max(room, 0)
-        return Effect.succeed(false)
-      }
-      chunks.push(chunk)
-      size += chunk.byteLength
-      return Effect.succeed(true)
-    }).pipe(Effect.map(() => ({ bytes: Buffer.concat(chunks, size), overflow })))
-  })
-
 /**
  * Sends the request and reads its answer. The request lives in this scope:
  * once the answer is read, fails or the call times out, the connection is
@@ -242,7 +204,7 @@ const exchange = (
   Effect.scoped(Effect.gen(function*() {
     const response = yield* client.execute(request)
     const ok = response.status >= 200 && response.status < 300
-    const limit = ok ? settings.maxResponseBytes : ERROR_BODY_BYTES
+    const limit = ok ? settings.maxResponseBytes : MAX_ERROR_BODY_BYTES
     const declared = Number(response.headers["content-length"])
     if (ok && Number.isFinite(declared) && declared > limit) {
       return { status: response.status, bytes: new Uint8Array(0), overflow: true }
@@ -251,23 +213,10 @@ const exchange = (
     return { status: response.status, bytes, overflow }
   })).pipe(Effect.catchTag("HttpClientError", (error) => Effect.fail(transportFailure(settings, error))))
 
-const NOT_JSON = Symbol("not JSON")
-
-const parseJson = (bytes: Uint8Array): unknown => {
-  try {
-    return JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes))
-  } catch {
-    return NOT_JSON
-  }
-}
-
-const isRecord = (value: unknown): value is Record<string, unknown> =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
-
 /** Piston's errors are `{ message }`; anything else is shown as text. */
 const upstreamMessage = (bytes: Uint8Array): string => {
   const json = parseJson(bytes)
-  if (isRecord(json) && typeof json.message === "string") return clip(json.message)
+  if (Result.isSuccess(json) && isRecord(json.success) && typeof json.success.message === "string") return clip(json.success.message)
   return clip(new TextDecoder().decode(bytes).replace(/<[^>]*>/g, " "))
 }
 
@@ -282,8 +231,8 @@ const answerOf = (settings: Settings, reply: Reply): Result.Result<unknown, Prov
     )
   }
   const json = parseJson(reply.bytes)
-  if (json === NOT_JSON) return Result.fail(failure(settings.name, "malformed", `${settings.name}'s answer is not JSON`))
-  return Result.succeed(json)
+  if (Result.isFailure(json)) return Result.fail(failure(settings.name, "malformed", `${settings.name}'s answer is not JSON`))
+  return Result.succeed(json.success)
 }
 
 // ---------------------------------------------------------------------------

@@ -36,14 +36,17 @@ import { type Provider, ProviderFailure, type UnitPrice } from "../../../src/cap
 import type { ReadInput, ReadOutput } from "../../../src/capabilities/schemas.ts"
 import {
   baseUrlOf,
+  checkUnitPrice,
   type ErrorDetail,
   exchangeJson,
   isRecord,
   keySecrets,
   positiveInteger,
+  providerName,
   type Upstream
-} from "../http.ts"
-import { checkFlatPrice, clip, cut, MAX_OUTPUT_CHARS, normalizeLines, oneLineOrNull } from "./builtin.ts"
+} from "../kit/index.ts"
+import { clip, cut, normalizeLines, oneLineOrNull } from "../kit/page.ts"
+import { MAX_OUTPUT_CHARS } from "../kit/readPage.ts"
 
 export const DEFAULT_NAME = "jina"
 export const DEFAULT_BASE_URL = "https://r.jina.ai"
@@ -133,7 +136,8 @@ export const make = (options: Options): Effect.Effect<Provider<"read">, never, H
     const name = options.name ?? DEFAULT_NAME
     const settings = yield* Effect.try({
       try: () => {
-        checkFlatPrice("read/jina", name, options.unitPrice)
+        providerName("read/jina", name)
+        checkUnitPrice(`read/jina ${name}`, options.unitPrice, "page")
         return {
           baseUrl: baseUrlOf(name, options.baseUrl ?? DEFAULT_BASE_URL, { allowCredentials: true }),
           timeoutMs: positiveInteger(name, "timeoutMs", options.timeoutMs, DEFAULT_TIMEOUT_MS),

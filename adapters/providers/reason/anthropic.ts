@@ -41,7 +41,7 @@ import { ProviderFailure } from "../../../src/capabilities/Provider.ts"
 import { quoteReason } from "../../../src/capabilities/pricing.ts"
 import type { ReasonInput, ReasonOutput } from "../../../src/capabilities/schemas.ts"
 import { ValidationError } from "../../../src/domain/errors.ts"
-import { clip, type ErrorDetail, exchangeJson, isRecord, jsonPost } from "../http.ts"
+import { clip, type ErrorDetail, exchangeJson, isRecord, jsonPost } from "../kit/index.ts"
 import {
   checkSettings,
   meteredAnswer,

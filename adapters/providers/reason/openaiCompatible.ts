@@ -46,9 +46,9 @@ import {
   openAiErrorDetail,
   positiveInteger,
   type Upstream
-} from "../http.ts"
+} from "../kit/index.ts"
 
-export { MAX_ERROR_BODY_BYTES, MAX_UPSTREAM_MESSAGE_CHARS } from "../http.ts"
+export { MAX_ERROR_BODY_BYTES, MAX_UPSTREAM_MESSAGE_CHARS } from "../kit/index.ts"
 
 export const DEFAULT_TIMEOUT_MS = 60_000
 export const DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024

@@ -38,16 +38,18 @@ import { type Provider, ProviderFailure, type UnitPrice } from "../../../src/cap
 import type { ScrapeInput, ScrapeOutput } from "../../../src/capabilities/schemas.ts"
 import {
   baseUrlOf,
+  checkUnitPrice,
   type ErrorDetail,
   exchangeJson,
   isRecord,
   jsonPost,
   keySecrets,
   positiveInteger,
+  providerName,
   type Upstream
-} from "../http.ts"
-import { checkFlatPrice, clip } from "../read/builtin.ts"
-import { quoteScrape, scrapeHtml } from "./builtin.ts"
+} from "../kit/index.ts"
+import { clip } from "../kit/page.ts"
+import { quoteScrape, scrapeHtml } from "../kit/scrapePage.ts"
 
 export const DEFAULT_NAME = "firecrawl"
 export const DEFAULT_BASE_URL = "https://api.firecrawl.dev"
@@ -133,7 +135,8 @@ export const make = (options: Options): Effect.Effect<Provider<"scrape">, never,
     const name = options.name ?? DEFAULT_NAME
     const settings = yield* Effect.try({
       try: () => {
-        checkFlatPrice("scrape/firecrawl", name, options.unitPrice)
+        providerName("scrape/firecrawl", name)
+        checkUnitPrice(`scrape/firecrawl ${name}`, options.unitPrice, "page")
         return {
           baseUrl: baseUrlOf(name, options.baseUrl ?? DEFAULT_BASE_URL, { allowCredentials: true }),
           timeoutMs: positiveInteger(name, "timeoutMs", options.timeoutMs, DEFAULT_TIMEOUT_MS),

@@ -16,10 +16,10 @@ import {
   positiveNumber,
   providerName,
   type Upstream
-} from "../http.ts"
+} from "../kit/index.ts"
 import { type Candidate, describe, normalize, type SearchResult } from "./results.ts"
 
-export { MAX_UPSTREAM_MESSAGE_CHARS } from "../http.ts"
+export { MAX_UPSTREAM_MESSAGE_CHARS } from "../kit/index.ts"
 export { MAX_SNIPPET_CHARS, MAX_TITLE_CHARS, MAX_URL_CHARS } from "./results.ts"
 
 /**

@@ -3,7 +3,7 @@
  * hits into `SearchOutput` results, cleaned, bounded and deduplicated.
  */
 import type { SearchOutput } from "../../../src/capabilities/schemas.ts"
-import { clip } from "../http.ts"
+import { clip } from "../kit/index.ts"
 
 export const MAX_TITLE_CHARS = 500
 export const MAX_SNIPPET_CHARS = 2000

@@ -17,10 +17,10 @@ import {
   providerName,
   redact,
   type Upstream
-} from "../http.ts"
+} from "../kit/index.ts"
 import { countSegments } from "./segments.ts"
 
-export { MAX_UPSTREAM_MESSAGE_CHARS } from "../http.ts"
+export { MAX_UPSTREAM_MESSAGE_CHARS } from "../kit/index.ts"
 
 /**
  * `sms` through Twilio's Messages API.

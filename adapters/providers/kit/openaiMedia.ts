@@ -1,15 +1,15 @@
 /**
  * What the adapters over OpenAI's media APIs share (imagine/openaiImages.ts,
  * speak/openaiSpeech.ts, transcribe/openaiTranscribe.ts): their common
- * options, and the exchange (http.ts) with the key as a bearer token and
+ * options, and the exchange (exchange.ts) with the key as a bearer token and
  * OpenAI's error bodies read for their message.
  *
  * Failures are the exchange's, with a refused connection `unavailable`.
  */
 import { type Effect, Redacted } from "effect"
 import { type HttpClient, HttpClientRequest } from "effect/http"
-import type { ProviderFailure } from "../../src/capabilities/Provider.ts"
-import { ValidationError } from "../../src/domain/errors.ts"
+import type { ProviderFailure } from "../../../src/capabilities/Provider.ts"
+import { ValidationError } from "../../../src/domain/errors.ts"
 import {
   baseUrlOf,
   exchange,
@@ -22,7 +22,7 @@ import {
   providerName,
   type Reply,
   type Upstream
-} from "./http.ts"
+} from "./index.ts"
 
 export const DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -33,7 +33,7 @@ export interface MediaSettings {
   readonly apiKey: Redacted.Redacted<string> | undefined
   readonly timeoutMs: number
   readonly maxResponseBytes: number
-  /** How the upstream is called (http.ts). */
+  /** How the upstream is called (exchange.ts). */
   readonly upstream: Upstream
 }
 
@@ -86,7 +86,7 @@ const authorized = (settings: MediaSettings, request: HttpClientRequest.HttpClie
 
 /**
  * Sends one request, with the API key as a bearer token when there is one,
- * and reads its successful answer (http.ts `exchange`).
+ * and reads its successful answer (`exchange`).
  */
 export const sendMedia = (
   client: HttpClient.HttpClient,
