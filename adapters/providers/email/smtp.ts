@@ -3,6 +3,8 @@ import { createTransport, type NodemailerError, type SMTPTransportOptions } from
 import MailComposer, { type MailComposerOptions } from "nodemailer/lib/mail-composer"
 import { type Provider, ProviderFailure, type UnitPrice } from "../../../src/capabilities/Provider.ts"
 import type { EmailInput, EmailOutput } from "../../../src/capabilities/schemas.ts"
+import { oneLineSubject, parseSender, type Sender } from "../kit/email.ts"
+import { clip as clipText, failure, redact } from "../kit/index.ts"
 
 /**
  * `email` through any SMTP server (the operator's relay, a provider's SMTP
@@ -84,32 +86,6 @@ export interface SmtpOptions {
 }
 
 // ---------------------------------------------------------------------------
-// Addresses and the subject (shared with the Resend adapter)
-
-const ADDRESS = /^[^\s@<>()[\],;:"]+@[^\s@<>()[\],;:"]+\.[^\s@<>()[\],;:"]+$/
-const CONTROL = /[\u0000-\u001f\u007f]/
-
-export interface Sender {
-  readonly name: string
-  readonly address: string
-}
-
-/** `address` or `Display Name <address>`; undefined when it is neither, or carries control characters. */
-export const parseSender = (text: string): Sender | undefined => {
-  const trimmed = text.trim()
-  if (trimmed === "" || trimmed.length > 320 + 200 || CONTROL.test(trimmed)) return undefined
-  if (ADDRESS.test(trimmed) && trimmed.length <= 320) return { name: "", address: trimmed }
-  const match = /^([^<>"]{0,200}?)\s*<([^<>]+)>$/.exec(trimmed)
-  if (match === null) return undefined
-  const address = match[2]!.trim()
-  if (!ADDRESS.test(address) || address.length > 320) return undefined
-  return { name: match[1]!.trim(), address }
-}
-
-/** The subject as one header line: every run of line breaks and control characters becomes one space. */
-export const oneLineSubject = (subject: string): string => subject.replace(/[\u0000-\u001f\u007f]+/g, " ")
-
-// ---------------------------------------------------------------------------
 // Settings
 
 interface Settings {
@@ -172,15 +148,8 @@ const settingsOf = (options: SmtpOptions): Settings => {
 // ---------------------------------------------------------------------------
 // Failures
 
-const failure = (provider: string, reason: ProviderFailure["reason"], message: string) =>
-  new ProviderFailure({ provider, reason, message })
-
 /** One line, without the password, at most `max` characters. */
-const clip = (text: string, secret: string, max = MAX_UPSTREAM_MESSAGE_CHARS): string => {
-  const scrubbed = secret === "" ? text : text.split(secret).join("[redacted]")
-  const line = scrubbed.replace(/[\s\u0000-\u001f\u007f]+/g, " ").trim()
-  return line.length > max ? `${line.slice(0, max - 1)}…` : line
-}
+const clip = (text: string, secret: string, max = MAX_UPSTREAM_MESSAGE_CHARS): string => clipText(redact(text, [secret]), max)
 
 const asNodemailerError = (error: unknown): NodemailerError =>
   (error instanceof Error ? error : new Error(String(error))) as NodemailerError
