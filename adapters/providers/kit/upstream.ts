@@ -4,12 +4,12 @@
  * size limits, and how its error bodies read; and, for an upstream priced per
  * call, the provider itself around the adapter's own `run`.
  */
-import { Effect, type Redacted, Result } from "effect"
+import { Effect, Redacted, Result } from "effect"
 import type { Provider, ProviderFailure, UnitPrice } from "../../../src/capabilities/Provider.ts"
 import type { BuiltCapability, CapabilityIO } from "../../../src/capabilities/schemas.ts"
 import type { Upstream } from "./exchange.ts"
 import { baseUrlOf, checkUnitPrice, credential, positiveInteger, positiveNumber, providerName } from "./settings.ts"
-import { defectsUnavailable } from "./text.ts"
+import { defectsUnavailable, keySecrets } from "./text.ts"
 
 /** The options every HTTP upstream takes. */
 export interface UpstreamOptions {
@@ -33,6 +33,8 @@ export interface UpstreamSpec {
   readonly name: string
   /** The base URL when the options give none; without it the options must. */
   readonly baseUrl?: string | undefined
+  /** Whether the base URL may carry credentials (a proxy's); default no. */
+  readonly allowCredentials?: boolean | undefined
   /** The unit the price card must be per. */
   readonly per: string
   readonly timeoutMs: number
@@ -43,6 +45,8 @@ export interface UpstreamSpec {
     readonly value: Redacted.Redacted<string>
     readonly printable?: boolean | undefined
   } | undefined
+  /** A key the upstream may go without (a self-hosted server): sent when given, kept out of messages when long enough to be one. */
+  readonly optionalKey?: Redacted.Redacted<string> | undefined
   /** How the upstream's failures read (exchange.ts). */
   readonly errors?: Pick<Upstream, "errorDetail" | "errorText" | "onErrorStatus" | "requestIdHeader" | "unreachable"> | undefined
 }
@@ -51,7 +55,7 @@ export interface UpstreamSettings {
   readonly name: string
   /** Without trailing slashes. */
   readonly baseUrl: string
-  /** The credential in clear, "" when none. */
+  /** The credential (or the optional key) in clear, "" when none. */
   readonly secret: string
   readonly unitPrice: UnitPrice
   readonly timeoutMs: number
@@ -63,17 +67,20 @@ export const upstreamSettings = (options: UpstreamOptions, spec: UpstreamSpec): 
   const name = providerName(spec.label, options.name ?? spec.name)
   const base = options.baseUrl ?? spec.baseUrl
   if (base === undefined) throw new RangeError(`${name}: baseUrl is required`)
-  const baseUrl = baseUrlOf(name, base)
-  const secret = spec.secret === undefined
-    ? ""
-    : credential(name, spec.secret.label, spec.secret.value, { printable: spec.secret.printable ?? false })
+  const baseUrl = baseUrlOf(name, base, { allowCredentials: spec.allowCredentials ?? false })
+  const secret = spec.secret !== undefined
+    ? credential(name, spec.secret.label, spec.secret.value, { printable: spec.secret.printable ?? false })
+    : spec.optionalKey !== undefined
+    ? Redacted.value(spec.optionalKey)
+    : ""
+  const secrets = spec.secret !== undefined ? [secret] : keySecrets(spec.optionalKey)
   const unitPrice = checkUnitPrice(name, options.unitPrice, spec.per)
   const timeoutMs = positiveNumber(name, "timeoutMs", options.timeoutMs, spec.timeoutMs)
   const upstream: Upstream = {
     provider: name,
     timeoutMs,
     maxResponseBytes: positiveInteger(name, "maxResponseBytes", options.maxResponseBytes, spec.maxResponseBytes),
-    ...(secret === "" ? {} : { secrets: [secret] }),
+    ...(secrets.length === 0 ? {} : { secrets }),
     ...spec.errors
   }
   return { name, baseUrl, secret, unitPrice, timeoutMs, upstream }
