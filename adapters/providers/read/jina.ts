@@ -22,7 +22,7 @@
  * 5xx `unavailable`; no answer within `timeoutMs` is `timeout`, an answer
  * over `maxResponseBytes` `too_large`, an unreadable one `malformed`, a
  * refused connection `network` (the exchange itself is the shared one,
- * ../http.ts).
+ * ../kit/exchange.ts).
  *
  * URL safety: Jina fetches the page from its own network, so nothing is sent
  * from here to the caller's address. The address is still checked by the

@@ -49,8 +49,9 @@ import {
   quotedModel,
   quotedUsage,
   reasonUpstream,
+  reportedUsage,
   tokenCount
-} from "./openaiCompatible.ts"
+} from "../kit/reason.ts"
 
 export const DEFAULT_BASE_URL = "https://api.anthropic.com"
 export const DEFAULT_VERSION = "2023-06-01"
@@ -102,28 +103,22 @@ const parseMessage = (body: unknown, billedUsage: () => ReasonOutput["usage"]): 
   }
   const stop = body.stop_reason
   if (stop !== null && stop !== undefined && typeof stop !== "string") return Result.fail("stop_reason is not a string")
-  let usage: ReasonOutput["usage"]
-  let reported: boolean
-  if (body.usage === undefined || body.usage === null) {
-    usage = billedUsage()
-    reported = false
-  } else {
-    if (!isRecord(body.usage)) return Result.fail("usage is not an object")
-    const input = tokenCount(body.usage.input_tokens)
-    const output = tokenCount(body.usage.output_tokens)
+  const usage = reportedUsage(body.usage, (counts) => {
+    const input = tokenCount(counts.input_tokens)
+    const output = tokenCount(counts.output_tokens)
     if (input === undefined || output === undefined) return Result.fail("usage lacks input_tokens or output_tokens")
     // Absent or null when no cache was involved.
     const cached = (value: unknown): number | undefined => (value === undefined || value === null ? 0 : tokenCount(value))
-    const cacheCreation = cached(body.usage.cache_creation_input_tokens)
-    const cacheRead = cached(body.usage.cache_read_input_tokens)
+    const cacheCreation = cached(counts.cache_creation_input_tokens)
+    const cacheRead = cached(counts.cache_read_input_tokens)
     if (cacheCreation === undefined || cacheRead === undefined) return Result.fail("usage has unreadable cache token counts")
     const promptTokens = input + cacheCreation + cacheRead
-    usage = { promptTokens, completionTokens: output, totalTokens: promptTokens + output }
-    reported = true
-  }
+    return Result.succeed({ promptTokens, completionTokens: output, totalTokens: promptTokens + output })
+  }, billedUsage)
+  if (Result.isFailure(usage)) return Result.fail(usage.failure)
   return Result.succeed({
-    output: { content, finishReason: typeof stop === "string" && stop !== "" ? stop : "unknown", usage },
-    reported,
+    output: { content, finishReason: typeof stop === "string" && stop !== "" ? stop : "unknown", usage: usage.success.usage },
+    reported: usage.success.reported,
     model: typeof body.model === "string" && body.model !== "" ? body.model : undefined
   })
 }

@@ -26,32 +26,29 @@
  * (too_large: the body is read as a stream and the connection dropped at the
  * cap), and a failed connection (network).
  *
- * The exchange is the adapters' shared one (../http.ts); the helpers under
- * "Shared with the other reason adapters" serve anthropic.ts too.
+ * The exchange is the kit's (../kit/exchange.ts), and what the reason
+ * adapters share is in ../kit/reason.ts.
  */
 import { Effect, type Redacted, Result } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
-import type { Metered, ModelInfo, Provider, Quote } from "../../../src/capabilities/Provider.ts"
-import { ProviderFailure } from "../../../src/capabilities/Provider.ts"
-import { meterReason, promptTokenBound, quoteReason } from "../../../src/capabilities/pricing.ts"
+import type { ModelInfo, Provider, Quote } from "../../../src/capabilities/Provider.ts"
+import { quoteReason } from "../../../src/capabilities/pricing.ts"
 import type { ReasonInput, ReasonOutput } from "../../../src/capabilities/schemas.ts"
-import {
-  baseUrlOf,
-  clip,
-  type ErrorDetail,
-  exchangeJson,
-  isRecord,
-  jsonPost,
-  keySecrets,
-  openAiErrorDetail,
-  positiveInteger,
-  type Upstream
-} from "../kit/index.ts"
+import { clip, exchangeJson, isRecord, jsonPost, openAiErrorDetail } from "../kit/index.ts"
 
 export { MAX_ERROR_BODY_BYTES, MAX_UPSTREAM_MESSAGE_CHARS } from "../kit/index.ts"
+import {
+  checkSettings,
+  meteredAnswer,
+  type ParsedAnswer,
+  quotedModel,
+  quotedUsage,
+  reasonUpstream,
+  reportedUsage,
+  tokenCount
+} from "../kit/reason.ts"
 
-export const DEFAULT_TIMEOUT_MS = 60_000
-export const DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+export { DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT_MS } from "../kit/reason.ts"
 
 export interface Options {
   /** The provider's name in the catalogue and in failures: "openai", "openrouter", "groq", "local", ... */
@@ -85,113 +82,6 @@ export interface Options {
 // Shared with the other reason adapters
 // ---------------------------------------------------------------------------
 
-/** A token count from the wire: a non-negative safe integer, or undefined. */
-export const tokenCount = (value: unknown): number | undefined =>
-  typeof value === "number" && Number.isSafeInteger(value) && value >= 0 ? value : undefined
-
-/** Checks the settings every adapter shares; a mistake is a configuration error, hence a defect. */
-export const checkSettings = (
-  adapter: string,
-  options: {
-    readonly name: string
-    readonly baseUrl: string
-    readonly models: ReadonlyArray<ModelInfo>
-    readonly timeoutMs?: number | undefined
-    readonly maxResponseBytes?: number | undefined
-  }
-): { readonly baseUrl: string; readonly timeoutMs: number; readonly maxResponseBytes: number } => {
-  if (options.name.trim() === "") throw new RangeError(`${adapter}: name must not be empty`)
-  const where = `${adapter} ${options.name}`
-  const baseUrl = baseUrlOf(where, options.baseUrl, { allowCredentials: true })
-  if (options.models.length === 0) throw new RangeError(`${where}: at least one model is required`)
-  const ids = new Set(options.models.map((model) => model.id))
-  if (ids.size !== options.models.length) throw new RangeError(`${where}: a model is listed twice`)
-  for (const model of options.models) {
-    if (!Number.isSafeInteger(model.maxTokens) || model.maxTokens < 1) {
-      throw new RangeError(`${where}: ${model.id} needs a positive integer maxTokens`)
-    }
-    if (!Number.isSafeInteger(model.defaultMaxTokens) || model.defaultMaxTokens < 1 || model.defaultMaxTokens > model.maxTokens) {
-      throw new RangeError(`${where}: ${model.id} needs a defaultMaxTokens between 1 and its maxTokens`)
-    }
-  }
-  return {
-    baseUrl,
-    timeoutMs: positiveInteger(where, "timeoutMs", options.timeoutMs, DEFAULT_TIMEOUT_MS),
-    maxResponseBytes: positiveInteger(where, "maxResponseBytes", options.maxResponseBytes, DEFAULT_MAX_RESPONSE_BYTES)
-  }
-}
-
-/**
- * How a reason upstream is called (http.ts): a refused connection is
- * `network`, and failures quote the upstream's request id from `requestIdHeader`.
- */
-export const reasonUpstream = (
-  provider: string,
-  settings: { readonly timeoutMs: number; readonly maxResponseBytes: number },
-  apiKey: Redacted.Redacted<string> | undefined,
-  errorDetail: (body: unknown) => ErrorDetail | undefined,
-  requestIdHeader: string
-): Upstream => ({
-  provider,
-  timeoutMs: settings.timeoutMs,
-  maxResponseBytes: settings.maxResponseBytes,
-  secrets: keySecrets(apiKey),
-  unreachable: "network",
-  errorDetail,
-  requestIdHeader
-})
-
-/** The model and completion cap a quote names, checked against this provider's models. */
-export const quotedModel = (
-  provider: string,
-  models: ReadonlyArray<ModelInfo>,
-  quote: Quote
-): Result.Result<{ readonly model: ModelInfo; readonly maxTokens: number }, ProviderFailure> => {
-  const model = models.find((m) => m.id === quote.model)
-  if (model === undefined) {
-    return Result.fail(
-      new ProviderFailure({ provider, reason: "rejected", message: `${provider} does not offer the quoted model ${clip(String(quote.model), 100)}` })
-    )
-  }
-  const maxTokens = quote.maxTokens
-  if (maxTokens === undefined || !Number.isSafeInteger(maxTokens) || maxTokens < 1 || maxTokens > model.maxTokens) {
-    return Result.fail(
-      new ProviderFailure({ provider, reason: "rejected", message: `${provider}: the quote carries no usable max_tokens for ${model.id}` })
-    )
-  }
-  return Result.succeed({ model, maxTokens })
-}
-
-/** Usage when the upstream reported none: the bounds the quote charged for. */
-export const quotedUsage = (input: ReasonInput, maxTokens: number): ReasonOutput["usage"] => {
-  const promptTokens = promptTokenBound(input)
-  return { promptTokens, completionTokens: maxTokens, totalTokens: promptTokens + maxTokens }
-}
-
-export type ParsedAnswer = { readonly output: ReasonOutput; readonly reported: boolean; readonly model: string | undefined }
-
-/**
- * The charge for a parsed answer: its `usage` at the quoted model's prices,
- * or the quote when the upstream reported none. A string is what was wrong
- * with the answer (`malformed`).
- */
-export const meteredAnswer = (
-  provider: string,
-  model: ModelInfo,
-  quote: Quote,
-  parsed: Result.Result<ParsedAnswer, string>
-): Effect.Effect<Metered<ReasonOutput>, ProviderFailure> => {
-  if (Result.isFailure(parsed)) {
-    return Effect.fail(new ProviderFailure({ provider, reason: "malformed", message: `${provider}: ${parsed.failure}` }))
-  }
-  const { output, reported } = parsed.success
-  return Effect.succeed({
-    output,
-    actualMicroUsd: reported ? meterReason(model, output.usage) : quote.microUsd,
-    model: parsed.success.model ?? model.id
-  })
-}
-
 // ---------------------------------------------------------------------------
 // Chat Completions
 // ---------------------------------------------------------------------------
@@ -216,33 +106,21 @@ const parseCompletion = (body: unknown, billedUsage: () => ReasonOutput["usage"]
   }
   const finish = choice.finish_reason
   if (finish !== null && finish !== undefined && typeof finish !== "string") return Result.fail("finish_reason is not a string")
-  let usage: ReasonOutput["usage"]
-  let reported: boolean
-  if (body.usage === undefined || body.usage === null) {
-    usage = billedUsage()
-    reported = false
-  } else {
-    if (!isRecord(body.usage)) return Result.fail("usage is not an object")
-    const promptTokens = tokenCount(body.usage.prompt_tokens)
-    const completionTokens = tokenCount(body.usage.completion_tokens)
-    if (promptTokens === undefined || completionTokens === undefined) {
-      return Result.fail("usage lacks prompt_tokens or completion_tokens")
-    }
-    usage = {
-      promptTokens,
-      completionTokens,
-      totalTokens: tokenCount(body.usage.total_tokens) ?? promptTokens + completionTokens
-    }
-    reported = true
-  }
+  const usage = reportedUsage(body.usage, (counts) => {
+    const promptTokens = tokenCount(counts.prompt_tokens)
+    const completionTokens = tokenCount(counts.completion_tokens)
+    if (promptTokens === undefined || completionTokens === undefined) return Result.fail("usage lacks prompt_tokens or completion_tokens")
+    return Result.succeed({ promptTokens, completionTokens, totalTokens: tokenCount(counts.total_tokens) ?? promptTokens + completionTokens })
+  }, billedUsage)
+  if (Result.isFailure(usage)) return Result.fail(usage.failure)
   return Result.succeed({
     output: {
       content: content ?? "",
       // Compatible servers sometimes leave it null; the caller still gets a string.
       finishReason: typeof finish === "string" && finish !== "" ? finish : "unknown",
-      usage
+      usage: usage.success.usage
     },
-    reported,
+    reported: usage.success.reported,
     model: typeof body.model === "string" && body.model !== "" ? body.model : undefined
   })
 }

@@ -27,7 +27,7 @@
  * a 200 with `success: false` is `rejected` with Firecrawl's message. No
  * answer within `timeoutMs` is `timeout`, an answer over `maxResponseBytes`
  * `too_large`, an unreadable one `malformed`, a refused connection
- * `network` (the exchange itself is the shared one, ../http.ts).
+ * `network` (the exchange itself is the kit's, ../kit/exchange.ts).
  *
  * URL safety, as for Jina: Firecrawl fetches the page from its own network;
  * the core checks the address with `OutboundHttp.check` before money is held.
