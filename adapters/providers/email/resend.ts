@@ -1,4 +1,4 @@
-import { Effect, type Redacted, Schema } from "effect"
+import { Effect, Option, Redacted, Schema } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
 import type { Provider } from "../../../src/capabilities/Provider.ts"
 import type { EmailInput } from "../../../src/capabilities/schemas.ts"
@@ -13,6 +13,7 @@ import {
   type UpstreamOptions,
   upstreamSettings
 } from "../kit/index.ts"
+import { env, invalid, nothing, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
 
 export { MAX_UPSTREAM_MESSAGE_CHARS } from "../kit/index.ts"
 
@@ -124,4 +125,21 @@ export const make = (options: ResendOptions): Effect.Effect<Provider<"email">, n
         const answer = yield* Effect.fromResult(decodeAnswer(settings.name, yield* exchangeJson(client, settings.upstream, request)))
         return { messageId: answer.id, accepted: [...input.to], rejected: [] }
       }))
+  })
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+/** RESEND_API_KEY with RESEND_FROM: the `resend` price card (per message). */
+export const fromConfig: ProviderConfig = (cards) =>
+  Effect.gen(function*() {
+    const key = yield* env("RESEND_API_KEY")
+    if (Option.isNone(key)) return nothing
+    const from = yield* env("RESEND_FROM")
+    if (Option.isNone(from)) return yield* invalid("RESEND_FROM is required when RESEND_API_KEY is set")
+    const unitPrice = yield* unitPriceOf(cards, PROVIDER_NAME, "email")
+    return {
+      providers: [{ name: PROVIDER_NAME, capability: "email", build: make({ apiKey: Redacted.make(key.value), from: from.value, unitPrice }) }],
+      services: []
+    }
   })

@@ -1,10 +1,11 @@
-import { Duration, Effect, Redacted, Result } from "effect"
+import { Duration, Effect, Option, Redacted, Result } from "effect"
 import { createTransport, type NodemailerError, type SMTPTransportOptions } from "nodemailer"
 import MailComposer, { type MailComposerOptions } from "nodemailer/lib/mail-composer"
 import { type Provider, ProviderFailure, type UnitPrice } from "../../../src/capabilities/Provider.ts"
 import type { EmailInput, EmailOutput } from "../../../src/capabilities/schemas.ts"
 import { oneLineSubject, parseSender, type Sender } from "../kit/email.ts"
 import { clip as clipText, failure, redact } from "../kit/index.ts"
+import { env, envOr, invalid, nothing, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
 
 /**
  * `email` through any SMTP server (the operator's relay, a provider's SMTP
@@ -296,4 +297,35 @@ export const make = (options: SmtpOptions): Effect.Effect<Provider<"email">> =>
       quote: () => Result.succeed({ microUsd: price }),
       run: (input) => run(input)
     } satisfies Provider<"email">
+  })
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+/**
+ * SMTP_HOST with SMTP_FROM (SMTP_PORT, default 587; SMTP_USER and
+ * SMTP_PASSWORD; SMTP_SECURE, default false; SMTP_REQUIRE_TLS, default true):
+ * the `smtp` price card (per message).
+ */
+export const fromConfig: ProviderConfig = (cards) =>
+  Effect.gen(function*() {
+    const host = yield* env("SMTP_HOST")
+    if (Option.isNone(host)) return nothing
+    const from = yield* env("SMTP_FROM")
+    if (Option.isNone(from)) return yield* invalid("SMTP_FROM is required when SMTP_HOST is set")
+    const port = Number(yield* envOr("SMTP_PORT", "587"))
+    if (!Number.isInteger(port) || port < 1 || port > 65535) return yield* invalid("SMTP_PORT must be a port number")
+    const user = yield* env("SMTP_USER")
+    const pass = yield* env("SMTP_PASSWORD")
+    const unitPrice = yield* unitPriceOf(cards, PROVIDER_NAME, "email")
+    const build = make({
+      host: host.value,
+      port,
+      secure: (yield* envOr("SMTP_SECURE", "false")) === "true",
+      requireTls: (yield* envOr("SMTP_REQUIRE_TLS", "true")) === "true",
+      ...(Option.isSome(user) ? { auth: { user: user.value, pass: Redacted.make(Option.getOrElse(pass, () => "")) } } : {}),
+      from: from.value,
+      unitPrice
+    })
+    return { providers: [{ name: PROVIDER_NAME, capability: "email", build }], services: [] }
   })

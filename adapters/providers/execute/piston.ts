@@ -1,9 +1,10 @@
-import { Clock, Duration, Effect, Result, type Scope } from "effect"
+import { Clock, Duration, Effect, Option, Result, type Scope } from "effect"
 import { HttpClient, type HttpClientError, HttpClientRequest } from "effect/http"
 import { StringDecoder } from "node:string_decoder"
 import { type Metered, type Provider, ProviderFailure, type Quote, type UnitPrice } from "../../../src/capabilities/Provider.ts"
 import { type ExecuteInput, type ExecuteOutput, MAX_EXECUTE_TIMEOUT_MS } from "../../../src/capabilities/schemas.ts"
 import { clip, describeCause, failure, isRecord, MAX_ERROR_BODY_BYTES, MAX_UPSTREAM_MESSAGE_CHARS, parseJson, readBody } from "../kit/index.ts"
+import { env, httpUrl, nothing, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
 
 /**
  * `execute` through a Piston server (engineer-man/piston, self-hosted; its
@@ -376,4 +377,17 @@ export const make = (options: PistonOptions): Effect.Effect<Provider<"execute">,
       quote,
       run: (input, quoted) => run(input, quoted)
     } satisfies Provider<"execute">
+  })
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+/** PISTON_URL: a self-hosted Piston server, the `piston` price card (per second). */
+export const fromConfig: ProviderConfig = (cards) =>
+  Effect.gen(function*() {
+    const url = yield* env("PISTON_URL")
+    if (Option.isNone(url)) return nothing
+    const baseUrl = yield* httpUrl("PISTON_URL", url.value)
+    const unitPrice = yield* unitPriceOf(cards, PROVIDER_NAME, "execute")
+    return { providers: [{ name: PROVIDER_NAME, capability: "execute", build: make({ baseUrl, unitPrice }) }], services: [] }
   })

@@ -35,6 +35,7 @@ import { checkUnitPrice, positiveInteger, providerName } from "../kit/index.ts"
 import { clip, decodeBody, fetchFailure, isHtmlMime, isJsonMime, mimeOf, parseInPool, sniff } from "../kit/page.ts"
 import { DEFAULT_PARSE_DEADLINE_MS, type ParsePool, sharedPool } from "../kit/parse-pool.ts"
 import { readJson, readText, type WorkerRead } from "../kit/readPage.ts"
+import { nothing, type ProviderConfig, switchedOn, unitPriceOf } from "../kit/config.ts"
 
 export { MAX_ELEMENTS, MAX_OUTPUT_CHARS } from "../kit/readPage.ts"
 
@@ -122,4 +123,15 @@ export const make = (options: Options): Effect.Effect<Provider<"read">, never, O
       quote: () => Result.succeed({ microUsd: unitPrice.priceMicroUsd }),
       run
     } satisfies Provider<"read">
+  })
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+/** On unless BUILTIN_READ=off: the `readability` price card (per page). */
+export const fromConfig: ProviderConfig = (cards) =>
+  Effect.gen(function*() {
+    if (!(yield* switchedOn("BUILTIN_READ"))) return nothing
+    const unitPrice = yield* unitPriceOf(cards, DEFAULT_NAME, "read")
+    return { providers: [{ name: DEFAULT_NAME, capability: "read", build: make({ unitPrice }) }], services: [] }
   })

@@ -30,7 +30,7 @@
  * and `scrape` before money is held, whenever the port is provided, as the
  * server always does), so this adapter does not need the port.
  */
-import { Effect, type Redacted, Result, Schema } from "effect"
+import { Effect, Option, Redacted, Result, Schema } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
 import { type Provider, ProviderFailure } from "../../../src/capabilities/Provider.ts"
 import type { ReadInput, ReadOutput } from "../../../src/capabilities/schemas.ts"
@@ -45,6 +45,7 @@ import {
 } from "../kit/index.ts"
 import { clip, cut, normalizeLines, oneLineOrNull } from "../kit/page.ts"
 import { MAX_OUTPUT_CHARS } from "../kit/readPage.ts"
+import { env, nothing, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
 
 export const DEFAULT_NAME = "jina"
 export const DEFAULT_BASE_URL = "https://r.jina.ai"
@@ -168,4 +169,16 @@ export const make = (options: Options): Effect.Effect<Provider<"read">, never, H
         }
         return parsed.success
       }))
+  })
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+/** JINA_API_KEY: the `jina` price card (per page). */
+export const fromConfig: ProviderConfig = (cards) =>
+  Effect.gen(function*() {
+    const key = yield* env("JINA_API_KEY")
+    if (Option.isNone(key)) return nothing
+    const unitPrice = yield* unitPriceOf(cards, DEFAULT_NAME, "read")
+    return { providers: [{ name: DEFAULT_NAME, capability: "read", build: make({ apiKey: Redacted.make(key.value), unitPrice }) }], services: [] }
   })

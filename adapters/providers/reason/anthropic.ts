@@ -34,7 +34,7 @@
  * the quote charged when no `usage` is reported, timeout / 429 / 5xx / other
  * 4xx / malformed / too_large / network as `ProviderFailure`, never a defect.
  */
-import { Effect, Redacted, Result } from "effect"
+import { Effect, Option, Redacted, Result } from "effect"
 import { HttpClient } from "effect/http"
 import type { ModelInfo, Provider, Quote } from "../../../src/capabilities/Provider.ts"
 import { ProviderFailure } from "../../../src/capabilities/Provider.ts"
@@ -52,6 +52,7 @@ import {
   reportedUsage,
   tokenCount
 } from "../kit/reason.ts"
+import { env, modelsOf, nothing, type ProviderConfig, tokenService } from "../kit/config.ts"
 
 export const DEFAULT_BASE_URL = "https://api.anthropic.com"
 export const DEFAULT_VERSION = "2023-06-01"
@@ -185,4 +186,34 @@ export const make = (options: Options): Effect.Effect<Provider<"reason">, never,
     })
 
     return { name, capability: "reason", models, quote, run } satisfies Provider<"reason">
+  })
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+export const MESSAGES_PATH = "/v1/messages"
+
+/** ANTHROPIC_API_KEY (ANTHROPIC_BASE_URL): the `anthropic` price card; the proxy offers the Messages API. */
+export const fromConfig: ProviderConfig = (cards) =>
+  Effect.gen(function*() {
+    const key = yield* env("ANTHROPIC_API_KEY")
+    if (Option.isNone(key)) return nothing
+    const models = yield* modelsOf(cards, "anthropic")
+    const baseUrl = yield* env("ANTHROPIC_BASE_URL")
+    return {
+      providers: [{
+        name: "anthropic",
+        capability: "reason",
+        build: make({ apiKey: Redacted.make(key.value), models, ...(Option.isSome(baseUrl) ? { baseUrl: baseUrl.value } : {}) })
+      }],
+      services: [tokenService({
+        slug: "anthropic",
+        name: "Anthropic",
+        baseUrl: Option.getOrElse(baseUrl, () => DEFAULT_BASE_URL),
+        path: MESSAGES_PATH,
+        format: "anthropic-messages",
+        models,
+        credentials: { "x-api-key": key.value, "anthropic-version": DEFAULT_VERSION }
+      })]
+    }
   })

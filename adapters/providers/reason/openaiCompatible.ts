@@ -29,7 +29,7 @@
  * The exchange is the kit's (../kit/exchange.ts), and what the reason
  * adapters share is in ../kit/reason.ts.
  */
-import { Effect, type Redacted, Result } from "effect"
+import { Effect, Option, Redacted, Result } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
 import type { ModelInfo, Provider, Quote } from "../../../src/capabilities/Provider.ts"
 import { quoteReason } from "../../../src/capabilities/pricing.ts"
@@ -47,6 +47,7 @@ import {
   reportedUsage,
   tokenCount
 } from "../kit/reason.ts"
+import { envOr, env, httpUrl, type Configured, modelsOf, type ProviderConfig, tokenService } from "../kit/config.ts"
 
 export { DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT_MS } from "../kit/reason.ts"
 
@@ -166,4 +167,57 @@ export const make = (options: Options): Effect.Effect<Provider<"reason">, never,
     })
 
     return { name, capability: "reason", models, quote, run } satisfies Provider<"reason">
+  })
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+/** The hosted Chat Completions upstreams: each on with its API key, priced by its price card, reachable through the proxy. */
+const HOSTED = [
+  { name: "openai", label: "OpenAI", keyVar: "OPENAI_API_KEY", baseUrlVar: "OPENAI_BASE_URL", baseUrl: "https://api.openai.com/v1" },
+  { name: "openrouter", label: "OpenRouter", keyVar: "OPENROUTER_API_KEY", baseUrlVar: undefined, baseUrl: "https://openrouter.ai/api/v1" },
+  { name: "groq", label: "Groq", keyVar: "GROQ_API_KEY", baseUrlVar: undefined, baseUrl: "https://api.groq.com/openai/v1" }
+] as const
+
+/** The path of a chat completion under the base URL. */
+export const CHAT_PATH = "/chat/completions"
+
+/**
+ * OPENAI_API_KEY (OPENAI_BASE_URL), OPENROUTER_API_KEY, GROQ_API_KEY; and a
+ * local server at LLM_BASE_URL (LLM_NAME, default "local"; LLM_API_KEY),
+ * which the proxy does not offer.
+ */
+export const fromConfig: ProviderConfig = (cards) =>
+  Effect.gen(function*() {
+    const providers: Array<Configured> = []
+    const services = []
+    for (const hosted of HOSTED) {
+      const key = yield* env(hosted.keyVar)
+      if (Option.isNone(key)) continue
+      const baseUrl = hosted.baseUrlVar === undefined ? hosted.baseUrl : yield* envOr(hosted.baseUrlVar, hosted.baseUrl)
+      const models = yield* modelsOf(cards, hosted.name)
+      providers.push({ name: hosted.name, capability: "reason", build: make({ name: hosted.name, baseUrl, apiKey: Redacted.make(key.value), models }) })
+      services.push(tokenService({
+        slug: hosted.name,
+        name: hosted.label,
+        baseUrl,
+        path: CHAT_PATH,
+        format: "openai-chat",
+        models,
+        credentials: { authorization: `Bearer ${key.value}` }
+      }))
+    }
+    const local = yield* env("LLM_BASE_URL")
+    if (Option.isSome(local)) {
+      const baseUrl = yield* httpUrl("LLM_BASE_URL", local.value)
+      const name = yield* envOr("LLM_NAME", "local")
+      const models = yield* modelsOf(cards, name)
+      const key = yield* env("LLM_API_KEY")
+      providers.push({
+        name,
+        capability: "reason",
+        build: make({ name, baseUrl, ...(Option.isSome(key) ? { apiKey: Redacted.make(key.value) } : {}), models })
+      })
+    }
+    return { providers, services }
   })

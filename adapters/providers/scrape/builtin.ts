@@ -43,6 +43,7 @@ export {
   MAX_MATCHES_PER_SELECTOR,
   scrapeHtml
 } from "../kit/scrapePage.ts"
+import { nothing, type ProviderConfig, switchedOn, unitPriceOf } from "../kit/config.ts"
 
 export const DEFAULT_NAME = "scraper"
 export const DEFAULT_MAX_BYTES = 5 * 1024 * 1024
@@ -118,4 +119,15 @@ export const make = (options: Options): Effect.Effect<Provider<"scrape">, never,
     })
 
     return { name, capability: "scrape", unitPrice, quote: quoteScrape(unitPrice), run } satisfies Provider<"scrape">
+  })
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+/** On unless BUILTIN_SCRAPE=off: the `scraper` price card (per page). */
+export const fromConfig: ProviderConfig = (cards) =>
+  Effect.gen(function*() {
+    if (!(yield* switchedOn("BUILTIN_SCRAPE"))) return nothing
+    const unitPrice = yield* unitPriceOf(cards, DEFAULT_NAME, "scrape")
+    return { providers: [{ name: DEFAULT_NAME, capability: "scrape", build: make({ unitPrice }) }], services: [] }
   })

@@ -32,7 +32,7 @@
  * URL safety, as for Jina: Firecrawl fetches the page from its own network;
  * the core checks the address with `OutboundHttp.check` before money is held.
  */
-import { Effect, type Redacted, Result, Schema } from "effect"
+import { Effect, Option, Redacted, Result, Schema } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
 import { type Provider, ProviderFailure } from "../../../src/capabilities/Provider.ts"
 import type { ScrapeInput, ScrapeOutput } from "../../../src/capabilities/schemas.ts"
@@ -48,6 +48,7 @@ import {
 } from "../kit/index.ts"
 import { clip } from "../kit/page.ts"
 import { quoteScrape, scrapeHtml } from "../kit/scrapePage.ts"
+import { env, nothing, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
 
 export const DEFAULT_NAME = "firecrawl"
 export const DEFAULT_BASE_URL = "https://api.firecrawl.dev"
@@ -174,4 +175,16 @@ export const make = (options: Options): Effect.Effect<Provider<"scrape">, never,
     }, defectsUnavailable(name, upstream.secrets))
 
     return { name, capability: "scrape", unitPrice, quote: quoteScrape(unitPrice), run } satisfies Provider<"scrape">
+  })
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+/** FIRECRAWL_API_KEY: the `firecrawl` price card (per page). */
+export const fromConfig: ProviderConfig = (cards) =>
+  Effect.gen(function*() {
+    const key = yield* env("FIRECRAWL_API_KEY")
+    if (Option.isNone(key)) return nothing
+    const unitPrice = yield* unitPriceOf(cards, DEFAULT_NAME, "scrape")
+    return { providers: [{ name: DEFAULT_NAME, capability: "scrape", build: make({ apiKey: Redacted.make(key.value), unitPrice }) }], services: [] }
   })

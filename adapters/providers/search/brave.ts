@@ -1,4 +1,4 @@
-import { Effect, type Redacted, Schema } from "effect"
+import { Effect, Option, Redacted, Schema } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
 import type { Provider } from "../../../src/capabilities/Provider.ts"
 import type { SearchInput } from "../../../src/capabilities/schemas.ts"
@@ -12,6 +12,7 @@ import {
   upstreamSettings
 } from "../kit/index.ts"
 import { normalize, searchOutput } from "../kit/searchResults.ts"
+import { env, nothing, perCallService, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
 
 /**
  * `search` through the Brave Search API (web search).
@@ -136,4 +137,30 @@ export const make = (options: BraveOptions): Effect.Effect<Provider<"search">, n
         const candidates = hits.map((hit) => ({ title: hit.title, url: hit.url, snippet: hit.description }))
         return searchOutput(input.query, normalize(candidates, limit, cleanBraveText))
       }))
+  })
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+/** BRAVE_API_KEY: the `brave` price card (per query); the proxy offers the web search endpoint. */
+export const fromConfig: ProviderConfig = (cards) =>
+  Effect.gen(function*() {
+    const key = yield* env("BRAVE_API_KEY")
+    if (Option.isNone(key)) return nothing
+    const unitPrice = yield* unitPriceOf(cards, PROVIDER_NAME, "search")
+    return {
+      providers: [{ name: PROVIDER_NAME, capability: "search", build: make({ apiKey: Redacted.make(key.value), unitPrice }) }],
+      services: [perCallService({
+        slug: PROVIDER_NAME,
+        name: "Brave Search",
+        description: "Brave Search web results with the operator's credentials",
+        baseUrl: DEFAULT_BASE_URL,
+        capability: "search",
+        path: SEARCH_PATH,
+        method: "GET",
+        endpoint: "Web search",
+        unitPrice,
+        credentials: { [KEY_HEADER.toLowerCase()]: key.value }
+      })]
+    }
   })

@@ -1,4 +1,4 @@
-import { Clock, Duration, Effect, Schema } from "effect"
+import { Clock, Duration, Effect, Option, Schema } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
 import type { Provider } from "../../../src/capabilities/Provider.ts"
 import type { SearchInput } from "../../../src/capabilities/schemas.ts"
@@ -14,6 +14,7 @@ import {
   upstreamSettings
 } from "../kit/index.ts"
 import { type Candidate, normalize } from "../kit/searchResults.ts"
+import { env, httpUrl, nothing, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
 
 /**
  * `search` through a self-hosted SearXNG instance (its JSON search API; no key).
@@ -175,4 +176,17 @@ export const make = (options: SearXNGOptions): Effect.Effect<Provider<"search">,
         }
         return { results, query: input.query, totalResults: first.reportedTotal ?? results.length }
       }))
+  })
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+/** SEARXNG_URL: a self-hosted instance, the `searxng` price card (per query); not offered through the proxy. */
+export const fromConfig: ProviderConfig = (cards) =>
+  Effect.gen(function*() {
+    const url = yield* env("SEARXNG_URL")
+    if (Option.isNone(url)) return nothing
+    const baseUrl = yield* httpUrl("SEARXNG_URL", url.value)
+    const unitPrice = yield* unitPriceOf(cards, PROVIDER_NAME, "search")
+    return { providers: [{ name: PROVIDER_NAME, capability: "search", build: make({ baseUrl, unitPrice }) }], services: [] }
   })

@@ -1,4 +1,4 @@
-import { Effect, type Redacted, Schema } from "effect"
+import { Effect, Option, Redacted, Schema } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
 import type { Provider } from "../../../src/capabilities/Provider.ts"
 import type { SearchInput } from "../../../src/capabilities/schemas.ts"
@@ -13,6 +13,7 @@ import {
   upstreamSettings
 } from "../kit/index.ts"
 import { normalize, searchOutput } from "../kit/searchResults.ts"
+import { env, nothing, perCallService, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
 
 /**
  * `search` through Tavily's Search API.
@@ -123,4 +124,30 @@ export const make = (options: TavilyOptions): Effect.Effect<Provider<"search">, 
         const hits = answer.results.flatMap((item) => hitOf(item) ?? [])
         return searchOutput(input.query, normalize(hits.map((hit) => ({ title: hit.title, url: hit.url, snippet: hit.content })), limit))
       }))
+  })
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+/** TAVILY_API_KEY: the `tavily` price card (per query); the proxy offers the search endpoint. */
+export const fromConfig: ProviderConfig = (cards) =>
+  Effect.gen(function*() {
+    const key = yield* env("TAVILY_API_KEY")
+    if (Option.isNone(key)) return nothing
+    const unitPrice = yield* unitPriceOf(cards, PROVIDER_NAME, "search")
+    return {
+      providers: [{ name: PROVIDER_NAME, capability: "search", build: make({ apiKey: Redacted.make(key.value), unitPrice }) }],
+      services: [perCallService({
+        slug: PROVIDER_NAME,
+        name: "Tavily",
+        description: "Tavily search with the operator's credentials",
+        baseUrl: DEFAULT_BASE_URL,
+        capability: "search",
+        path: SEARCH_PATH,
+        method: "POST",
+        endpoint: "Search",
+        unitPrice,
+        credentials: { authorization: `Bearer ${key.value}` }
+      })]
+    }
   })

@@ -1,4 +1,4 @@
-import { Effect, type Redacted, Result, Schema } from "effect"
+import { Effect, Option, Redacted, Result, Schema } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
 import type { Provider, ProviderFailure, Quote, UnitPrice } from "../../../src/capabilities/Provider.ts"
 import type { SmsInput, SmsOutput } from "../../../src/capabilities/schemas.ts"
@@ -16,6 +16,7 @@ import {
   upstreamSettings
 } from "../kit/index.ts"
 import { countSegments } from "./segments.ts"
+import { env, invalid, nothing, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
 
 export { MAX_UPSTREAM_MESSAGE_CHARS } from "../kit/index.ts"
 
@@ -236,4 +237,31 @@ export const make = (options: TwilioOptions): Effect.Effect<Provider<"sms">, nev
       quote: (input) => Result.succeed({ microUsd: quoteSms(settings.unitPrice, input.body) }),
       run: (input, quote) => run(input, quote)
     } satisfies Provider<"sms">
+  })
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+/**
+ * TWILIO_ACCOUNT_SID with TWILIO_AUTH_TOKEN and exactly one of TWILIO_FROM
+ * and TWILIO_MESSAGING_SERVICE_SID: the `twilio` price card (per segment).
+ */
+export const fromConfig: ProviderConfig = (cards) =>
+  Effect.gen(function*() {
+    const sid = yield* env("TWILIO_ACCOUNT_SID")
+    if (Option.isNone(sid)) return nothing
+    const token = yield* env("TWILIO_AUTH_TOKEN")
+    if (Option.isNone(token)) return yield* invalid("TWILIO_AUTH_TOKEN is required when TWILIO_ACCOUNT_SID is set")
+    const from = yield* env("TWILIO_FROM")
+    const service = yield* env("TWILIO_MESSAGING_SERVICE_SID")
+    if (Option.isSome(from) === Option.isSome(service)) return yield* invalid("set exactly one of TWILIO_FROM and TWILIO_MESSAGING_SERVICE_SID")
+    const unitPrice = yield* unitPriceOf(cards, PROVIDER_NAME, "sms")
+    const build = make({
+      accountSid: sid.value,
+      authToken: Redacted.make(token.value),
+      ...(Option.isSome(from) ? { from: from.value } : {}),
+      ...(Option.isSome(service) ? { messagingServiceSid: service.value } : {}),
+      unitPrice
+    })
+    return { providers: [{ name: PROVIDER_NAME, capability: "sms", build }], services: [] }
   })

@@ -38,6 +38,7 @@ import { type Metered, type Provider, ProviderFailure, type Quote, type UnitPric
 import type { SpeakInput, SpeakOutput } from "../../../src/capabilities/schemas.ts"
 import { ValidationError } from "../../../src/domain/errors.ts"
 import { characterCount, priceOfCharacters, readWav, withTrueSizes } from "../kit/media.ts"
+import { nothing, type ProviderConfig, switchedOn, unitPriceOf } from "../kit/config.ts"
 
 export const DEFAULT_NAME = "espeak"
 export const DEFAULT_BINARY = "espeak-ng"
@@ -299,4 +300,26 @@ export const make = (options: Options): Effect.Effect<Provider<"speak">> =>
       quote,
       run: (input, quoted) => run(input, quoted)
     } satisfies Provider<"speak">
+  })
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+/** On unless BUILTIN_SPEAK=off: the `espeak` price card (per 1k characters); probed at start-up for the binary. */
+export const fromConfig: ProviderConfig = (cards) =>
+  Effect.gen(function*() {
+    if (!(yield* switchedOn("BUILTIN_SPEAK"))) return nothing
+    const unitPrice = yield* unitPriceOf(cards, DEFAULT_NAME, "speak")
+    return {
+      providers: [{
+        name: DEFAULT_NAME,
+        capability: "speak",
+        build: make({ unitPrice }),
+        probe: probe().pipe(
+          Effect.as({ ok: true } as const),
+          Effect.catch((failure) => Effect.succeed({ ok: false, reason: failure.message } as const))
+        )
+      }],
+      services: []
+    }
   })

@@ -22,7 +22,7 @@
  *
  * Failures are those of the shared OpenAI media exchange (../openaiMedia.ts).
  */
-import { Effect, type Redacted, Result } from "effect"
+import { Effect, Option, Redacted, Result } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
 import type { Metered, Provider, Quote, UnitPrice } from "../../../src/capabilities/Provider.ts"
 import type { SpeakInput, SpeakOutput } from "../../../src/capabilities/schemas.ts"
@@ -30,6 +30,8 @@ import type { ValidationError } from "../../../src/domain/errors.ts"
 import { checkUnitPrice } from "../kit/index.ts"
 import { invalid, mediaFailure, mediaSettings, sendMedia } from "../kit/openaiMedia.ts"
 import { characterCount, priceOfCharacters, readWav, withTrueSizes } from "../kit/media.ts"
+import { env, envOr, nothing, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
+import { DEFAULT_BASE_URL } from "../kit/openaiMedia.ts"
 
 export const DEFAULT_NAME = "openai-speech"
 export const SPEECH_PATH = "/audio/speech"
@@ -158,4 +160,17 @@ export const make = (options: Options): Effect.Effect<Provider<"speak">, never, 
       quote,
       run: (input, quoted) => run(input, quoted)
     } satisfies Provider<"speak">
+  })
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+/** OPENAI_API_KEY (OPENAI_BASE_URL): the `openai-speech` price card (per 1k characters). */
+export const fromConfig: ProviderConfig = (cards) =>
+  Effect.gen(function*() {
+    const key = yield* env("OPENAI_API_KEY")
+    if (Option.isNone(key)) return nothing
+    const baseUrl = yield* envOr("OPENAI_BASE_URL", DEFAULT_BASE_URL)
+    const unitPrice = yield* unitPriceOf(cards, "openai-speech", "speak")
+    return { providers: [{ name: "openai-speech", capability: "speak", build: make({ baseUrl, apiKey: Redacted.make(key.value), unitPrice }) }], services: [] }
   })

@@ -38,7 +38,7 @@
  * plus the fetch's: `blocked`, `timeout`, `too_large`, `rejected` (the audio
  * URL answered an error, nothing, or not audio), `network`.
  */
-import { Effect, type Redacted, Result } from "effect"
+import { Effect, Option, Redacted, Result } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
 import type { Metered, Provider, Quote, UnitPrice } from "../../../src/capabilities/Provider.ts"
 import { ProviderFailure } from "../../../src/capabilities/Provider.ts"
@@ -48,6 +48,8 @@ import { type FetchFailed, OutboundHttp, type UnsafeUrl } from "../../../src/por
 import { checkUnitPrice, clip, isRecord, positiveInteger } from "../kit/index.ts"
 import { invalid, type MediaSettings, mediaFailure, mediaSettings, sendMediaJson } from "../kit/openaiMedia.ts"
 import { readWav, type WavInfo } from "../kit/media.ts"
+import { type Configured, env, envOr, httpUrl, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
+import { DEFAULT_BASE_URL } from "../kit/openaiMedia.ts"
 
 export const DEFAULT_NAME = "openai-transcribe"
 export const TRANSCRIPTIONS_PATH = "/audio/transcriptions"
@@ -336,4 +338,41 @@ export const make = (options: Options): Effect.Effect<Provider<"transcribe">, ne
       quote,
       run: (input, quoted) => run(input, quoted)
     } satisfies Provider<"transcribe">
+  })
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+/**
+ * OPENAI_API_KEY (OPENAI_BASE_URL): the `openai-transcribe` price card (per
+ * second); and a self-hosted server at WHISPER_BASE_URL (WHISPER_API_KEY,
+ * WHISPER_MODEL, default whisper-1): the `whisper` price card.
+ */
+export const fromConfig: ProviderConfig = (cards) =>
+  Effect.gen(function*() {
+    const providers: Array<Configured> = []
+    const key = yield* env("OPENAI_API_KEY")
+    if (Option.isSome(key)) {
+      const baseUrl = yield* envOr("OPENAI_BASE_URL", DEFAULT_BASE_URL)
+      const unitPrice = yield* unitPriceOf(cards, "openai-transcribe", "transcribe")
+      providers.push({ name: "openai-transcribe", capability: "transcribe", build: make({ baseUrl, apiKey: Redacted.make(key.value), unitPrice }) })
+    }
+    const whisper = yield* env("WHISPER_BASE_URL")
+    if (Option.isSome(whisper)) {
+      const baseUrl = yield* httpUrl("WHISPER_BASE_URL", whisper.value)
+      const whisperKey = yield* env("WHISPER_API_KEY")
+      const unitPrice = yield* unitPriceOf(cards, "whisper", "transcribe")
+      providers.push({
+        name: "whisper",
+        capability: "transcribe",
+        build: make({
+          name: "whisper",
+          baseUrl,
+          ...(Option.isSome(whisperKey) ? { apiKey: Redacted.make(whisperKey.value) } : {}),
+          model: yield* envOr("WHISPER_MODEL", "whisper-1"),
+          unitPrice
+        })
+      })
+    }
+    return { providers, services: [] }
   })
