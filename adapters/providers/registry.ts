@@ -19,6 +19,7 @@ import * as BuiltinScrape from "./scrape/builtin.ts"
 import * as Firecrawl from "./scrape/firecrawl.ts"
 import * as Brave from "./search/brave.ts"
 import * as SearXNG from "./search/searxng.ts"
+import * as Serper from "./search/serper.ts"
 import * as Tavily from "./search/tavily.ts"
 import * as Twilio from "./sms/twilio.ts"
 import * as Espeak from "./speak/espeak.ts"
@@ -33,6 +34,7 @@ export const registry: ReadonlyArray<ProviderConfig> = [
   Brave.fromConfig,
   Tavily.fromConfig,
   SearXNG.fromConfig,
+  Serper.fromConfig,
   // read, scrape
   BuiltinRead.fromConfig,
   Jina.fromConfig,
