@@ -1,18 +1,7 @@
-import { Effect, Option, Redacted, Schema } from "effect"
-import { HttpClient, HttpClientRequest } from "effect/http"
-import type { Provider } from "../../../src/capabilities/Provider.ts"
-import type { SearchInput } from "../../../src/capabilities/schemas.ts"
-import {
-  answerDecoder,
-  decodeOrUndefined,
-  type ErrorDetail,
-  exchangeJson,
-  perCallProvider,
-  type UpstreamOptions,
-  upstreamSettings
-} from "../kit/index.ts"
-import { normalize, searchOutput } from "../kit/searchResults.ts"
-import { env, nothing, perCallService, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
+import { Schema } from "effect"
+import { HttpClientRequest } from "effect/http"
+import { decodeOrUndefined, type ErrorDetail } from "../kit/index.ts"
+import { keyedSearch, keyedSearchConfig, type KeyedSearchOptions, type SearchEngine } from "../kit/search.ts"
 
 /**
  * `search` through the Brave Search API (web search).
@@ -43,16 +32,8 @@ export const SEARCH_PATH = "/res/v1/web/search"
 /** The most results Brave returns for one request (`count`). */
 export const MAX_COUNT = 20
 
-export const DEFAULT_NUM_RESULTS = 10
-export const DEFAULT_TIMEOUT_MS = 15_000
-export const DEFAULT_MAX_RESPONSE_BYTES = 2 * 1024 * 1024
-
-const KEY_HEADER = "X-Subscription-Token"
-
-/** Default name "brave", base URL https://api.search.brave.com, timeout 15 s, answers up to 2 MiB; a flat price per query. */
-export interface BraveOptions extends UpstreamOptions {
-  readonly apiKey: Redacted.Redacted<string>
-}
+/** Default base URL https://api.search.brave.com, timeout 15 s, answers up to 2 MiB; a flat price per query. */
+export type BraveOptions = KeyedSearchOptions
 
 // ---------------------------------------------------------------------------
 // Brave's answer
@@ -69,18 +50,17 @@ const braveErrorDetail = (body: unknown): ErrorDetail | undefined => {
   return text === "" ? undefined : { message: text }
 }
 
-const Hit = Schema.Struct({
+const hitOf = decodeOrUndefined(Schema.Struct({
   title: Schema.optional(Schema.Unknown),
   url: Schema.optional(Schema.Unknown),
   description: Schema.optional(Schema.Unknown)
-})
-const hitOf = decodeOrUndefined(Hit)
+}))
 
 /** A missing or null `web` is a query without web results. */
-const decodeAnswer = answerDecoder(Schema.Struct({
+const Answer = Schema.Struct({
   type: Schema.Literal("search"),
   web: Schema.optional(Schema.NullOr(Schema.Struct({ results: Schema.Array(Schema.Unknown) })))
-}))
+})
 
 const NAMED_ENTITIES: Readonly<Record<string, string>> = {
   amp: "&",
@@ -107,60 +87,30 @@ export const cleanBraveText = (text: string): string => decodeEntities(text.repl
 // ---------------------------------------------------------------------------
 // The provider
 
-export const make = (options: BraveOptions): Effect.Effect<Provider<"search">, never, HttpClient.HttpClient> =>
-  Effect.gen(function*() {
-    const settings = yield* Effect.sync(() =>
-      upstreamSettings(options, {
-        label: "Brave",
-        name: PROVIDER_NAME,
-        baseUrl: DEFAULT_BASE_URL,
-        per: "query",
-        timeoutMs: DEFAULT_TIMEOUT_MS,
-        maxResponseBytes: DEFAULT_MAX_RESPONSE_BYTES,
-        secret: { label: "API key", value: options.apiKey },
-        errors: { errorDetail: braveErrorDetail, errorText: "page" }
-      })
-    )
-    const client = yield* HttpClient.HttpClient
-    const url = settings.baseUrl + SEARCH_PATH
-    // The key header is redacted from spans, and no trace headers go to Brave (exchange.ts).
-    return perCallProvider("search", settings, "Brave.run", (input: SearchInput) =>
-      Effect.gen(function*() {
-        const limit = input.numResults ?? DEFAULT_NUM_RESULTS
-        const request = HttpClientRequest.get(url, {
-          urlParams: { q: input.query, count: String(Math.min(limit, MAX_COUNT)) },
-          headers: { [KEY_HEADER]: settings.secret },
-          acceptJson: true
-        })
-        const answer = yield* Effect.fromResult(decodeAnswer(settings.name, yield* exchangeJson(client, settings.upstream, request), [settings.secret]))
-        const hits = (answer.web?.results ?? []).flatMap((item) => hitOf(item) ?? [])
-        const candidates = hits.map((hit) => ({ title: hit.title, url: hit.url, snippet: hit.description }))
-        return searchOutput(input.query, normalize(candidates, limit, cleanBraveText))
-      }))
-  })
+const engine: SearchEngine<typeof Answer> = {
+  label: "Brave",
+  name: PROVIDER_NAME,
+  baseUrl: DEFAULT_BASE_URL,
+  path: SEARCH_PATH,
+  method: "GET",
+  maxResults: MAX_COUNT,
+  errors: { errorDetail: braveErrorDetail, errorText: "page" },
+  request: (url, q, count, key) =>
+    HttpClientRequest.get(url, { urlParams: { q, count: String(count) }, headers: { "X-Subscription-Token": key }, acceptJson: true }),
+  answer: Answer,
+  hits: (answer) =>
+    (answer.web?.results ?? []).flatMap((item) => hitOf(item) ?? []).map((hit) => ({ title: hit.title, url: hit.url, snippet: hit.description })),
+  clean: cleanBraveText,
+  keyVar: "BRAVE_API_KEY",
+  service: {
+    name: "Brave Search",
+    description: "Brave Search web results with the operator's credentials",
+    endpoint: "Web search",
+    credentials: (key) => ({ "x-subscription-token": key })
+  }
+}
 
-// ---------------------------------------------------------------------------
-// Configuration
+export const make = keyedSearch(engine)
 
 /** BRAVE_API_KEY: the `brave` price card (per query); the proxy offers the web search endpoint. */
-export const fromConfig: ProviderConfig = (cards) =>
-  Effect.gen(function*() {
-    const key = yield* env("BRAVE_API_KEY")
-    if (Option.isNone(key)) return nothing
-    const unitPrice = yield* unitPriceOf(cards, PROVIDER_NAME, "search")
-    return {
-      providers: [{ name: PROVIDER_NAME, capability: "search", build: make({ apiKey: Redacted.make(key.value), unitPrice }) }],
-      services: [perCallService({
-        slug: PROVIDER_NAME,
-        name: "Brave Search",
-        description: "Brave Search web results with the operator's credentials",
-        baseUrl: DEFAULT_BASE_URL,
-        capability: "search",
-        path: SEARCH_PATH,
-        method: "GET",
-        endpoint: "Web search",
-        unitPrice,
-        credentials: { [KEY_HEADER.toLowerCase()]: key.value }
-      })]
-    }
-  })
+export const fromConfig = keyedSearchConfig(engine, make)

@@ -1,19 +1,6 @@
-import { Effect, Option, Redacted, Schema } from "effect"
-import { HttpClient } from "effect/http"
-import type { Provider } from "../../../src/capabilities/Provider.ts"
-import type { SearchInput } from "../../../src/capabilities/schemas.ts"
-import { env, nothing, perCallService, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
-import {
-  answerDecoder,
-  decodeOrUndefined,
-  type ErrorDetail,
-  exchangeJson,
-  jsonPost,
-  perCallProvider,
-  type UpstreamOptions,
-  upstreamSettings
-} from "../kit/index.ts"
-import { normalize, searchOutput } from "../kit/searchResults.ts"
+import { Schema } from "effect"
+import { decodeOrUndefined, type ErrorDetail, jsonPost } from "../kit/index.ts"
+import { keyedSearch, keyedSearchConfig, type KeyedSearchOptions, type SearchEngine } from "../kit/search.ts"
 
 /**
  * `search` through Serper (serper.dev), Google's web results as JSON.
@@ -40,16 +27,8 @@ export const SEARCH_PATH = "/search"
 /** The most results one call asks Serper for (`num`). */
 export const MAX_NUM = 10
 
-export const DEFAULT_NUM_RESULTS = 10
-export const DEFAULT_TIMEOUT_MS = 15_000
-export const DEFAULT_MAX_RESPONSE_BYTES = 2 * 1024 * 1024
-
-const KEY_HEADER = "X-API-KEY"
-
-/** Default name "serper", base URL https://google.serper.dev, timeout 15 s, answers up to 2 MiB; a flat price per query. */
-export interface SerperOptions extends UpstreamOptions {
-  readonly apiKey: Redacted.Redacted<string>
-}
+/** Default base URL https://google.serper.dev, timeout 15 s, answers up to 2 MiB; a flat price per query. */
+export type SerperOptions = KeyedSearchOptions
 
 // ---------------------------------------------------------------------------
 // Serper's answer
@@ -67,60 +46,34 @@ const hitOf = decodeOrUndefined(Schema.Struct({
   snippet: Schema.optional(Schema.Unknown)
 }))
 
-const decodeAnswer = answerDecoder(Schema.Struct({ organic: Schema.optional(Schema.NullOr(Schema.Array(Schema.Unknown))) }))
+const Answer = Schema.Struct({ organic: Schema.optional(Schema.NullOr(Schema.Array(Schema.Unknown))) })
 
 // ---------------------------------------------------------------------------
 // The provider
 
-export const make = (options: SerperOptions): Effect.Effect<Provider<"search">, never, HttpClient.HttpClient> =>
-  Effect.gen(function*() {
-    const settings = yield* Effect.sync(() =>
-      upstreamSettings(options, {
-        label: "Serper",
-        name: PROVIDER_NAME,
-        baseUrl: DEFAULT_BASE_URL,
-        per: "query",
-        timeoutMs: DEFAULT_TIMEOUT_MS,
-        maxResponseBytes: DEFAULT_MAX_RESPONSE_BYTES,
-        secret: { label: "API key", value: options.apiKey, printable: true },
-        errors: { errorDetail: serperErrorDetail, errorText: "page" }
-      })
-    )
-    const client = yield* HttpClient.HttpClient
-    const url = settings.baseUrl + SEARCH_PATH
-    // The key header is redacted from spans, and no trace headers go to Serper (exchange.ts).
-    return perCallProvider("search", settings, "Serper.run", (input: SearchInput) =>
-      Effect.gen(function*() {
-        const limit = input.numResults ?? DEFAULT_NUM_RESULTS
-        const request = jsonPost(url, { q: input.query, num: Math.min(limit, MAX_NUM) }, { [KEY_HEADER]: settings.secret })
-        const answer = yield* Effect.fromResult(decodeAnswer(settings.name, yield* exchangeJson(client, settings.upstream, request)))
-        const hits = (answer.organic ?? []).flatMap((item) => hitOf(item) ?? [])
-        return searchOutput(input.query, normalize(hits.map((hit) => ({ title: hit.title, url: hit.link, snippet: hit.snippet })), limit))
-      }))
-  })
+const engine: SearchEngine<typeof Answer> = {
+  label: "Serper",
+  name: PROVIDER_NAME,
+  baseUrl: DEFAULT_BASE_URL,
+  path: SEARCH_PATH,
+  method: "POST",
+  maxResults: MAX_NUM,
+  printableKey: true,
+  errors: { errorDetail: serperErrorDetail, errorText: "page" },
+  request: (url, q, num, key) => jsonPost(url, { q, num }, { "X-API-KEY": key }),
+  answer: Answer,
+  hits: (answer) =>
+    (answer.organic ?? []).flatMap((item) => hitOf(item) ?? []).map((hit) => ({ title: hit.title, url: hit.link, snippet: hit.snippet })),
+  keyVar: "SERPER_API_KEY",
+  service: {
+    name: "Serper",
+    description: "Serper (Google web results) with the operator's credentials",
+    endpoint: "Web search",
+    credentials: (key) => ({ "x-api-key": key })
+  }
+}
 
-// ---------------------------------------------------------------------------
-// Configuration
+export const make = keyedSearch(engine)
 
 /** SERPER_API_KEY: the `serper` price card (per query); the proxy offers the search endpoint. */
-export const fromConfig: ProviderConfig = (cards) =>
-  Effect.gen(function*() {
-    const key = yield* env("SERPER_API_KEY")
-    if (Option.isNone(key)) return nothing
-    const unitPrice = yield* unitPriceOf(cards, PROVIDER_NAME, "search")
-    return {
-      providers: [{ name: PROVIDER_NAME, capability: "search", build: make({ apiKey: Redacted.make(key.value), unitPrice }) }],
-      services: [perCallService({
-        slug: PROVIDER_NAME,
-        name: "Serper",
-        description: "Serper (Google web results) with the operator's credentials",
-        baseUrl: DEFAULT_BASE_URL,
-        capability: "search",
-        path: SEARCH_PATH,
-        method: "POST",
-        endpoint: "Web search",
-        unitPrice,
-        credentials: { "x-api-key": key.value }
-      })]
-    }
-  })
+export const fromConfig = keyedSearchConfig(engine, make)

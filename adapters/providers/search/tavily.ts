@@ -1,19 +1,7 @@
-import { Effect, Option, Redacted, Schema } from "effect"
-import { HttpClient, HttpClientRequest } from "effect/http"
-import type { Provider } from "../../../src/capabilities/Provider.ts"
-import type { SearchInput } from "../../../src/capabilities/schemas.ts"
-import {
-  answerDecoder,
-  decodeOrUndefined,
-  type ErrorDetail,
-  exchangeJson,
-  jsonPost,
-  perCallProvider,
-  type UpstreamOptions,
-  upstreamSettings
-} from "../kit/index.ts"
-import { normalize, searchOutput } from "../kit/searchResults.ts"
-import { env, nothing, perCallService, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
+import { Schema } from "effect"
+import { HttpClientRequest } from "effect/http"
+import { decodeOrUndefined, type ErrorDetail, jsonPost } from "../kit/index.ts"
+import { keyedSearch, keyedSearchConfig, type KeyedSearchOptions, type SearchEngine } from "../kit/search.ts"
 
 /**
  * `search` through Tavily's Search API.
@@ -43,15 +31,8 @@ export const SEARCH_PATH = "/search"
 /** The most results Tavily returns for one request (`max_results`). */
 export const MAX_RESULTS = 20
 
-export const DEFAULT_NUM_RESULTS = 10
-export const DEFAULT_TIMEOUT_MS = 15_000
-export const DEFAULT_MAX_RESPONSE_BYTES = 2 * 1024 * 1024
-
-/** Default name "tavily", base URL https://api.tavily.com, timeout 15 s, answers up to 2 MiB; a flat price per query. */
-export interface TavilyOptions extends UpstreamOptions {
-  /** `tvly-...` */
-  readonly apiKey: Redacted.Redacted<string>
-}
+/** Default base URL https://api.tavily.com, timeout 15 s, answers up to 2 MiB; a flat price per query. The key is `tvly-...`. */
+export type TavilyOptions = KeyedSearchOptions
 
 // ---------------------------------------------------------------------------
 // Tavily's answer
@@ -84,70 +65,40 @@ const tavilyErrorDetail = (body: unknown): ErrorDetail | undefined => {
   return undefined
 }
 
-const Hit = Schema.Struct({
+const hitOf = decodeOrUndefined(Schema.Struct({
   title: Schema.optional(Schema.Unknown),
   url: Schema.optional(Schema.Unknown),
   content: Schema.optional(Schema.Unknown)
-})
-const hitOf = decodeOrUndefined(Hit)
+}))
 
-const decodeAnswer = answerDecoder(Schema.Struct({ results: Schema.Array(Schema.Unknown) }))
+const Answer = Schema.Struct({ results: Schema.Array(Schema.Unknown) })
 
 // ---------------------------------------------------------------------------
 // The provider
 
-export const make = (options: TavilyOptions): Effect.Effect<Provider<"search">, never, HttpClient.HttpClient> =>
-  Effect.gen(function*() {
-    const settings = yield* Effect.sync(() =>
-      upstreamSettings(options, {
-        label: "Tavily",
-        name: PROVIDER_NAME,
-        baseUrl: DEFAULT_BASE_URL,
-        per: "query",
-        timeoutMs: DEFAULT_TIMEOUT_MS,
-        maxResponseBytes: DEFAULT_MAX_RESPONSE_BYTES,
-        secret: { label: "API key", value: options.apiKey },
-        errors: { errorDetail: tavilyErrorDetail, errorText: "page" }
-      })
-    )
-    const client = yield* HttpClient.HttpClient
-    const url = settings.baseUrl + SEARCH_PATH
-    // The bearer token is redacted from spans, and no trace headers go to Tavily (exchange.ts).
-    return perCallProvider("search", settings, "Tavily.run", (input: SearchInput) =>
-      Effect.gen(function*() {
-        const limit = input.numResults ?? DEFAULT_NUM_RESULTS
-        const request = HttpClientRequest.bearerToken(
-          jsonPost(url, { query: input.query, max_results: Math.min(limit, MAX_RESULTS), search_depth: "basic" }),
-          settings.secret
-        )
-        const answer = yield* Effect.fromResult(decodeAnswer(settings.name, yield* exchangeJson(client, settings.upstream, request)))
-        const hits = answer.results.flatMap((item) => hitOf(item) ?? [])
-        return searchOutput(input.query, normalize(hits.map((hit) => ({ title: hit.title, url: hit.url, snippet: hit.content })), limit))
-      }))
-  })
+const engine: SearchEngine<typeof Answer> = {
+  label: "Tavily",
+  name: PROVIDER_NAME,
+  baseUrl: DEFAULT_BASE_URL,
+  path: SEARCH_PATH,
+  method: "POST",
+  maxResults: MAX_RESULTS,
+  errors: { errorDetail: tavilyErrorDetail, errorText: "page" },
+  request: (url, query, count, key) =>
+    HttpClientRequest.bearerToken(jsonPost(url, { query, max_results: count, search_depth: "basic" }), key),
+  answer: Answer,
+  hits: (answer) =>
+    answer.results.flatMap((item) => hitOf(item) ?? []).map((hit) => ({ title: hit.title, url: hit.url, snippet: hit.content })),
+  keyVar: "TAVILY_API_KEY",
+  service: {
+    name: "Tavily",
+    description: "Tavily search with the operator's credentials",
+    endpoint: "Search",
+    credentials: (key) => ({ authorization: `Bearer ${key}` })
+  }
+}
 
-// ---------------------------------------------------------------------------
-// Configuration
+export const make = keyedSearch(engine)
 
 /** TAVILY_API_KEY: the `tavily` price card (per query); the proxy offers the search endpoint. */
-export const fromConfig: ProviderConfig = (cards) =>
-  Effect.gen(function*() {
-    const key = yield* env("TAVILY_API_KEY")
-    if (Option.isNone(key)) return nothing
-    const unitPrice = yield* unitPriceOf(cards, PROVIDER_NAME, "search")
-    return {
-      providers: [{ name: PROVIDER_NAME, capability: "search", build: make({ apiKey: Redacted.make(key.value), unitPrice }) }],
-      services: [perCallService({
-        slug: PROVIDER_NAME,
-        name: "Tavily",
-        description: "Tavily search with the operator's credentials",
-        baseUrl: DEFAULT_BASE_URL,
-        capability: "search",
-        path: SEARCH_PATH,
-        method: "POST",
-        endpoint: "Search",
-        unitPrice,
-        credentials: { authorization: `Bearer ${key.value}` }
-      })]
-    }
-  })
+export const fromConfig = keyedSearchConfig(engine, make)
