@@ -8,7 +8,9 @@ import { Effect } from "effect"
 import { parseHTML } from "linkedom"
 import { ProviderFailure } from "../../../src/capabilities/Provider.ts"
 import type { FetchFailed, UnsafeUrl } from "../../../src/ports/Net.ts"
-import type { ParseFailure, ParsePool, ParseTask } from "./parse-pool.ts"
+import type { UnitPrice } from "../../../src/capabilities/Provider.ts"
+import { DEFAULT_PARSE_DEADLINE_MS, type ParseFailure, type ParsePool, type ParseTask } from "./parse-pool.ts"
+import { checkUnitPrice, positiveInteger, providerName } from "./settings.ts"
 import { clip as clipTo } from "./text.ts"
 
 /** One line, at most `max` characters. */
@@ -288,3 +290,37 @@ export const parseInPool = (
     )
   )
 
+// ---------------------------------------------------------------------------
+// Settings of a page provider
+// ---------------------------------------------------------------------------
+
+/** The options of the built-in reader and scraper. */
+export interface PageOptions {
+  readonly name?: string | undefined
+  /** From the operator's price card (`per: "page"`). */
+  readonly unitPrice: UnitPrice
+  /** Bytes read at most. Default 5 MiB. */
+  readonly maxBytes?: number | undefined
+  /** For the whole fetch, redirects included. Default 15 s. */
+  readonly timeoutMs?: number | undefined
+  /** Longest a page may take to parse, in the worker pool, queue wait included. Default 10 s. */
+  readonly parseDeadlineMs?: number | undefined
+  /** The worker pool; default the process's shared one. */
+  readonly pool?: ParsePool | undefined
+}
+
+export const DEFAULT_PAGE_MAX_BYTES = 5 * 1024 * 1024
+export const DEFAULT_PAGE_TIMEOUT_MS = 15_000
+
+/** Checks a page provider's options; a bad value is a deployment error (thrown, naming it). */
+export const pageSettings = (adapter: string, defaultName: string, options: PageOptions) => {
+  const name = providerName(adapter, options.name ?? defaultName)
+  checkUnitPrice(`${adapter} ${name}`, options.unitPrice, "page")
+  return {
+    name,
+    unitPrice: options.unitPrice,
+    maxBytes: positiveInteger(adapter, "maxBytes", options.maxBytes, DEFAULT_PAGE_MAX_BYTES),
+    timeoutMs: positiveInteger(adapter, "timeoutMs", options.timeoutMs, DEFAULT_PAGE_TIMEOUT_MS),
+    parseDeadlineMs: positiveInteger(adapter, "parseDeadlineMs", options.parseDeadlineMs, DEFAULT_PARSE_DEADLINE_MS)
+  }
+}

@@ -28,52 +28,28 @@
  * A page costs the unit price, charged only when the call succeeds.
  */
 import { Effect, Result } from "effect"
-import { type Provider, ProviderFailure, type UnitPrice } from "../../../src/capabilities/Provider.ts"
+import { type Provider, ProviderFailure } from "../../../src/capabilities/Provider.ts"
 import type { ReadInput, ReadOutput } from "../../../src/capabilities/schemas.ts"
 import { OutboundHttp } from "../../../src/ports/Net.ts"
-import { checkUnitPrice, positiveInteger, providerName } from "../kit/index.ts"
-import { clip, decodeBody, fetchFailure, isHtmlMime, isJsonMime, mimeOf, parseInPool, sniff } from "../kit/page.ts"
-import { DEFAULT_PARSE_DEADLINE_MS, type ParsePool, sharedPool } from "../kit/parse-pool.ts"
+import { clip, decodeBody, type PageOptions, pageSettings, fetchFailure, isHtmlMime, isJsonMime, mimeOf, parseInPool, sniff } from "../kit/page.ts"
+import { sharedPool } from "../kit/parse-pool.ts"
 import { readJson, readText, type WorkerRead } from "../kit/readPage.ts"
 import { nothing, type ProviderConfig, switchedOn, unitPriceOf } from "../kit/config.ts"
 
 export { MAX_ELEMENTS, MAX_OUTPUT_CHARS } from "../kit/readPage.ts"
 
 export const DEFAULT_NAME = "readability"
-export const DEFAULT_MAX_BYTES = 5 * 1024 * 1024
-export const DEFAULT_TIMEOUT_MS = 15_000
+export { DEFAULT_PAGE_MAX_BYTES as DEFAULT_MAX_BYTES, DEFAULT_PAGE_TIMEOUT_MS as DEFAULT_TIMEOUT_MS } from "../kit/page.ts"
 export const ACCEPT_HTML = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1"
 
-export interface Options {
-  readonly name?: string | undefined
-  /** From the operator's price card (`per: "page"`). */
-  readonly unitPrice: UnitPrice
-  /** Bytes read at most; a longer page is `too_large`. Default 5 MiB. */
-  readonly maxBytes?: number | undefined
-  /** For the whole fetch, redirects included. Default 15 s. */
-  readonly timeoutMs?: number | undefined
-  /** Longest a page may take to parse, in the worker pool, queue wait included. Default 10 s. */
-  readonly parseDeadlineMs?: number | undefined
-  /** The worker pool; default the process's shared one. */
-  readonly pool?: ParsePool | undefined
-}
+/** Default name "readability"; 5 MiB read at most (a longer page is `too_large`), 15 s for the fetch, 10 s to parse. */
+export type Options = PageOptions
 
 
 export const make = (options: Options): Effect.Effect<Provider<"read">, never, OutboundHttp> =>
   Effect.gen(function*() {
-    const name = options.name ?? DEFAULT_NAME
-    const settings = yield* Effect.try({
-      try: () => {
-        providerName("read/builtin", name)
-        checkUnitPrice(`read/builtin ${name}`, options.unitPrice, "page")
-        return {
-          maxBytes: positiveInteger("read/builtin", "maxBytes", options.maxBytes, DEFAULT_MAX_BYTES),
-          timeoutMs: positiveInteger("read/builtin", "timeoutMs", options.timeoutMs, DEFAULT_TIMEOUT_MS),
-          parseDeadlineMs: positiveInteger("read/builtin", "parseDeadlineMs", options.parseDeadlineMs, DEFAULT_PARSE_DEADLINE_MS)
-        }
-      },
-      catch: (error) => error
-    }).pipe(Effect.orDie)
+    const settings = yield* Effect.sync(() => pageSettings("read/builtin", DEFAULT_NAME, options))
+    const name = settings.name
     const http = yield* OutboundHttp
     const { unitPrice } = options
     // Workers start on the first page, not at start-up: loading the parser costs a second or two of CPU.
