@@ -5,7 +5,7 @@ import { type Provider, ProviderFailure, type UnitPrice } from "../../../src/cap
 import type { EmailInput, EmailOutput } from "../../../src/capabilities/schemas.ts"
 import { oneLineSubject, parseSender, type Sender } from "../kit/email.ts"
 import { clip as clipText, failure, redact } from "../kit/index.ts"
-import { env, envOr, invalid, nothing, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
+import { env, envOr, invalid, nothing, one, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
 
 /**
  * `email` through any SMTP server (the operator's relay, a provider's SMTP
@@ -327,5 +327,5 @@ export const fromConfig: ProviderConfig = (cards) =>
       from: from.value,
       unitPrice
     })
-    return { providers: [{ name: PROVIDER_NAME, capability: "email", build }], services: [] }
+    return one(PROVIDER_NAME, "email", build)
   })

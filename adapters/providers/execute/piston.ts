@@ -4,7 +4,7 @@ import { StringDecoder } from "node:string_decoder"
 import { type Metered, type Provider, ProviderFailure, type Quote, type UnitPrice } from "../../../src/capabilities/Provider.ts"
 import { type ExecuteInput, type ExecuteOutput, MAX_EXECUTE_TIMEOUT_MS } from "../../../src/capabilities/schemas.ts"
 import { clip, describeCause, failure, isRecord, MAX_ERROR_BODY_BYTES, MAX_UPSTREAM_MESSAGE_CHARS, parseJson, readBody } from "../kit/index.ts"
-import { env, httpUrl, nothing, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
+import { env, httpUrl, nothing, one, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
 
 /**
  * `execute` through a Piston server (engineer-man/piston, self-hosted; its
@@ -389,5 +389,5 @@ export const fromConfig: ProviderConfig = (cards) =>
     if (Option.isNone(url)) return nothing
     const baseUrl = yield* httpUrl("PISTON_URL", url.value)
     const unitPrice = yield* unitPriceOf(cards, PROVIDER_NAME, "execute")
-    return { providers: [{ name: PROVIDER_NAME, capability: "execute", build: make({ baseUrl, unitPrice }) }], services: [] }
+    return one(PROVIDER_NAME, "execute", make({ baseUrl, unitPrice }))
   })

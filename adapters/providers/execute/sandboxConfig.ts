@@ -4,7 +4,7 @@
  * default 30000); probed at start-up for what the machine allows.
  */
 import { Effect } from "effect"
-import { envOr, invalid, nothing, type ProviderConfig, switchedOn, unitPriceOf } from "../kit/config.ts"
+import { envOr, invalid, nothing, one, type ProviderConfig, switchedOn, unitPriceOf } from "../kit/config.ts"
 import * as Sandbox from "./sandbox.ts"
 
 export const fromConfig: ProviderConfig = (cards) =>
@@ -16,19 +16,12 @@ export const fromConfig: ProviderConfig = (cards) =>
       return yield* invalid("EXECUTE_MAX_TIMEOUT_MS must be a whole number of milliseconds from 100 to 60000")
     }
     const options = { unitPrice, maxTimeoutMs }
-    return {
-      providers: [{
-        name: "sandbox",
-        capability: "execute",
-        build: Sandbox.make(options),
-        probe: Sandbox.probe(options).pipe(
-          Effect.map((status) =>
-            status.ok
-              ? { ok: true, ...(status.degraded === undefined ? {} : { degraded: status.degraded }) } as const
-              : { ok: false, reason: status.reason } as const
-          )
-        )
-      }],
-      services: []
-    }
+    const status = Sandbox.probe(options).pipe(
+      Effect.map((found) =>
+        found.ok
+          ? { ok: true, ...(found.degraded === undefined ? {} : { degraded: found.degraded }) } as const
+          : { ok: false, reason: found.reason } as const
+      )
+    )
+    return one("sandbox", "execute", Sandbox.make(options), status)
   })

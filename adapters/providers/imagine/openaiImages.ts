@@ -38,9 +38,8 @@ import type { Metered, Provider, Quote, UnitPrice } from "../../../src/capabilit
 import type { ImagineInput, ImagineOutput } from "../../../src/capabilities/schemas.ts"
 import { NotFound, type ValidationError } from "../../../src/domain/errors.ts"
 import { isRecord, jsonPost, positiveInteger } from "../kit/index.ts"
-import { invalid, mediaFailure, mediaSettings, sendMediaJson } from "../kit/openaiMedia.ts"
-import { env, envOr, nothing, type ProviderConfig } from "../kit/config.ts"
-import { DEFAULT_BASE_URL } from "../kit/openaiMedia.ts"
+import { invalid, mediaFailure, mediaSettings, openAiAccount, sendMediaJson } from "../kit/openaiMedia.ts"
+import { nothing, one, type ProviderConfig } from "../kit/config.ts"
 
 export { MAX_ERROR_BODY_BYTES, MAX_UPSTREAM_MESSAGE_CHARS } from "../kit/index.ts"
 export { DEFAULT_BASE_URL } from "../kit/openaiMedia.ts"
@@ -244,17 +243,8 @@ export const make = (options: Options): Effect.Effect<Provider<"imagine">, never
 /** OPENAI_API_KEY (OPENAI_BASE_URL), when an `openai-images` price card (model and sizes) is given. */
 export const fromConfig: ProviderConfig = (cards) =>
   Effect.gen(function*() {
-    const key = yield* env("OPENAI_API_KEY")
-    if (Option.isNone(key)) return nothing
-    const baseUrl = yield* envOr("OPENAI_BASE_URL", DEFAULT_BASE_URL)
+    const account = yield* openAiAccount
     const card = cards.get("openai-images")
-    if (card?.kind !== "images") return nothing
-    return {
-      providers: [{
-        name: "openai-images",
-        capability: "imagine",
-        build: make({ baseUrl, apiKey: Redacted.make(key.value), model: card.model, prices: card.sizes })
-      }],
-      services: []
-    }
+    if (Option.isNone(account) || card?.kind !== "images") return nothing
+    return one("openai-images", "imagine", make({ ...account.value, model: card.model, prices: card.sizes }))
   })

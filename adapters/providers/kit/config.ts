@@ -133,3 +133,11 @@ export const tokenService = (entry: {
 
 const secretHeaders = (headers: Readonly<Record<string, string>>): Record<string, Redacted.Redacted<string>> =>
   Object.fromEntries(Object.entries(headers).map(([name, value]) => [name, Redacted.make(value)]))
+
+/** One provider turned on, not offered through the proxy. */
+export const one = (
+  name: string,
+  capability: Capability,
+  build: Builder,
+  probe?: Probe
+): FromConfig => ({ providers: [probe === undefined ? { name, capability, build } : { name, capability, build, probe }], services: [] })

@@ -6,10 +6,11 @@
  *
  * Failures are the exchange's, with a refused connection `unavailable`.
  */
-import { type Effect, Redacted } from "effect"
+import { Effect, Option, Redacted } from "effect"
 import { type HttpClient, HttpClientRequest } from "effect/http"
 import type { ProviderFailure } from "../../../src/capabilities/Provider.ts"
 import { ValidationError } from "../../../src/domain/errors.ts"
+import { env, envOr } from "./config.ts"
 import {
   baseUrlOf,
   exchange,
@@ -104,3 +105,10 @@ export const sendMediaJson = (
 /** A ValidationError on one input field. */
 export const invalid = (path: string, message: string): ValidationError =>
   new ValidationError({ message: `${path}: ${message}`, issues: [{ path, message }] })
+
+/** The operator's OpenAI account (OPENAI_API_KEY, OPENAI_BASE_URL) for the media adapters, when a key is set. */
+export const openAiAccount = Effect.gen(function*() {
+  const key = yield* env("OPENAI_API_KEY")
+  if (Option.isNone(key)) return Option.none<{ readonly apiKey: Redacted.Redacted<string>; readonly baseUrl: string }>()
+  return Option.some({ apiKey: Redacted.make(key.value), baseUrl: yield* envOr("OPENAI_BASE_URL", DEFAULT_BASE_URL) })
+})

@@ -34,7 +34,7 @@ import { OutboundHttp } from "../../../src/ports/Net.ts"
 import { clip, decodeBody, type PageOptions, pageSettings, fetchFailure, isHtmlMime, isJsonMime, mimeOf, parseInPool, sniff } from "../kit/page.ts"
 import { sharedPool } from "../kit/parse-pool.ts"
 import { readJson, readText, type WorkerRead } from "../kit/readPage.ts"
-import { nothing, type ProviderConfig, switchedOn, unitPriceOf } from "../kit/config.ts"
+import { nothing, one, type ProviderConfig, switchedOn, unitPriceOf } from "../kit/config.ts"
 
 export { MAX_ELEMENTS, MAX_OUTPUT_CHARS } from "../kit/readPage.ts"
 
@@ -109,5 +109,5 @@ export const fromConfig: ProviderConfig = (cards) =>
   Effect.gen(function*() {
     if (!(yield* switchedOn("BUILTIN_READ"))) return nothing
     const unitPrice = yield* unitPriceOf(cards, DEFAULT_NAME, "read")
-    return { providers: [{ name: DEFAULT_NAME, capability: "read", build: make({ unitPrice }) }], services: [] }
+    return one(DEFAULT_NAME, "read", make({ unitPrice }))
   })

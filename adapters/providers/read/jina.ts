@@ -45,7 +45,7 @@ import {
 } from "../kit/index.ts"
 import { clip, cut, normalizeLines, oneLineOrNull } from "../kit/page.ts"
 import { MAX_OUTPUT_CHARS } from "../kit/readPage.ts"
-import { env, nothing, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
+import { env, nothing, one, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
 
 export const DEFAULT_NAME = "jina"
 export const DEFAULT_BASE_URL = "https://r.jina.ai"
@@ -180,5 +180,5 @@ export const fromConfig: ProviderConfig = (cards) =>
     const key = yield* env("JINA_API_KEY")
     if (Option.isNone(key)) return nothing
     const unitPrice = yield* unitPriceOf(cards, DEFAULT_NAME, "read")
-    return { providers: [{ name: DEFAULT_NAME, capability: "read", build: make({ apiKey: Redacted.make(key.value), unitPrice }) }], services: [] }
+    return one(DEFAULT_NAME, "read", make({ apiKey: Redacted.make(key.value), unitPrice }))
   })

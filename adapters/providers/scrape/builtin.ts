@@ -42,7 +42,7 @@ export {
   MAX_MATCHES_PER_SELECTOR,
   scrapeHtml
 } from "../kit/scrapePage.ts"
-import { nothing, type ProviderConfig, switchedOn, unitPriceOf } from "../kit/config.ts"
+import { nothing, one, type ProviderConfig, switchedOn, unitPriceOf } from "../kit/config.ts"
 
 export const DEFAULT_NAME = "scraper"
 export { DEFAULT_PAGE_MAX_BYTES as DEFAULT_MAX_BYTES, DEFAULT_PAGE_TIMEOUT_MS as DEFAULT_TIMEOUT_MS } from "../kit/page.ts"
@@ -105,5 +105,5 @@ export const fromConfig: ProviderConfig = (cards) =>
   Effect.gen(function*() {
     if (!(yield* switchedOn("BUILTIN_SCRAPE"))) return nothing
     const unitPrice = yield* unitPriceOf(cards, DEFAULT_NAME, "scrape")
-    return { providers: [{ name: DEFAULT_NAME, capability: "scrape", build: make({ unitPrice }) }], services: [] }
+    return one(DEFAULT_NAME, "scrape", make({ unitPrice }))
   })

@@ -48,7 +48,7 @@ import {
 } from "../kit/index.ts"
 import { clip } from "../kit/page.ts"
 import { quoteScrape, scrapeHtml } from "../kit/scrapePage.ts"
-import { env, nothing, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
+import { env, nothing, one, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
 
 export const DEFAULT_NAME = "firecrawl"
 export const DEFAULT_BASE_URL = "https://api.firecrawl.dev"
@@ -186,5 +186,5 @@ export const fromConfig: ProviderConfig = (cards) =>
     const key = yield* env("FIRECRAWL_API_KEY")
     if (Option.isNone(key)) return nothing
     const unitPrice = yield* unitPriceOf(cards, DEFAULT_NAME, "scrape")
-    return { providers: [{ name: DEFAULT_NAME, capability: "scrape", build: make({ apiKey: Redacted.make(key.value), unitPrice }) }], services: [] }
+    return one(DEFAULT_NAME, "scrape", make({ apiKey: Redacted.make(key.value), unitPrice }))
   })

@@ -14,7 +14,7 @@ import {
   upstreamSettings
 } from "../kit/index.ts"
 import { type Candidate, normalize } from "../kit/searchResults.ts"
-import { env, httpUrl, nothing, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
+import { env, httpUrl, nothing, one, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
 
 /**
  * `search` through a self-hosted SearXNG instance (its JSON search API; no key).
@@ -188,5 +188,5 @@ export const fromConfig: ProviderConfig = (cards) =>
     if (Option.isNone(url)) return nothing
     const baseUrl = yield* httpUrl("SEARXNG_URL", url.value)
     const unitPrice = yield* unitPriceOf(cards, PROVIDER_NAME, "search")
-    return { providers: [{ name: PROVIDER_NAME, capability: "search", build: make({ baseUrl, unitPrice }) }], services: [] }
+    return one(PROVIDER_NAME, "search", make({ baseUrl, unitPrice }))
   })

@@ -16,7 +16,7 @@ import {
   upstreamSettings
 } from "../kit/index.ts"
 import { countSegments } from "./segments.ts"
-import { env, invalid, nothing, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
+import { env, invalid, nothing, one, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
 
 export { MAX_UPSTREAM_MESSAGE_CHARS } from "../kit/index.ts"
 
@@ -263,5 +263,5 @@ export const fromConfig: ProviderConfig = (cards) =>
       ...(Option.isSome(service) ? { messagingServiceSid: service.value } : {}),
       unitPrice
     })
-    return { providers: [{ name: PROVIDER_NAME, capability: "sms", build }], services: [] }
+    return one(PROVIDER_NAME, "sms", build)
   })

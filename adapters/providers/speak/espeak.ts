@@ -38,7 +38,7 @@ import { type Metered, type Provider, ProviderFailure, type Quote, type UnitPric
 import type { SpeakInput, SpeakOutput } from "../../../src/capabilities/schemas.ts"
 import { ValidationError } from "../../../src/domain/errors.ts"
 import { characterCount, priceOfCharacters, readWav, withTrueSizes } from "../kit/media.ts"
-import { nothing, type ProviderConfig, switchedOn, unitPriceOf } from "../kit/config.ts"
+import { nothing, one, type ProviderConfig, switchedOn, unitPriceOf } from "../kit/config.ts"
 
 export const DEFAULT_NAME = "espeak"
 export const DEFAULT_BINARY = "espeak-ng"
@@ -310,16 +310,9 @@ export const fromConfig: ProviderConfig = (cards) =>
   Effect.gen(function*() {
     if (!(yield* switchedOn("BUILTIN_SPEAK"))) return nothing
     const unitPrice = yield* unitPriceOf(cards, DEFAULT_NAME, "speak")
-    return {
-      providers: [{
-        name: DEFAULT_NAME,
-        capability: "speak",
-        build: make({ unitPrice }),
-        probe: probe().pipe(
-          Effect.as({ ok: true } as const),
-          Effect.catch((failure) => Effect.succeed({ ok: false, reason: failure.message } as const))
-        )
-      }],
-      services: []
-    }
+    const healthy = probe().pipe(
+      Effect.as({ ok: true } as const),
+      Effect.catch((failure) => Effect.succeed({ ok: false, reason: failure.message } as const))
+    )
+    return one(DEFAULT_NAME, "speak", make({ unitPrice }), healthy)
   })

@@ -28,10 +28,9 @@ import type { Metered, Provider, Quote, UnitPrice } from "../../../src/capabilit
 import type { SpeakInput, SpeakOutput } from "../../../src/capabilities/schemas.ts"
 import type { ValidationError } from "../../../src/domain/errors.ts"
 import { checkUnitPrice } from "../kit/index.ts"
-import { invalid, mediaFailure, mediaSettings, sendMedia } from "../kit/openaiMedia.ts"
+import { invalid, mediaFailure, mediaSettings, openAiAccount, sendMedia } from "../kit/openaiMedia.ts"
 import { characterCount, priceOfCharacters, readWav, withTrueSizes } from "../kit/media.ts"
-import { env, envOr, nothing, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
-import { DEFAULT_BASE_URL } from "../kit/openaiMedia.ts"
+import { nothing, one, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
 
 export const DEFAULT_NAME = "openai-speech"
 export const SPEECH_PATH = "/audio/speech"
@@ -168,9 +167,8 @@ export const make = (options: Options): Effect.Effect<Provider<"speak">, never, 
 /** OPENAI_API_KEY (OPENAI_BASE_URL): the `openai-speech` price card (per 1k characters). */
 export const fromConfig: ProviderConfig = (cards) =>
   Effect.gen(function*() {
-    const key = yield* env("OPENAI_API_KEY")
-    if (Option.isNone(key)) return nothing
-    const baseUrl = yield* envOr("OPENAI_BASE_URL", DEFAULT_BASE_URL)
+    const account = yield* openAiAccount
+    if (Option.isNone(account)) return nothing
     const unitPrice = yield* unitPriceOf(cards, "openai-speech", "speak")
-    return { providers: [{ name: "openai-speech", capability: "speak", build: make({ baseUrl, apiKey: Redacted.make(key.value), unitPrice }) }], services: [] }
+    return one("openai-speech", "speak", make({ ...account.value, unitPrice }))
   })

@@ -46,10 +46,9 @@ import type { TranscribeInput, TranscribeOutput } from "../../../src/capabilitie
 import type { ValidationError } from "../../../src/domain/errors.ts"
 import { type FetchFailed, OutboundHttp, type UnsafeUrl } from "../../../src/ports/Net.ts"
 import { checkUnitPrice, clip, isRecord, positiveInteger } from "../kit/index.ts"
-import { invalid, type MediaSettings, mediaFailure, mediaSettings, sendMediaJson } from "../kit/openaiMedia.ts"
+import { invalid, type MediaSettings, mediaFailure, mediaSettings, openAiAccount, sendMediaJson } from "../kit/openaiMedia.ts"
 import { readWav, type WavInfo } from "../kit/media.ts"
 import { type Configured, env, envOr, httpUrl, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
-import { DEFAULT_BASE_URL } from "../kit/openaiMedia.ts"
 
 export const DEFAULT_NAME = "openai-transcribe"
 export const TRANSCRIPTIONS_PATH = "/audio/transcriptions"
@@ -351,11 +350,10 @@ export const make = (options: Options): Effect.Effect<Provider<"transcribe">, ne
 export const fromConfig: ProviderConfig = (cards) =>
   Effect.gen(function*() {
     const providers: Array<Configured> = []
-    const key = yield* env("OPENAI_API_KEY")
-    if (Option.isSome(key)) {
-      const baseUrl = yield* envOr("OPENAI_BASE_URL", DEFAULT_BASE_URL)
+    const account = yield* openAiAccount
+    if (Option.isSome(account)) {
       const unitPrice = yield* unitPriceOf(cards, "openai-transcribe", "transcribe")
-      providers.push({ name: "openai-transcribe", capability: "transcribe", build: make({ baseUrl, apiKey: Redacted.make(key.value), unitPrice }) })
+      providers.push({ name: "openai-transcribe", capability: "transcribe", build: make({ ...account.value, unitPrice }) })
     }
     const whisper = yield* env("WHISPER_BASE_URL")
     if (Option.isSome(whisper)) {
