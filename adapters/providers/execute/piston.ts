@@ -3,7 +3,19 @@ import { HttpClient, type HttpClientError, HttpClientRequest } from "effect/http
 import { StringDecoder } from "node:string_decoder"
 import { type Metered, type Provider, ProviderFailure, type Quote, type UnitPrice } from "../../../src/capabilities/Provider.ts"
 import { type ExecuteInput, type ExecuteOutput, MAX_EXECUTE_TIMEOUT_MS } from "../../../src/capabilities/schemas.ts"
-import { clip, describeCause, failure, isRecord, MAX_ERROR_BODY_BYTES, MAX_UPSTREAM_MESSAGE_CHARS, parseJson, readBody } from "../kit/index.ts"
+import {
+  baseUrlOf,
+  checkUnitPrice,
+  clip,
+  describeCause,
+  failure,
+  isRecord,
+  MAX_ERROR_BODY_BYTES,
+  MAX_UPSTREAM_MESSAGE_CHARS,
+  parseJson,
+  providerName,
+  readBody
+} from "../kit/index.ts"
 import { env, httpUrl, nothing, one, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
 
 /**
@@ -113,23 +125,9 @@ interface Settings {
 }
 
 const settingsOf = (options: PistonOptions): Settings => {
-  const name = options.name ?? PROVIDER_NAME
-  if (name.trim() === "" || name.length > 64) throw new RangeError("piston: name must be 1 to 64 characters")
-  let parsed: URL
-  try {
-    parsed = new URL(options.baseUrl)
-  } catch {
-    throw new RangeError(`${name}: baseUrl is not a URL: ${JSON.stringify(options.baseUrl)}`)
-  }
-  if (parsed.protocol !== "https:" && parsed.protocol !== "http:") {
-    throw new RangeError(`${name}: baseUrl must be an http(s) URL, got ${parsed.protocol}`)
-  }
-  if (parsed.search !== "" || parsed.hash !== "" || parsed.username !== "" || parsed.password !== "") {
-    throw new RangeError(`${name}: baseUrl must not carry credentials, a query or a fragment`)
-  }
-  if (options.unitPrice.per !== "second" || options.unitPrice.priceMicroUsd < 0n) {
-    throw new RangeError(`${name}: the price must be a non-negative amount per second`)
-  }
+  const name = providerName("piston", options.name ?? PROVIDER_NAME)
+  const baseUrl = baseUrlOf(name, options.baseUrl)
+  checkUnitPrice(name, options.unitPrice, "second")
   const integer = (field: string, value: number | undefined, fallback: number, min: number, max: number) => {
     const resolved = value ?? fallback
     if (!Number.isSafeInteger(resolved) || resolved < min || resolved > max) {
@@ -146,7 +144,7 @@ const settingsOf = (options: PistonOptions): Settings => {
   }
   return {
     name,
-    url: parsed.href.replace(/\/+$/, "") + EXECUTE_PATH,
+    url: baseUrl + EXECUTE_PATH,
     unitPrice: options.unitPrice,
     defaultTimeoutMs: integer("defaultTimeoutMs", options.defaultTimeoutMs, Math.min(DEFAULT_TIMEOUT_MS, maxTimeoutMs), 1, maxTimeoutMs),
     maxTimeoutMs,
