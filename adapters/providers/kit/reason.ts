@@ -4,17 +4,22 @@
  * and completion cap a quote names, and the usage an answer reports, metered
  * at the model's prices (or the quote's bounds when it reports none).
  */
-import { Effect, type Redacted, Result } from "effect"
+import { Effect, type Redacted, Result, Schema } from "effect"
 import type { Metered, ModelInfo, Quote } from "../../../src/capabilities/Provider.ts"
 import { ProviderFailure } from "../../../src/capabilities/Provider.ts"
 import { meterReason, promptTokenBound } from "../../../src/capabilities/pricing.ts"
 import type { ReasonInput, ReasonOutput } from "../../../src/capabilities/schemas.ts"
 import type { ErrorDetail, Upstream } from "./exchange.ts"
 import { baseUrlOf, positiveInteger } from "./settings.ts"
-import { clip, isRecord, keySecrets } from "./text.ts"
+import { clip, keySecrets } from "./text.ts"
 
 export const DEFAULT_TIMEOUT_MS = 60_000
 export const DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+
+/** A token count on the wire: a non-negative safe integer. */
+export const TokenCount = Schema.Number.check(
+  Schema.makeFilter((value: number) => (Number.isSafeInteger(value) && value >= 0) || "a token count (a non-negative integer)")
+)
 
 /** A token count from the wire: a non-negative safe integer, or undefined. */
 export const tokenCount = (value: unknown): number | undefined =>
@@ -131,12 +136,14 @@ export type Usage = ReasonOutput["usage"]
  * with them); when the answer reports none (missing or null), `billed`, the
  * bounds the quote charged for.
  */
-export const reportedUsage = (
+export const reportedUsage = <S extends Schema.ConstraintDecoder<unknown>>(
   usage: unknown,
-  read: (usage: Record<string, unknown>) => Result.Result<Usage, string>,
+  schema: S,
+  read: (usage: S["Type"]) => Result.Result<Usage, string>,
   billed: () => Usage
 ): Result.Result<{ readonly usage: Usage; readonly reported: boolean }, string> => {
   if (usage === undefined || usage === null) return Result.succeed({ usage: billed(), reported: false })
-  if (!isRecord(usage)) return Result.fail("usage is not an object")
-  return Result.map(read(usage), (counted) => ({ usage: counted, reported: true }))
+  const decoded = Schema.decodeUnknownResult(schema)(usage, { errors: "first" })
+  if (Result.isFailure(decoded)) return Result.fail(`usage is not as documented: ${clip(decoded.failure.message, 200)}`)
+  return Result.map(read(decoded.success), (counted) => ({ usage: counted, reported: true }))
 }

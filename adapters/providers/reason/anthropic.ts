@@ -34,7 +34,7 @@
  * the quote charged when no `usage` is reported, timeout / 429 / 5xx / other
  * 4xx / malformed / too_large / network as `ProviderFailure`, never a defect.
  */
-import { Effect, Option, Redacted, Result } from "effect"
+import { Effect, Option, Redacted, Result, Schema } from "effect"
 import { HttpClient } from "effect/http"
 import type { ModelInfo, Provider, Quote } from "../../../src/capabilities/Provider.ts"
 import { ProviderFailure } from "../../../src/capabilities/Provider.ts"
@@ -50,7 +50,7 @@ import {
   quotedUsage,
   reasonUpstream,
   reportedUsage,
-  tokenCount
+  TokenCount
 } from "../kit/reason.ts"
 import { env, modelsOf, nothing, type ProviderConfig, tokenService } from "../kit/config.ts"
 
@@ -88,39 +88,58 @@ const anthropicErrorDetail = (body: unknown): ErrorDetail | undefined => {
   return { message, type: typeof type === "string" && type !== "" ? type : undefined }
 }
 
-const parseMessage = (body: unknown, billedUsage: () => ReasonOutput["usage"]): Result.Result<ParsedAnswer, string> => {
-  if (!isRecord(body)) return Result.fail("the answer is not a JSON object")
-  if (body.type === "error") {
-    const detail = anthropicErrorDetail(body)
+const OptionalText = Schema.optional(Schema.NullOr(Schema.String))
+/** A cache count: absent or null when no cache was involved. */
+const CacheCount = Schema.optional(Schema.NullOr(TokenCount))
+
+/** The parts of a Messages answer read here; other fields (and blocks other than text) are not looked at. */
+const Message = Schema.Struct({
+  content: Schema.Array(Schema.Unknown),
+  stop_reason: OptionalText,
+  usage: Schema.optional(Schema.Unknown),
+  model: Schema.optional(Schema.Unknown)
+})
+const Block = Schema.Struct({ type: Schema.optional(Schema.Unknown), text: Schema.optional(Schema.Unknown) })
+const TextBlock = Schema.Struct({ type: Schema.Literal("text"), text: Schema.String })
+const Usage = Schema.Struct({
+  input_tokens: TokenCount,
+  output_tokens: TokenCount,
+  cache_creation_input_tokens: CacheCount,
+  cache_read_input_tokens: CacheCount
+})
+const decodeMessage = Schema.decodeUnknownResult(Message)
+const decodeBlock = Schema.decodeUnknownResult(Block)
+const decodeTextBlock = Schema.decodeUnknownResult(TextBlock)
+const ErrorType = Schema.Struct({ type: Schema.Literal("error") })
+const isErrorAnswer = Schema.is(ErrorType)
+
+const parseMessage = (raw: unknown, billedUsage: () => ReasonOutput["usage"]): Result.Result<ParsedAnswer, string> => {
+  if (isErrorAnswer(raw)) {
+    const detail = anthropicErrorDetail(raw)
     return Result.fail(detail === undefined ? "the answer is an error" : `the answer is an error: ${clip(detail.message)}`)
   }
-  if (!Array.isArray(body.content)) return Result.fail("the answer has no content array")
+  const body = decodeMessage(raw, { errors: "first" })
+  if (Result.isFailure(body)) return Result.fail(`the answer is not a message: ${clip(body.failure.message, 200)}`)
   let content = ""
-  for (const block of body.content as ReadonlyArray<unknown>) {
-    if (!isRecord(block)) return Result.fail("a content block is not an object")
-    if (block.type !== "text") continue
-    if (typeof block.text !== "string") return Result.fail("a text block has no text")
-    content += block.text
+  for (const item of body.success.content) {
+    const block = decodeBlock(item)
+    if (Result.isFailure(block)) return Result.fail("a content block is not an object")
+    if (block.success.type !== "text") continue
+    const text = decodeTextBlock(item)
+    if (Result.isFailure(text)) return Result.fail("a text block has no text")
+    content += text.success.text
   }
-  const stop = body.stop_reason
-  if (stop !== null && stop !== undefined && typeof stop !== "string") return Result.fail("stop_reason is not a string")
-  const usage = reportedUsage(body.usage, (counts) => {
-    const input = tokenCount(counts.input_tokens)
-    const output = tokenCount(counts.output_tokens)
-    if (input === undefined || output === undefined) return Result.fail("usage lacks input_tokens or output_tokens")
-    // Absent or null when no cache was involved.
-    const cached = (value: unknown): number | undefined => (value === undefined || value === null ? 0 : tokenCount(value))
-    const cacheCreation = cached(counts.cache_creation_input_tokens)
-    const cacheRead = cached(counts.cache_read_input_tokens)
-    if (cacheCreation === undefined || cacheRead === undefined) return Result.fail("usage has unreadable cache token counts")
-    const promptTokens = input + cacheCreation + cacheRead
-    return Result.succeed({ promptTokens, completionTokens: output, totalTokens: promptTokens + output })
+  const stop = body.success.stop_reason
+  const usage = reportedUsage(body.success.usage, Usage, (counts) => {
+    const promptTokens = counts.input_tokens + (counts.cache_creation_input_tokens ?? 0) + (counts.cache_read_input_tokens ?? 0)
+    return Result.succeed({ promptTokens, completionTokens: counts.output_tokens, totalTokens: promptTokens + counts.output_tokens })
   }, billedUsage)
   if (Result.isFailure(usage)) return Result.fail(usage.failure)
+  const model = body.success.model
   return Result.succeed({
     output: { content, finishReason: typeof stop === "string" && stop !== "" ? stop : "unknown", usage: usage.success.usage },
     reported: usage.success.reported,
-    model: typeof body.model === "string" && body.model !== "" ? body.model : undefined
+    model: typeof model === "string" && model !== "" ? model : undefined
   })
 }
 

@@ -29,12 +29,12 @@
  * The exchange is the kit's (../kit/exchange.ts), and what the reason
  * adapters share is in ../kit/reason.ts.
  */
-import { Effect, Option, Redacted, Result } from "effect"
+import { Effect, Option, Redacted, Result, Schema } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
 import type { ModelInfo, Provider, Quote } from "../../../src/capabilities/Provider.ts"
 import { quoteReason } from "../../../src/capabilities/pricing.ts"
 import type { ReasonInput, ReasonOutput } from "../../../src/capabilities/schemas.ts"
-import { clip, exchangeJson, isRecord, jsonPost, openAiErrorDetail } from "../kit/index.ts"
+import { clip, exchangeJson, jsonPost, openAiErrorDetail } from "../kit/index.ts"
 
 export { MAX_ERROR_BODY_BYTES, MAX_UPSTREAM_MESSAGE_CHARS } from "../kit/index.ts"
 import {
@@ -45,7 +45,8 @@ import {
   quotedUsage,
   reasonUpstream,
   reportedUsage,
-  tokenCount
+  tokenCount,
+  TokenCount
 } from "../kit/reason.ts"
 import { envOr, env, httpUrl, type Configured, modelsOf, type ProviderConfig, tokenService } from "../kit/config.ts"
 
@@ -90,30 +91,42 @@ export interface Options {
 /** Set by the client from the body and the connection; an operator's header must not change them. */
 const RESERVED_HEADERS = new Set(["content-type", "content-length", "transfer-encoding", "host", "connection"])
 
+const OptionalText = Schema.optional(Schema.NullOr(Schema.String))
+
+/** The parts of a chat.completion object read here; other fields are not looked at. */
+const Completion = Schema.Struct({
+  choices: Schema.Array(Schema.Unknown),
+  usage: Schema.optional(Schema.Unknown),
+  model: Schema.optional(Schema.Unknown)
+})
+const Choice = Schema.Struct({
+  message: Schema.Struct({ content: OptionalText }),
+  finish_reason: OptionalText
+})
+const Usage = Schema.Struct({ prompt_tokens: TokenCount, completion_tokens: TokenCount, total_tokens: Schema.optional(Schema.Unknown) })
+const decodeCompletion = Schema.decodeUnknownResult(Completion)
+const decodeChoice = Schema.decodeUnknownResult(Choice)
+
 /** Reads a chat.completion object; a string is what was wrong with it. */
-const parseCompletion = (body: unknown, billedUsage: () => ReasonOutput["usage"]): Result.Result<ParsedAnswer, string> => {
-  if (!isRecord(body)) return Result.fail("the answer is not a JSON object")
-  if (!Array.isArray(body.choices)) {
-    const detail = openAiErrorDetail(body)
-    return Result.fail(detail === undefined ? "the answer has no choices" : `the answer is an error: ${clip(detail.message)}`)
+const parseCompletion = (raw: unknown, billedUsage: () => ReasonOutput["usage"]): Result.Result<ParsedAnswer, string> => {
+  const body = decodeCompletion(raw, { errors: "first" })
+  if (Result.isFailure(body)) {
+    const detail = openAiErrorDetail(raw)
+    return Result.fail(detail === undefined ? `the answer is not a chat completion: ${clip(body.failure.message, 200)}` : `the answer is an error: ${clip(detail.message)}`)
   }
-  const choice: unknown = body.choices[0]
-  if (!isRecord(choice)) return Result.fail("the answer has no first choice")
-  const message = choice.message
-  if (!isRecord(message)) return Result.fail("the first choice has no message")
-  const content = message.content
-  if (content !== null && content !== undefined && typeof content !== "string") {
-    return Result.fail("the message content is not a string")
-  }
-  const finish = choice.finish_reason
-  if (finish !== null && finish !== undefined && typeof finish !== "string") return Result.fail("finish_reason is not a string")
-  const usage = reportedUsage(body.usage, (counts) => {
-    const promptTokens = tokenCount(counts.prompt_tokens)
-    const completionTokens = tokenCount(counts.completion_tokens)
-    if (promptTokens === undefined || completionTokens === undefined) return Result.fail("usage lacks prompt_tokens or completion_tokens")
-    return Result.succeed({ promptTokens, completionTokens, totalTokens: tokenCount(counts.total_tokens) ?? promptTokens + completionTokens })
-  }, billedUsage)
+  if (body.success.choices.length === 0) return Result.fail("the answer has no first choice")
+  const choice = decodeChoice(body.success.choices[0], { errors: "first" })
+  if (Result.isFailure(choice)) return Result.fail(`the first choice is not as documented: ${clip(choice.failure.message, 200)}`)
+  const content = choice.success.message.content
+  const finish = choice.success.finish_reason
+  const usage = reportedUsage(body.success.usage, Usage, (counts) =>
+    Result.succeed({
+      promptTokens: counts.prompt_tokens,
+      completionTokens: counts.completion_tokens,
+      totalTokens: tokenCount(counts.total_tokens) ?? counts.prompt_tokens + counts.completion_tokens
+    }), billedUsage)
   if (Result.isFailure(usage)) return Result.fail(usage.failure)
+  const model = body.success.model
   return Result.succeed({
     output: {
       content: content ?? "",
@@ -122,7 +135,7 @@ const parseCompletion = (body: unknown, billedUsage: () => ReasonOutput["usage"]
       usage: usage.success.usage
     },
     reported: usage.success.reported,
-    model: typeof body.model === "string" && body.model !== "" ? body.model : undefined
+    model: typeof model === "string" && model !== "" ? model : undefined
   })
 }
 
