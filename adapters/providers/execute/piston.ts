@@ -1,4 +1,4 @@
-import { Clock, Duration, Effect, Option, Result, type Scope } from "effect"
+import { Clock, Duration, Effect, Option, Result, Schema, type Scope } from "effect"
 import { HttpClient, type HttpClientError, HttpClientRequest } from "effect/http"
 import { StringDecoder } from "node:string_decoder"
 import { type Metered, type Provider, ProviderFailure, type Quote, type UnitPrice } from "../../../src/capabilities/Provider.ts"
@@ -9,7 +9,8 @@ import {
   clip,
   describeCause,
   failure,
-  isRecord,
+  answerDecoder,
+  decodeOrUndefined,
   MAX_ERROR_BODY_BYTES,
   MAX_UPSTREAM_MESSAGE_CHARS,
   parseJson,
@@ -212,10 +213,13 @@ const exchange = (
     return { status: response.status, bytes, overflow }
   })).pipe(Effect.catchTag("HttpClientError", (error) => Effect.fail(transportFailure(settings, error))))
 
+const errorBodyOf = decodeOrUndefined(Schema.Struct({ message: Schema.String }))
+
 /** Piston's errors are `{ message }`; anything else is shown as text. */
 const upstreamMessage = (bytes: Uint8Array): string => {
   const json = parseJson(bytes)
-  if (Result.isSuccess(json) && isRecord(json.success) && typeof json.success.message === "string") return clip(json.success.message)
+  const said = Result.isSuccess(json) ? errorBodyOf(json.success) : undefined
+  if (said !== undefined) return clip(said.message)
   return clip(new TextDecoder().decode(bytes).replace(/<[^>]*>/g, " "))
 }
 
@@ -247,36 +251,30 @@ interface Run {
   readonly wallTimeMs: number | null
 }
 
-const describe = (value: unknown): string =>
-  value === undefined ? "missing" : value === null ? "null" : Array.isArray(value) ? "an array" : typeof value
+/** Piston's answer: `{ language, version, run: { stdout, stderr, code, signal, output, status?, message?, wall_time? } }`. */
+const RunAnswer = Schema.Struct({
+  run: Schema.Struct({
+    stdout: Schema.String,
+    stderr: Schema.String,
+    code: Schema.optional(Schema.NullOr(Schema.Number.check(Schema.isInt()))),
+    signal: Schema.optional(Schema.NullOr(Schema.String)),
+    status: Schema.optional(Schema.Unknown),
+    message: Schema.optional(Schema.Unknown),
+    wall_time: Schema.optional(Schema.Unknown)
+  })
+})
+const decodeRun = answerDecoder(RunAnswer)
 
-const parseRun = (settings: Settings, json: unknown): Result.Result<Run, ProviderFailure> => {
-  const malformed = (what: string) => Result.fail(failure(settings.name, "malformed", `${settings.name}'s answer ${what}`))
-  if (!isRecord(json)) return malformed("is not a JSON object")
-  const run = json.run
-  if (!isRecord(run)) return malformed(`has "run" ${describe(run)}, not an object`)
-  for (const field of ["stdout", "stderr"] as const) {
-    if (typeof run[field] !== "string") return malformed(`has "run.${field}" ${describe(run[field])}, not a string`)
-  }
-  const code = run.code
-  if (code !== null && code !== undefined && !(typeof code === "number" && Number.isInteger(code))) {
-    return malformed(`has "run.code" ${describe(code)}, not an integer or null`)
-  }
-  const signal = run.signal
-  if (signal !== null && signal !== undefined && typeof signal !== "string") {
-    return malformed(`has "run.signal" ${describe(signal)}, not a string or null`)
-  }
-  const wall = run.wall_time
-  return Result.succeed({
-    stdout: run.stdout as string,
-    stderr: run.stderr as string,
-    code: typeof code === "number" ? code : null,
-    signal: typeof signal === "string" ? signal : null,
+const parseRun = (settings: Settings, json: unknown): Result.Result<Run, ProviderFailure> =>
+  Result.map(decodeRun(settings.name, json), ({ run }) => ({
+    stdout: run.stdout,
+    stderr: run.stderr,
+    code: run.code ?? null,
+    signal: run.signal ?? null,
     status: typeof run.status === "string" ? run.status : null,
     message: typeof run.message === "string" ? run.message : null,
-    wallTimeMs: typeof wall === "number" && Number.isFinite(wall) && wall >= 0 ? wall : null
-  })
-}
+    wallTimeMs: typeof run.wall_time === "number" && Number.isFinite(run.wall_time) && run.wall_time >= 0 ? run.wall_time : null
+  }))
 
 /** At most `maxBytes` of UTF-8, cut on a character boundary. */
 const cutUtf8 = (text: string, maxBytes: number): { readonly text: string; readonly cut: boolean } => {

@@ -32,12 +32,12 @@
  * The exchange and the options it shares with speak/openaiSpeech.ts and
  * transcribe/openaiTranscribe.ts are in ../openaiMedia.ts.
  */
-import { Effect, Option, Redacted, Result } from "effect"
+import { Effect, Option, Redacted, Result, Schema } from "effect"
 import { HttpClient } from "effect/http"
 import type { Metered, Provider, Quote, UnitPrice } from "../../../src/capabilities/Provider.ts"
 import type { ImagineInput, ImagineOutput } from "../../../src/capabilities/schemas.ts"
 import { NotFound, type ValidationError } from "../../../src/domain/errors.ts"
-import { isRecord, jsonPost, positiveInteger } from "../kit/index.ts"
+import { jsonPost, positiveInteger } from "../kit/index.ts"
 import { invalid, mediaFailure, mediaSettings, openAiAccount, sendMediaJson } from "../kit/openaiMedia.ts"
 import { nothing, one, type ProviderConfig } from "../kit/config.ts"
 
@@ -116,13 +116,24 @@ const httpUrl = (value: string): boolean => {
 type Image = ImagineOutput["images"][number]
 
 /** Reads `{ created, data: [...] }`; a string is what was wrong with it. At most `limit` images are kept. */
+const Images = Schema.Struct({ data: Schema.Array(Schema.Unknown) })
+const ImageItem = Schema.Struct({
+  b64_json: Schema.optional(Schema.Unknown),
+  url: Schema.optional(Schema.Unknown),
+  revised_prompt: Schema.optional(Schema.Unknown)
+})
+const decodeImages = Schema.decodeUnknownResult(Images)
+const decodeItem = Schema.decodeUnknownResult(ImageItem)
+
 export const parseImages = (body: unknown, limit: number): Result.Result<Array<Image>, string> => {
-  if (!isRecord(body)) return Result.fail("the answer is not a JSON object")
-  if (!Array.isArray(body.data)) return Result.fail("the answer has no data array")
+  const decoded = decodeImages(body, { errors: "first" })
+  if (Result.isFailure(decoded)) return Result.fail(`the answer has no data array: ${decoded.failure.message.replace(/\s+/g, " ")}`)
   const images: Array<Image> = []
-  for (const [index, item] of body.data.entries()) {
+  for (const [index, raw] of decoded.success.data.entries()) {
     if (images.length >= limit) break
-    if (!isRecord(item)) return Result.fail(`data[${index}] is not an object`)
+    const parsed = decodeItem(raw)
+    if (Result.isFailure(parsed)) return Result.fail(`data[${index}] is not an object`)
+    const item = parsed.success
     const revised = typeof item.revised_prompt === "string" && item.revised_prompt !== ""
       ? { revisedPrompt: item.revised_prompt }
       : {}
