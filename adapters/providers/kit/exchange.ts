@@ -24,10 +24,11 @@
  * request's headers, bar a few harmless ones, are redacted in traces, and no
  * trace context is sent upstream.
  */
-import { Duration, Effect, Result, Stream } from "effect"
+import { Duration, Effect, Result, Schema, Stream } from "effect"
 import { Headers, HttpClient, type HttpClientError, HttpClientRequest, type HttpClientResponse } from "effect/http"
 import type { ProviderFailure } from "../../../src/capabilities/Provider.ts"
-import { clip, defectsUnavailable, describeCause, failure, type FailureReason, isRecord, redact } from "./text.ts"
+import { decodeOrUndefined, NonEmptyText } from "./decode.ts"
+import { clip, defectsUnavailable, describeCause, failure, type FailureReason, redact } from "./text.ts"
 
 /** An error answer is read this far for its message, and no further. */
 export const MAX_ERROR_BODY_BYTES = 16 * 1024
@@ -290,20 +291,24 @@ export const exchangeJson = (
  * compatible servers answer instead: `{ error: "text" }`, FastAPI's
  * `{ detail: "text" }` (self-hosted Whisper servers) or `{ message }`.
  */
+const OpenAiErrorBody = Schema.Struct({
+  error: Schema.optional(Schema.Unknown),
+  detail: Schema.optional(Schema.Unknown),
+  message: Schema.optional(Schema.Unknown)
+})
+const OpenAiError = Schema.Struct({ message: NonEmptyText, code: Schema.optional(Schema.Unknown), type: Schema.optional(Schema.Unknown) })
+const openAiErrorBodyOf = decodeOrUndefined(OpenAiErrorBody)
+const openAiErrorOf = decodeOrUndefined(OpenAiError)
+const nonEmptyTextOf = decodeOrUndefined(NonEmptyText)
+
 export const openAiErrorDetail = (body: unknown): ErrorDetail | undefined => {
-  if (!isRecord(body)) return undefined
-  const error = body.error
-  const text = (value: unknown): value is string => typeof value === "string" && value.trim() !== ""
-  if (isRecord(error) && text(error.message)) {
-    const type = typeof error.code === "string" && error.code !== ""
-      ? error.code
-      : typeof error.type === "string" && error.type !== ""
-      ? error.type
-      : undefined
-    return { message: error.message, type }
+  const decoded = openAiErrorBodyOf(body)
+  if (decoded === undefined) return undefined
+  const error = openAiErrorOf(decoded.error)
+  if (error !== undefined) {
+    const named = (value: unknown) => (typeof value === "string" && value !== "" ? value : undefined)
+    return { message: error.message, type: named(error.code) ?? named(error.type) }
   }
-  if (text(error)) return { message: error }
-  if (text(body.detail)) return { message: body.detail }
-  if (text(body.message)) return { message: body.message }
-  return undefined
+  const text = nonEmptyTextOf(decoded.error) ?? nonEmptyTextOf(decoded.detail) ?? nonEmptyTextOf(decoded.message)
+  return text === undefined ? undefined : { message: text }
 }

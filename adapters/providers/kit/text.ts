@@ -17,9 +17,6 @@ const MIN_SECRET_CHARS = 8
 // Text
 // ---------------------------------------------------------------------------
 
-export const isRecord = (value: unknown): value is Record<string, unknown> =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
-
 /**
  * One line (each run of whitespace and control characters as one space), at
  * most `max` characters with the ellipsis, never cut inside a surrogate pair.

@@ -41,7 +41,7 @@ import { ProviderFailure } from "../../../src/capabilities/Provider.ts"
 import { quoteReason } from "../../../src/capabilities/pricing.ts"
 import type { ReasonInput, ReasonOutput } from "../../../src/capabilities/schemas.ts"
 import { ValidationError } from "../../../src/domain/errors.ts"
-import { clip, type ErrorDetail, exchangeJson, isRecord, jsonPost } from "../kit/index.ts"
+import { clip, decodeOrUndefined, type ErrorDetail, exchangeJson, jsonPost, NonEmptyText } from "../kit/index.ts"
 import {
   checkSettings,
   meteredAnswer,
@@ -81,11 +81,12 @@ export interface Options {
 }
 
 /** `{ "type": "error", "error": { "type": "overloaded_error", "message": "Overloaded" }, "request_id": "req_…" }` */
+const errorBodyOf = decodeOrUndefined(Schema.Struct({ error: Schema.Struct({ message: NonEmptyText, type: Schema.optional(Schema.Unknown) }) }))
+
 const anthropicErrorDetail = (body: unknown): ErrorDetail | undefined => {
-  if (!isRecord(body) || !isRecord(body.error)) return undefined
-  const { message, type } = body.error
-  if (typeof message !== "string" || message.trim() === "") return undefined
-  return { message, type: typeof type === "string" && type !== "" ? type : undefined }
+  const error = errorBodyOf(body)?.error
+  if (error === undefined) return undefined
+  return { message: error.message, type: typeof error.type === "string" && error.type !== "" ? error.type : undefined }
 }
 
 const OptionalText = Schema.optional(Schema.NullOr(Schema.String))
