@@ -1,5 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
-import { ConfigProvider, Effect, Exit, Redacted } from "effect"
+import { writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { Cause, ConfigProvider, Effect, Exit, Redacted } from "effect"
 import { loadProvidersConfig } from "../../adapters/providersConfig.ts"
 
 const load = (env: Record<string, string>) =>
@@ -149,5 +152,22 @@ describe("providers from the configuration", () => {
         assert.isTrue(Exit.isFailure(exit), JSON.stringify(env))
         if (Exit.isFailure(exit)) assert.include(String(exit.cause), says)
       }
+    }))
+
+  it.effect("a price card per another unit than the provider charges by stops start-up with a configuration error naming it", () =>
+    Effect.gen(function*() {
+      const file = join(tmpdir(), `prices-per-${process.pid}-${Date.now()}.json`)
+      writeFileSync(file, JSON.stringify({ readability: { capability: "read", per: "query", priceUsdCents: 0.1 } }))
+      const exit = yield* Effect.exit(load({ PRICES_FILE: file }))
+      assert.isTrue(Exit.isFailure(exit), "a read card per query is refused")
+      if (Exit.isFailure(exit)) {
+        const error = Cause.squash(exit.cause) as { readonly _tag?: string; readonly message?: string }
+        assert.strictEqual(error._tag, "InvalidConfig")
+        assert.include(error.message ?? "", "readability")
+        assert.include(error.message ?? "", "per page")
+      }
+      writeFileSync(file, JSON.stringify({ twilio: { capability: "sms", per: "message", priceUsdCents: 1 } }))
+      const sms = yield* Effect.exit(load({ PRICES_FILE: file, TWILIO_ACCOUNT_SID: `AC${"0".repeat(32)}`, TWILIO_AUTH_TOKEN: "t", TWILIO_FROM: "+15550100" }))
+      assert.isTrue(Exit.isFailure(sms) && String(sms.cause).includes("per segment"), "an sms card per message is refused")
     }))
 })

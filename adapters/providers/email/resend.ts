@@ -137,7 +137,7 @@ export const fromConfig: ProviderConfig = (cards) =>
     if (Option.isNone(key)) return nothing
     const from = yield* env("RESEND_FROM")
     if (Option.isNone(from)) return yield* invalid("RESEND_FROM is required when RESEND_API_KEY is set")
-    const unitPrice = yield* unitPriceOf(cards, PROVIDER_NAME, "email")
+    const unitPrice = yield* unitPriceOf(cards, PROVIDER_NAME, "email", "message")
     return {
       providers: [{ name: PROVIDER_NAME, capability: "email", build: make({ apiKey: Redacted.make(key.value), from: from.value, unitPrice }) }],
       services: []

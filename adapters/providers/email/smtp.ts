@@ -317,7 +317,7 @@ export const fromConfig: ProviderConfig = (cards) =>
     if (!Number.isInteger(port) || port < 1 || port > 65535) return yield* invalid("SMTP_PORT must be a port number")
     const user = yield* env("SMTP_USER")
     const pass = yield* env("SMTP_PASSWORD")
-    const unitPrice = yield* unitPriceOf(cards, PROVIDER_NAME, "email")
+    const unitPrice = yield* unitPriceOf(cards, PROVIDER_NAME, "email", "message")
     const build = make({
       host: host.value,
       port,

@@ -384,6 +384,6 @@ export const fromConfig: ProviderConfig = (cards) =>
     const url = yield* env("PISTON_URL")
     if (Option.isNone(url)) return nothing
     const baseUrl = yield* httpUrl("PISTON_URL", url.value)
-    const unitPrice = yield* unitPriceOf(cards, PROVIDER_NAME, "execute")
+    const unitPrice = yield* unitPriceOf(cards, PROVIDER_NAME, "execute", "second")
     return one(PROVIDER_NAME, "execute", make({ baseUrl, unitPrice }))
   })

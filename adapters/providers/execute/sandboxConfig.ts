@@ -10,7 +10,7 @@ import * as Sandbox from "./sandbox.ts"
 export const fromConfig: ProviderConfig = (cards) =>
   Effect.gen(function*() {
     if (!(yield* switchedOn("BUILTIN_EXECUTE"))) return nothing
-    const unitPrice = yield* unitPriceOf(cards, "sandbox", "execute")
+    const unitPrice = yield* unitPriceOf(cards, "sandbox", "execute", "second")
     const maxTimeoutMs = Number(yield* envOr("EXECUTE_MAX_TIMEOUT_MS", "30000"))
     if (!Number.isInteger(maxTimeoutMs) || maxTimeoutMs < 100 || maxTimeoutMs > 60_000) {
       return yield* invalid("EXECUTE_MAX_TIMEOUT_MS must be a whole number of milliseconds from 100 to 60000")

@@ -12,6 +12,7 @@ import type { OutboundHttp } from "../../../src/ports/Net.ts"
 import { InvalidConfig } from "../../config.ts"
 import type { PriceEntry } from "../../priceCards.ts"
 import type { OperatorService } from "../../services/transport.ts"
+import { checkUnitPrice } from "./settings.ts"
 
 export type Builder = Effect.Effect<AnyProvider, never, HttpClient.HttpClient | OutboundHttp>
 export type Probe = Effect.Effect<{ readonly ok: true; readonly degraded?: string } | { readonly ok: false; readonly reason: string }>
@@ -66,12 +67,20 @@ export const modelsOf = (cards: PriceCards, name: string) => {
     : invalid(`no reason price card (models) for provider "${name}" in the price cards`)
 }
 
-/** The unit price of a price card for `capability`. */
-export const unitPriceOf = (cards: PriceCards, name: string, capability: Capability) => {
+/**
+ * The unit price of a price card for `capability`, checked (by the one price
+ * checker, `checkUnitPrice`) to be `per` the unit the provider charges by: a
+ * card per another unit is a configuration error naming it.
+ */
+export const unitPriceOf = (cards: PriceCards, name: string, capability: Capability, per: string) => {
   const card = cards.get(name)
-  return card?.kind === "unit" && card.capability === capability
-    ? Effect.succeed<UnitPrice>(card.unitPrice)
-    : invalid(`no ${capability} price card for provider "${name}" in the price cards`)
+  if (card?.kind !== "unit" || card.capability !== capability) {
+    return invalid(`no ${capability} price card for provider "${name}" in the price cards`)
+  }
+  return Effect.try({
+    try: () => checkUnitPrice(`the ${capability} price card of "${name}"`, card.unitPrice, per),
+    catch: (error) => new InvalidConfig({ message: `Invalid configuration: ${error instanceof Error ? error.message : String(error)}` })
+  })
 }
 
 /** A proxy entry for an upstream priced per call (search and the like). */

@@ -98,7 +98,7 @@ export const keyedSearchConfig = <S extends Schema.ConstraintDecoder<unknown>>(
   Effect.gen(function*() {
     const key = yield* env(engine.keyVar)
     if (Option.isNone(key)) return nothing
-    const unitPrice = yield* unitPriceOf(cards, engine.name, "search")
+    const unitPrice = yield* unitPriceOf(cards, engine.name, "search", "query")
     return {
       providers: [{ name: engine.name, capability: "search", build: make({ apiKey: Redacted.make(key.value), unitPrice }) }],
       services: [perCallService({

@@ -108,6 +108,6 @@ export const make = (options: Options): Effect.Effect<Provider<"read">, never, O
 export const fromConfig: ProviderConfig = (cards) =>
   Effect.gen(function*() {
     if (!(yield* switchedOn("BUILTIN_READ"))) return nothing
-    const unitPrice = yield* unitPriceOf(cards, DEFAULT_NAME, "read")
+    const unitPrice = yield* unitPriceOf(cards, DEFAULT_NAME, "read", "page")
     return one(DEFAULT_NAME, "read", make({ unitPrice }))
   })

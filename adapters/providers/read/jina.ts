@@ -179,6 +179,6 @@ export const fromConfig: ProviderConfig = (cards) =>
   Effect.gen(function*() {
     const key = yield* env("JINA_API_KEY")
     if (Option.isNone(key)) return nothing
-    const unitPrice = yield* unitPriceOf(cards, DEFAULT_NAME, "read")
+    const unitPrice = yield* unitPriceOf(cards, DEFAULT_NAME, "read", "page")
     return one(DEFAULT_NAME, "read", make({ apiKey: Redacted.make(key.value), unitPrice }))
   })

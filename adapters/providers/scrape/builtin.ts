@@ -104,6 +104,6 @@ export const make = (options: Options): Effect.Effect<Provider<"scrape">, never,
 export const fromConfig: ProviderConfig = (cards) =>
   Effect.gen(function*() {
     if (!(yield* switchedOn("BUILTIN_SCRAPE"))) return nothing
-    const unitPrice = yield* unitPriceOf(cards, DEFAULT_NAME, "scrape")
+    const unitPrice = yield* unitPriceOf(cards, DEFAULT_NAME, "scrape", "page")
     return one(DEFAULT_NAME, "scrape", make({ unitPrice }))
   })

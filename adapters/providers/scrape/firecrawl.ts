@@ -185,6 +185,6 @@ export const fromConfig: ProviderConfig = (cards) =>
   Effect.gen(function*() {
     const key = yield* env("FIRECRAWL_API_KEY")
     if (Option.isNone(key)) return nothing
-    const unitPrice = yield* unitPriceOf(cards, DEFAULT_NAME, "scrape")
+    const unitPrice = yield* unitPriceOf(cards, DEFAULT_NAME, "scrape", "page")
     return one(DEFAULT_NAME, "scrape", make({ apiKey: Redacted.make(key.value), unitPrice }))
   })

@@ -187,6 +187,6 @@ export const fromConfig: ProviderConfig = (cards) =>
     const url = yield* env("SEARXNG_URL")
     if (Option.isNone(url)) return nothing
     const baseUrl = yield* httpUrl("SEARXNG_URL", url.value)
-    const unitPrice = yield* unitPriceOf(cards, PROVIDER_NAME, "search")
+    const unitPrice = yield* unitPriceOf(cards, PROVIDER_NAME, "search", "query")
     return one(PROVIDER_NAME, "search", make({ baseUrl, unitPrice }))
   })

@@ -255,7 +255,7 @@ export const fromConfig: ProviderConfig = (cards) =>
     const from = yield* env("TWILIO_FROM")
     const service = yield* env("TWILIO_MESSAGING_SERVICE_SID")
     if (Option.isSome(from) === Option.isSome(service)) return yield* invalid("set exactly one of TWILIO_FROM and TWILIO_MESSAGING_SERVICE_SID")
-    const unitPrice = yield* unitPriceOf(cards, PROVIDER_NAME, "sms")
+    const unitPrice = yield* unitPriceOf(cards, PROVIDER_NAME, "sms", "segment")
     const build = make({
       accountSid: sid.value,
       authToken: Redacted.make(token.value),

@@ -309,7 +309,7 @@ export const make = (options: Options): Effect.Effect<Provider<"speak">> =>
 export const fromConfig: ProviderConfig = (cards) =>
   Effect.gen(function*() {
     if (!(yield* switchedOn("BUILTIN_SPEAK"))) return nothing
-    const unitPrice = yield* unitPriceOf(cards, DEFAULT_NAME, "speak")
+    const unitPrice = yield* unitPriceOf(cards, DEFAULT_NAME, "speak", "1k_chars")
     const healthy = probe().pipe(
       Effect.as({ ok: true } as const),
       Effect.catch((failure) => Effect.succeed({ ok: false, reason: failure.message } as const))

@@ -169,6 +169,6 @@ export const fromConfig: ProviderConfig = (cards) =>
   Effect.gen(function*() {
     const account = yield* openAiAccount
     if (Option.isNone(account)) return nothing
-    const unitPrice = yield* unitPriceOf(cards, "openai-speech", "speak")
+    const unitPrice = yield* unitPriceOf(cards, "openai-speech", "speak", "1k_chars")
     return one("openai-speech", "speak", make({ ...account.value, unitPrice }))
   })

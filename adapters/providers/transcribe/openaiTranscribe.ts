@@ -356,14 +356,14 @@ export const fromConfig: ProviderConfig = (cards) =>
     const providers: Array<Configured> = []
     const account = yield* openAiAccount
     if (Option.isSome(account)) {
-      const unitPrice = yield* unitPriceOf(cards, "openai-transcribe", "transcribe")
+      const unitPrice = yield* unitPriceOf(cards, "openai-transcribe", "transcribe", "second")
       providers.push({ name: "openai-transcribe", capability: "transcribe", build: make({ ...account.value, unitPrice }) })
     }
     const whisper = yield* env("WHISPER_BASE_URL")
     if (Option.isSome(whisper)) {
       const baseUrl = yield* httpUrl("WHISPER_BASE_URL", whisper.value)
       const whisperKey = yield* env("WHISPER_API_KEY")
-      const unitPrice = yield* unitPriceOf(cards, "whisper", "transcribe")
+      const unitPrice = yield* unitPriceOf(cards, "whisper", "transcribe", "second")
       providers.push({
         name: "whisper",
         capability: "transcribe",
