@@ -3,7 +3,7 @@ import { Cause, Effect, Exit, Fiber } from "effect"
 import { spawnSync } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import * as BuiltinRead from "../../adapters/providers/read/builtin.ts"
-import { makePool, type ParseFailure } from "../../adapters/providers/read/parse-pool.ts"
+import { makePool, type ParseFailure } from "../../adapters/providers/kit/parse-pool.ts"
 import * as BuiltinScrape from "../../adapters/providers/scrape/builtin.ts"
 import { ProviderFailure } from "../../src/capabilities/Provider.ts"
 import { ARTICLE_HTML, html, startSite, testOutboundHttp } from "./pages.ts"
@@ -123,7 +123,7 @@ describe("the parse pool", () => {
     }), 30_000)
 
   it("the worker also loads in a plain Node process (type stripping, as `npm start` runs the gateway)", () => {
-    const pool = fileURLToPath(new URL("../../adapters/providers/read/parse-pool.ts", import.meta.url))
+    const pool = fileURLToPath(new URL("../../adapters/providers/kit/parse-pool.ts", import.meta.url))
     const script = [
       `import { Effect } from "effect"`,
       `import { makePool } from ${JSON.stringify(pool)}`,

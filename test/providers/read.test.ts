@@ -4,6 +4,8 @@ import { Cause, Effect, Exit, Layer, Redacted, Result } from "effect"
 import * as SafeHttp from "../../adapters/net/SafeHttp.ts"
 import * as BuiltinRead from "../../adapters/providers/read/builtin.ts"
 import * as Jina from "../../adapters/providers/read/jina.ts"
+import * as Page from "../../adapters/providers/kit/page.ts"
+import * as ReadPage from "../../adapters/providers/kit/readPage.ts"
 import { type Provider, ProviderFailure } from "../../src/capabilities/Provider.ts"
 import type { ReadOutput } from "../../src/capabilities/schemas.ts"
 import type { OutboundHttp } from "../../src/ports/Net.ts"
@@ -235,14 +237,14 @@ for (const [fetcherName, fetcher] of fetchers) {
 
 describe("built-in reader, pure parts", () => {
   const readPage = (h: string, url = "https://example.test/a/b") =>
-    Result.getOrThrow(BuiltinRead.readHtml(h, url, BuiltinRead.makeTurndown()))
+    Result.getOrThrow(ReadPage.readHtml(h, url, ReadPage.makeTurndown()))
 
   it("text over the output bound is cut with a note", () => {
-    const long = BuiltinRead.cut("a".repeat(20), 10)
+    const long = Page.cut("a".repeat(20), 10)
     assert.isTrue(long.cut)
     assert.strictEqual(long.text, `${"a".repeat(10)}\n\n[… cut at 10 characters]`)
-    assert.deepStrictEqual(BuiltinRead.cut("short", 10), { text: "short", cut: false })
-    const surrogate = BuiltinRead.cut(`${"a".repeat(9)}😀tail`, 10)
+    assert.deepStrictEqual(Page.cut("short", 10), { text: "short", cut: false })
+    const surrogate = Page.cut(`${"a".repeat(9)}😀tail`, 10)
     assert.isTrue(surrogate.text.startsWith(`${"a".repeat(9)}\n`), "never half a surrogate pair")
   })
 

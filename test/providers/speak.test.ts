@@ -9,6 +9,7 @@ import type { HttpClient } from "effect/http"
 import OpenAI from "openai"
 import { afterAll } from "vitest"
 import * as Espeak from "../../adapters/providers/speak/espeak.ts"
+import * as Media from "../../adapters/providers/kit/media.ts"
 import * as OpenAiSpeech from "../../adapters/providers/speak/openaiSpeech.ts"
 import type { Provider, Quote } from "../../src/capabilities/Provider.ts"
 import { ProviderFailure } from "../../src/capabilities/Provider.ts"
@@ -305,24 +306,24 @@ describe("espeak: real synthesis", () => {
 describe("WAV helpers", () => {
   it("readWav measures a WAV; withTrueSizes replaces a streamed header's placeholders", () => {
     const wav = toneWav({ seconds: 2, sampleRate: 16_000, channels: 2 })
-    const info = Espeak.readWav(wav)!
+    const info = Media.readWav(wav)!
     assert.strictEqual(info.sampleRate, 16_000)
     assert.strictEqual(info.channels, 2)
     assert.strictEqual(info.bitsPerSample, 16)
     assert.strictEqual(info.dataBytes, 128_000)
     assert.strictEqual(info.durationSeconds, 2)
-    assert.strictEqual(Espeak.withTrueSizes(wav), wav, "a correct file is left alone")
+    assert.strictEqual(Media.withTrueSizes(wav), wav, "a correct file is left alone")
 
     const streamed = toneWav({ seconds: 1.25, streamed: true })
-    assert.strictEqual(Espeak.readWav(streamed)!.declaredDataBytes, 0xffffffff)
-    const fixed = Buffer.from(Espeak.withTrueSizes(streamed))
+    assert.strictEqual(Media.readWav(streamed)!.declaredDataBytes, 0xffffffff)
+    const fixed = Buffer.from(Media.withTrueSizes(streamed))
     assert.strictEqual(fixed.readUInt32LE(4), fixed.length - 8)
     assert.strictEqual(fixed.readUInt32LE(40), fixed.length - 44)
-    assert.strictEqual(Espeak.readWav(fixed)!.durationSeconds, 1.25)
+    assert.strictEqual(Media.readWav(fixed)!.durationSeconds, 1.25)
 
-    assert.isUndefined(Espeak.readWav(Buffer.from("RIFF\u0000\u0000\u0000\u0000WAVE", "latin1")), "no fmt or data chunk")
-    assert.isUndefined(Espeak.readWav(fakeMp3(100)))
-    assert.isUndefined(Espeak.readWav(new Uint8Array(0)))
+    assert.isUndefined(Media.readWav(Buffer.from("RIFF\u0000\u0000\u0000\u0000WAVE", "latin1")), "no fmt or data chunk")
+    assert.isUndefined(Media.readWav(fakeMp3(100)))
+    assert.isUndefined(Media.readWav(new Uint8Array(0)))
   })
 })
 

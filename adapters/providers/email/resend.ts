@@ -1,25 +1,21 @@
-import { Effect, type Redacted, Result } from "effect"
+import { Effect, Option, Redacted, Schema } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
-import type { Provider, ProviderFailure, UnitPrice } from "../../../src/capabilities/Provider.ts"
-import type { EmailInput, EmailOutput } from "../../../src/capabilities/schemas.ts"
+import type { Provider } from "../../../src/capabilities/Provider.ts"
+import type { EmailInput } from "../../../src/capabilities/schemas.ts"
+import { oneLineSubject, parseSender } from "../kit/email.ts"
 import {
-  baseUrlOf,
-  checkUnitPrice,
-  credential,
-  defectsUnavailable,
+  answerDecoder,
+  decodeOrUndefined,
   type ErrorDetail,
   exchangeJson,
-  failure,
-  isRecord,
   jsonPost,
-  positiveInteger,
-  positiveNumber,
-  providerName,
-  type Upstream
-} from "../http.ts"
-import { oneLineSubject, parseSender } from "./smtp.ts"
+  perCallProvider,
+  type UpstreamOptions,
+  upstreamSettings
+} from "../kit/index.ts"
+import { env, invalid, nothing, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
 
-export { MAX_UPSTREAM_MESSAGE_CHARS } from "../http.ts"
+export { MAX_UPSTREAM_MESSAGE_CHARS } from "../kit/index.ts"
 
 /**
  * `email` through Resend's HTTP API.
@@ -54,71 +50,39 @@ export const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024
 /** Longest email id accepted from the answer. */
 const MAX_ID_CHARS = 256
 
-export interface ResendOptions {
-  /** Provider name in the catalogue and in failures; default "resend". */
-  readonly name?: string | undefined
+/** Default name "resend", base URL https://api.resend.com, timeout 15 s, answers up to 64 KiB; a flat price per message. */
+export interface ResendOptions extends UpstreamOptions {
   /** `re_...` */
   readonly apiKey: Redacted.Redacted<string>
   /** The operator's sender: `noreply@example.com` or `Example <noreply@example.com>`, on a domain verified with Resend. */
   readonly from: string
-  /** Scheme, host and optional path prefix; default https://api.resend.com. */
-  readonly baseUrl?: string | undefined
-  /** Flat price per message, from the operator's price card. */
-  readonly unitPrice: UnitPrice
-  /** Limit for the whole call, from connecting to the end of the answer; default 15 s. */
-  readonly timeoutMs?: number | undefined
-  /** Largest answer accepted; default 64 KiB. */
-  readonly maxResponseBytes?: number | undefined
 }
 
 // ---------------------------------------------------------------------------
-// Settings
+// Resend's answer
 
-interface Settings {
-  readonly name: string
-  readonly url: string
-  readonly apiKey: string
-  readonly from: string
-  readonly unitPrice: UnitPrice
-  readonly upstream: Upstream
-}
+const errorBodyOf = decodeOrUndefined(Schema.Struct({
+  name: Schema.optional(Schema.Unknown),
+  message: Schema.optional(Schema.Unknown),
+  error: Schema.optional(Schema.Unknown)
+}))
 
 /** Resend's error text, `name: message`. */
 const resendErrorDetail = (body: unknown): ErrorDetail | undefined => {
-  if (!isRecord(body)) return undefined
-  const message = typeof body.message === "string" ? body.message : typeof body.error === "string" ? body.error : undefined
+  const decoded = errorBodyOf(body)
+  const message = typeof decoded?.message === "string" ? decoded.message : typeof decoded?.error === "string" ? decoded.error : undefined
   if (message === undefined) return undefined
-  return { message: typeof body.name === "string" && body.name !== "" ? `${body.name}: ${message}` : message }
-}
-
-/** Checks the options once; a bad value is a deployment error (a defect naming it). */
-const settingsOf = (options: ResendOptions): Settings => {
-  const name = providerName("Resend", options.name ?? PROVIDER_NAME)
-  const url = baseUrlOf(name, options.baseUrl ?? DEFAULT_BASE_URL) + EMAILS_PATH
-  const apiKey = credential(name, "API key", options.apiKey, { printable: true })
-  const sender = parseSender(options.from)
-  if (sender === undefined) throw new RangeError(`${name}: from must be an address or "Name <address>", got ${JSON.stringify(options.from)}`)
-  const unitPrice = checkUnitPrice(name, options.unitPrice, "message")
-  const upstream: Upstream = {
-    provider: name,
-    timeoutMs: positiveNumber(name, "timeoutMs", options.timeoutMs, DEFAULT_TIMEOUT_MS),
-    maxResponseBytes: positiveInteger(name, "maxResponseBytes", options.maxResponseBytes, DEFAULT_MAX_RESPONSE_BYTES),
-    secrets: [apiKey],
-    errorDetail: resendErrorDetail,
-    errorText: "page"
-  }
-  const from = sender.name === "" ? sender.address : `${sender.name} <${sender.address}>`
-  return { name, url, apiKey, from, unitPrice, upstream }
+  return { message: typeof decoded?.name === "string" && decoded.name !== "" ? `${decoded.name}: ${message}` : message }
 }
 
 /** `{ id }`: a non-empty, printable id. */
-const idOf = (settings: Settings, json: unknown): Result.Result<string, ProviderFailure> => {
-  const id = isRecord(json) ? json.id : undefined
-  if (typeof id !== "string" || id === "" || id.length > MAX_ID_CHARS || /[\s\u0000-\u001f\u007f]/.test(id)) {
-    return Result.fail(failure(settings.name, "malformed", `${settings.name}'s answer has no usable "id"`))
-  }
-  return Result.succeed(id)
-}
+const decodeAnswer = answerDecoder(Schema.Struct({
+  id: Schema.String.check(
+    Schema.isMinLength(1),
+    Schema.isMaxLength(MAX_ID_CHARS),
+    Schema.makeFilter((id: string) => !/[\s\u0000-\u001f\u007f]/.test(id) || "an id with whitespace or control characters")
+  )
+}))
 
 // ---------------------------------------------------------------------------
 // The provider
@@ -135,28 +99,47 @@ export const requestBody = (from: string, input: EmailInput): Record<string, unk
 
 export const make = (options: ResendOptions): Effect.Effect<Provider<"email">, never, HttpClient.HttpClient> =>
   Effect.gen(function*() {
-    const settings = yield* Effect.sync(() => settingsOf(options))
+    const { settings, from } = yield* Effect.sync(() => {
+      const settings = upstreamSettings(options, {
+        label: "Resend",
+        name: PROVIDER_NAME,
+        baseUrl: DEFAULT_BASE_URL,
+        per: "message",
+        timeoutMs: DEFAULT_TIMEOUT_MS,
+        maxResponseBytes: DEFAULT_MAX_RESPONSE_BYTES,
+        secret: { label: "API key", value: options.apiKey, printable: true },
+        errors: { errorDetail: resendErrorDetail, errorText: "page" }
+      })
+      const sender = parseSender(options.from)
+      if (sender === undefined) {
+        throw new RangeError(`${settings.name}: from must be an address or "Name <address>", got ${JSON.stringify(options.from)}`)
+      }
+      return { settings, from: sender.name === "" ? sender.address : `${sender.name} <${sender.address}>` }
+    })
     const client = yield* HttpClient.HttpClient
-    const price = settings.unitPrice.priceMicroUsd
+    const url = settings.baseUrl + EMAILS_PATH
+    // No trace headers go to Resend (exchange.ts).
+    return perCallProvider("email", settings, "Resend.run", (input: EmailInput) =>
+      Effect.gen(function*() {
+        const request = HttpClientRequest.bearerToken(jsonPost(url, requestBody(from, input)), settings.secret)
+        const answer = yield* Effect.fromResult(decodeAnswer(settings.name, yield* exchangeJson(client, settings.upstream, request)))
+        return { messageId: answer.id, accepted: [...input.to], rejected: [] }
+      }))
+  })
 
-    const run = Effect.fn("Resend.run")(
-      function*(input: EmailInput) {
-        const request = HttpClientRequest.bearerToken(jsonPost(settings.url, requestBody(settings.from, input)), settings.apiKey)
-        const json = yield* exchangeJson(client, settings.upstream, request)
-        const id = idOf(settings, json)
-        if (Result.isFailure(id)) return yield* id.failure
-        const output: EmailOutput = { messageId: id.success, accepted: [...input.to], rejected: [] }
-        return { output, actualMicroUsd: price }
-      },
-      // No trace headers go to Resend (http.ts).
-      defectsUnavailable(settings.name, [settings.apiKey])
-    )
+// ---------------------------------------------------------------------------
+// Configuration
 
+/** RESEND_API_KEY with RESEND_FROM: the `resend` price card (per message). */
+export const fromConfig: ProviderConfig = (cards) =>
+  Effect.gen(function*() {
+    const key = yield* env("RESEND_API_KEY")
+    if (Option.isNone(key)) return nothing
+    const from = yield* env("RESEND_FROM")
+    if (Option.isNone(from)) return yield* invalid("RESEND_FROM is required when RESEND_API_KEY is set")
+    const unitPrice = yield* unitPriceOf(cards, PROVIDER_NAME, "email", "message")
     return {
-      name: settings.name,
-      capability: "email",
-      unitPrice: settings.unitPrice,
-      quote: () => Result.succeed({ microUsd: price }),
-      run: (input) => run(input)
-    } satisfies Provider<"email">
+      providers: [{ name: PROVIDER_NAME, capability: "email", build: make({ apiKey: Redacted.make(key.value), from: from.value, unitPrice }) }],
+      services: []
+    }
   })

@@ -1,8 +1,11 @@
-import { Duration, Effect, Redacted, Result } from "effect"
+import { Duration, Effect, Option, Redacted, Result } from "effect"
 import { createTransport, type NodemailerError, type SMTPTransportOptions } from "nodemailer"
 import MailComposer, { type MailComposerOptions } from "nodemailer/lib/mail-composer"
 import { type Provider, ProviderFailure, type UnitPrice } from "../../../src/capabilities/Provider.ts"
 import type { EmailInput, EmailOutput } from "../../../src/capabilities/schemas.ts"
+import { oneLineSubject, parseSender, type Sender } from "../kit/email.ts"
+import { clip as clipText, failure, redact } from "../kit/index.ts"
+import { env, envOr, invalid, nothing, one, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
 
 /**
  * `email` through any SMTP server (the operator's relay, a provider's SMTP
@@ -84,32 +87,6 @@ export interface SmtpOptions {
 }
 
 // ---------------------------------------------------------------------------
-// Addresses and the subject (shared with the Resend adapter)
-
-const ADDRESS = /^[^\s@<>()[\],;:"]+@[^\s@<>()[\],;:"]+\.[^\s@<>()[\],;:"]+$/
-const CONTROL = /[\u0000-\u001f\u007f]/
-
-export interface Sender {
-  readonly name: string
-  readonly address: string
-}
-
-/** `address` or `Display Name <address>`; undefined when it is neither, or carries control characters. */
-export const parseSender = (text: string): Sender | undefined => {
-  const trimmed = text.trim()
-  if (trimmed === "" || trimmed.length > 320 + 200 || CONTROL.test(trimmed)) return undefined
-  if (ADDRESS.test(trimmed) && trimmed.length <= 320) return { name: "", address: trimmed }
-  const match = /^([^<>"]{0,200}?)\s*<([^<>]+)>$/.exec(trimmed)
-  if (match === null) return undefined
-  const address = match[2]!.trim()
-  if (!ADDRESS.test(address) || address.length > 320) return undefined
-  return { name: match[1]!.trim(), address }
-}
-
-/** The subject as one header line: every run of line breaks and control characters becomes one space. */
-export const oneLineSubject = (subject: string): string => subject.replace(/[\u0000-\u001f\u007f]+/g, " ")
-
-// ---------------------------------------------------------------------------
 // Settings
 
 interface Settings {
@@ -172,15 +149,8 @@ const settingsOf = (options: SmtpOptions): Settings => {
 // ---------------------------------------------------------------------------
 // Failures
 
-const failure = (provider: string, reason: ProviderFailure["reason"], message: string) =>
-  new ProviderFailure({ provider, reason, message })
-
 /** One line, without the password, at most `max` characters. */
-const clip = (text: string, secret: string, max = MAX_UPSTREAM_MESSAGE_CHARS): string => {
-  const scrubbed = secret === "" ? text : text.split(secret).join("[redacted]")
-  const line = scrubbed.replace(/[\s\u0000-\u001f\u007f]+/g, " ").trim()
-  return line.length > max ? `${line.slice(0, max - 1)}…` : line
-}
+const clip = (text: string, secret: string, max = MAX_UPSTREAM_MESSAGE_CHARS): string => clipText(redact(text, [secret]), max)
 
 const asNodemailerError = (error: unknown): NodemailerError =>
   (error instanceof Error ? error : new Error(String(error))) as NodemailerError
@@ -327,4 +297,35 @@ export const make = (options: SmtpOptions): Effect.Effect<Provider<"email">> =>
       quote: () => Result.succeed({ microUsd: price }),
       run: (input) => run(input)
     } satisfies Provider<"email">
+  })
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+/**
+ * SMTP_HOST with SMTP_FROM (SMTP_PORT, default 587; SMTP_USER and
+ * SMTP_PASSWORD; SMTP_SECURE, default false; SMTP_REQUIRE_TLS, default true):
+ * the `smtp` price card (per message).
+ */
+export const fromConfig: ProviderConfig = (cards) =>
+  Effect.gen(function*() {
+    const host = yield* env("SMTP_HOST")
+    if (Option.isNone(host)) return nothing
+    const from = yield* env("SMTP_FROM")
+    if (Option.isNone(from)) return yield* invalid("SMTP_FROM is required when SMTP_HOST is set")
+    const port = Number(yield* envOr("SMTP_PORT", "587"))
+    if (!Number.isInteger(port) || port < 1 || port > 65535) return yield* invalid("SMTP_PORT must be a port number")
+    const user = yield* env("SMTP_USER")
+    const pass = yield* env("SMTP_PASSWORD")
+    const unitPrice = yield* unitPriceOf(cards, PROVIDER_NAME, "email", "message")
+    const build = make({
+      host: host.value,
+      port,
+      secure: (yield* envOr("SMTP_SECURE", "false")) === "true",
+      requireTls: (yield* envOr("SMTP_REQUIRE_TLS", "true")) === "true",
+      ...(Option.isSome(user) ? { auth: { user: user.value, pass: Redacted.make(Option.getOrElse(pass, () => "")) } } : {}),
+      from: from.value,
+      unitPrice
+    })
+    return one(PROVIDER_NAME, "email", build)
   })

@@ -1,8 +1,23 @@
-import { Clock, Duration, Effect, Result, type Scope, Stream } from "effect"
-import { HttpClient, type HttpClientError, HttpClientRequest, type HttpClientResponse } from "effect/http"
+import { Clock, Duration, Effect, Option, Result, Schema, type Scope } from "effect"
+import { HttpClient, type HttpClientError, HttpClientRequest } from "effect/http"
 import { StringDecoder } from "node:string_decoder"
 import { type Metered, type Provider, ProviderFailure, type Quote, type UnitPrice } from "../../../src/capabilities/Provider.ts"
 import { type ExecuteInput, type ExecuteOutput, MAX_EXECUTE_TIMEOUT_MS } from "../../../src/capabilities/schemas.ts"
+import {
+  baseUrlOf,
+  checkUnitPrice,
+  clip,
+  describeCause,
+  failure,
+  answerDecoder,
+  decodeOrUndefined,
+  MAX_ERROR_BODY_BYTES,
+  MAX_UPSTREAM_MESSAGE_CHARS,
+  parseJson,
+  providerName,
+  readBody
+} from "../kit/index.ts"
+import { env, httpUrl, nothing, one, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
 
 /**
  * `execute` through a Piston server (engineer-man/piston, self-hosted; its
@@ -64,9 +79,7 @@ export const DEFAULT_MAX_TIMEOUT_MS = 3_000
 export const DEFAULT_OVERHEAD_MS = 10_000
 export const DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024
 export const DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
-export const MAX_UPSTREAM_MESSAGE_CHARS = 300
-/** An error answer is read this far for its message, and no further. */
-const ERROR_BODY_BYTES = 16 * 1024
+export { MAX_UPSTREAM_MESSAGE_CHARS }
 
 export type Language = ExecuteInput["language"]
 
@@ -113,23 +126,9 @@ interface Settings {
 }
 
 const settingsOf = (options: PistonOptions): Settings => {
-  const name = options.name ?? PROVIDER_NAME
-  if (name.trim() === "" || name.length > 64) throw new RangeError("piston: name must be 1 to 64 characters")
-  let parsed: URL
-  try {
-    parsed = new URL(options.baseUrl)
-  } catch {
-    throw new RangeError(`${name}: baseUrl is not a URL: ${JSON.stringify(options.baseUrl)}`)
-  }
-  if (parsed.protocol !== "https:" && parsed.protocol !== "http:") {
-    throw new RangeError(`${name}: baseUrl must be an http(s) URL, got ${parsed.protocol}`)
-  }
-  if (parsed.search !== "" || parsed.hash !== "" || parsed.username !== "" || parsed.password !== "") {
-    throw new RangeError(`${name}: baseUrl must not carry credentials, a query or a fragment`)
-  }
-  if (options.unitPrice.per !== "second" || options.unitPrice.priceMicroUsd < 0n) {
-    throw new RangeError(`${name}: the price must be a non-negative amount per second`)
-  }
+  const name = providerName("piston", options.name ?? PROVIDER_NAME)
+  const baseUrl = baseUrlOf(name, options.baseUrl)
+  checkUnitPrice(name, options.unitPrice, "second")
   const integer = (field: string, value: number | undefined, fallback: number, min: number, max: number) => {
     const resolved = value ?? fallback
     if (!Number.isSafeInteger(resolved) || resolved < min || resolved > max) {
@@ -146,7 +145,7 @@ const settingsOf = (options: PistonOptions): Settings => {
   }
   return {
     name,
-    url: parsed.href.replace(/\/+$/, "") + EXECUTE_PATH,
+    url: baseUrl + EXECUTE_PATH,
     unitPrice: options.unitPrice,
     defaultTimeoutMs: integer("defaultTimeoutMs", options.defaultTimeoutMs, Math.min(DEFAULT_TIMEOUT_MS, maxTimeoutMs), 1, maxTimeoutMs),
     maxTimeoutMs,
@@ -159,23 +158,6 @@ const settingsOf = (options: PistonOptions): Settings => {
 
 // ---------------------------------------------------------------------------
 // Failures
-
-const failure = (provider: string, reason: ProviderFailure["reason"], message: string) =>
-  new ProviderFailure({ provider, reason, message })
-
-/** One line, at most `max` characters. */
-const clip = (text: string, max = MAX_UPSTREAM_MESSAGE_CHARS): string => {
-  const line = text.replace(/[\s\u0000-\u001f\u007f]+/g, " ").trim()
-  return line.length > max ? `${line.slice(0, max - 1)}…` : line
-}
-
-const describeCause = (cause: unknown): string | undefined => {
-  if (!(cause instanceof Error)) return undefined
-  // Node and undici errors carry a code (ECONNREFUSED, UND_ERR_SOCKET, ...), sometimes on an inner cause.
-  const code = (cause as { code?: unknown }).code
-  if (typeof code === "string") return code
-  return describeCause((cause as { cause?: unknown }).cause) ?? cause.message
-}
 
 const transportFailure = (settings: Settings, error: HttpClientError.HttpClientError): ProviderFailure => {
   const reason = error.reason
@@ -209,26 +191,6 @@ interface Reply {
   readonly overflow: boolean
 }
 
-/** Reads at most `limit` bytes; stops reading (and so drops the connection) past that. */
-const readBody = (response: HttpClientResponse.HttpClientResponse, limit: number) =>
-  Effect.suspend(() => {
-    const chunks: Array<Uint8Array> = []
-    let size = 0
-    let overflow = false
-    return Stream.runForEachWhile(response.stream, (chunk) => {
-      const room = limit - size
-      if (chunk.byteLength > room) {
-        overflow = true
-        if (room > 0) chunks.push(chunk.slice(0, room))
-        size += Math.max(room, 0)
-        return Effect.succeed(false)
-      }
-      chunks.push(chunk)
-      size += chunk.byteLength
-      return Effect.succeed(true)
-    }).pipe(Effect.map(() => ({ bytes: Buffer.concat(chunks, size), overflow })))
-  })
-
 /**
  * Sends the request and reads its answer. The request lives in this scope:
  * once the answer is read, fails or the call times out, the connection is
@@ -242,7 +204,7 @@ const exchange = (
   Effect.scoped(Effect.gen(function*() {
     const response = yield* client.execute(request)
     const ok = response.status >= 200 && response.status < 300
-    const limit = ok ? settings.maxResponseBytes : ERROR_BODY_BYTES
+    const limit = ok ? settings.maxResponseBytes : MAX_ERROR_BODY_BYTES
     const declared = Number(response.headers["content-length"])
     if (ok && Number.isFinite(declared) && declared > limit) {
       return { status: response.status, bytes: new Uint8Array(0), overflow: true }
@@ -251,23 +213,13 @@ const exchange = (
     return { status: response.status, bytes, overflow }
   })).pipe(Effect.catchTag("HttpClientError", (error) => Effect.fail(transportFailure(settings, error))))
 
-const NOT_JSON = Symbol("not JSON")
-
-const parseJson = (bytes: Uint8Array): unknown => {
-  try {
-    return JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes))
-  } catch {
-    return NOT_JSON
-  }
-}
-
-const isRecord = (value: unknown): value is Record<string, unknown> =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
+const errorBodyOf = decodeOrUndefined(Schema.Struct({ message: Schema.String }))
 
 /** Piston's errors are `{ message }`; anything else is shown as text. */
 const upstreamMessage = (bytes: Uint8Array): string => {
   const json = parseJson(bytes)
-  if (isRecord(json) && typeof json.message === "string") return clip(json.message)
+  const said = Result.isSuccess(json) ? errorBodyOf(json.success) : undefined
+  if (said !== undefined) return clip(said.message)
   return clip(new TextDecoder().decode(bytes).replace(/<[^>]*>/g, " "))
 }
 
@@ -282,8 +234,8 @@ const answerOf = (settings: Settings, reply: Reply): Result.Result<unknown, Prov
     )
   }
   const json = parseJson(reply.bytes)
-  if (json === NOT_JSON) return Result.fail(failure(settings.name, "malformed", `${settings.name}'s answer is not JSON`))
-  return Result.succeed(json)
+  if (Result.isFailure(json)) return Result.fail(failure(settings.name, "malformed", `${settings.name}'s answer is not JSON`))
+  return Result.succeed(json.success)
 }
 
 // ---------------------------------------------------------------------------
@@ -299,36 +251,30 @@ interface Run {
   readonly wallTimeMs: number | null
 }
 
-const describe = (value: unknown): string =>
-  value === undefined ? "missing" : value === null ? "null" : Array.isArray(value) ? "an array" : typeof value
+/** Piston's answer: `{ language, version, run: { stdout, stderr, code, signal, output, status?, message?, wall_time? } }`. */
+const RunAnswer = Schema.Struct({
+  run: Schema.Struct({
+    stdout: Schema.String,
+    stderr: Schema.String,
+    code: Schema.optional(Schema.NullOr(Schema.Number.check(Schema.isInt()))),
+    signal: Schema.optional(Schema.NullOr(Schema.String)),
+    status: Schema.optional(Schema.Unknown),
+    message: Schema.optional(Schema.Unknown),
+    wall_time: Schema.optional(Schema.Unknown)
+  })
+})
+const decodeRun = answerDecoder(RunAnswer)
 
-const parseRun = (settings: Settings, json: unknown): Result.Result<Run, ProviderFailure> => {
-  const malformed = (what: string) => Result.fail(failure(settings.name, "malformed", `${settings.name}'s answer ${what}`))
-  if (!isRecord(json)) return malformed("is not a JSON object")
-  const run = json.run
-  if (!isRecord(run)) return malformed(`has "run" ${describe(run)}, not an object`)
-  for (const field of ["stdout", "stderr"] as const) {
-    if (typeof run[field] !== "string") return malformed(`has "run.${field}" ${describe(run[field])}, not a string`)
-  }
-  const code = run.code
-  if (code !== null && code !== undefined && !(typeof code === "number" && Number.isInteger(code))) {
-    return malformed(`has "run.code" ${describe(code)}, not an integer or null`)
-  }
-  const signal = run.signal
-  if (signal !== null && signal !== undefined && typeof signal !== "string") {
-    return malformed(`has "run.signal" ${describe(signal)}, not a string or null`)
-  }
-  const wall = run.wall_time
-  return Result.succeed({
-    stdout: run.stdout as string,
-    stderr: run.stderr as string,
-    code: typeof code === "number" ? code : null,
-    signal: typeof signal === "string" ? signal : null,
+const parseRun = (settings: Settings, json: unknown): Result.Result<Run, ProviderFailure> =>
+  Result.map(decodeRun(settings.name, json), ({ run }) => ({
+    stdout: run.stdout,
+    stderr: run.stderr,
+    code: run.code ?? null,
+    signal: run.signal ?? null,
     status: typeof run.status === "string" ? run.status : null,
     message: typeof run.message === "string" ? run.message : null,
-    wallTimeMs: typeof wall === "number" && Number.isFinite(wall) && wall >= 0 ? wall : null
-  })
-}
+    wallTimeMs: typeof run.wall_time === "number" && Number.isFinite(run.wall_time) && run.wall_time >= 0 ? run.wall_time : null
+  }))
 
 /** At most `maxBytes` of UTF-8, cut on a character boundary. */
 const cutUtf8 = (text: string, maxBytes: number): { readonly text: string; readonly cut: boolean } => {
@@ -427,4 +373,17 @@ export const make = (options: PistonOptions): Effect.Effect<Provider<"execute">,
       quote,
       run: (input, quoted) => run(input, quoted)
     } satisfies Provider<"execute">
+  })
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+/** PISTON_URL: a self-hosted Piston server, the `piston` price card (per second). */
+export const fromConfig: ProviderConfig = (cards) =>
+  Effect.gen(function*() {
+    const url = yield* env("PISTON_URL")
+    if (Option.isNone(url)) return nothing
+    const baseUrl = yield* httpUrl("PISTON_URL", url.value)
+    const unitPrice = yield* unitPriceOf(cards, PROVIDER_NAME, "execute", "second")
+    return one(PROVIDER_NAME, "execute", make({ baseUrl, unitPrice }))
   })

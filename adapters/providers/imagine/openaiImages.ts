@@ -32,16 +32,17 @@
  * The exchange and the options it shares with speak/openaiSpeech.ts and
  * transcribe/openaiTranscribe.ts are in ../openaiMedia.ts.
  */
-import { Effect, type Redacted, Result } from "effect"
+import { Effect, Option, Redacted, Result, Schema } from "effect"
 import { HttpClient } from "effect/http"
 import type { Metered, Provider, Quote, UnitPrice } from "../../../src/capabilities/Provider.ts"
 import type { ImagineInput, ImagineOutput } from "../../../src/capabilities/schemas.ts"
 import { NotFound, type ValidationError } from "../../../src/domain/errors.ts"
-import { isRecord, jsonPost, positiveInteger } from "../http.ts"
-import { invalid, mediaFailure, mediaSettings, sendMediaJson } from "../openaiMedia.ts"
+import { jsonPost, positiveInteger } from "../kit/index.ts"
+import { invalid, mediaFailure, mediaSettings, openAiAccount, sendMediaJson } from "../kit/openaiMedia.ts"
+import { nothing, one, type ProviderConfig } from "../kit/config.ts"
 
-export { MAX_ERROR_BODY_BYTES, MAX_UPSTREAM_MESSAGE_CHARS } from "../http.ts"
-export { DEFAULT_BASE_URL } from "../openaiMedia.ts"
+export { MAX_ERROR_BODY_BYTES, MAX_UPSTREAM_MESSAGE_CHARS } from "../kit/index.ts"
+export { DEFAULT_BASE_URL } from "../kit/openaiMedia.ts"
 
 export const DEFAULT_NAME = "openai-images"
 export const GENERATIONS_PATH = "/images/generations"
@@ -115,13 +116,24 @@ const httpUrl = (value: string): boolean => {
 type Image = ImagineOutput["images"][number]
 
 /** Reads `{ created, data: [...] }`; a string is what was wrong with it. At most `limit` images are kept. */
+const Images = Schema.Struct({ data: Schema.Array(Schema.Unknown) })
+const ImageItem = Schema.Struct({
+  b64_json: Schema.optional(Schema.Unknown),
+  url: Schema.optional(Schema.Unknown),
+  revised_prompt: Schema.optional(Schema.Unknown)
+})
+const decodeImages = Schema.decodeUnknownResult(Images)
+const decodeItem = Schema.decodeUnknownResult(ImageItem)
+
 export const parseImages = (body: unknown, limit: number): Result.Result<Array<Image>, string> => {
-  if (!isRecord(body)) return Result.fail("the answer is not a JSON object")
-  if (!Array.isArray(body.data)) return Result.fail("the answer has no data array")
+  const decoded = decodeImages(body, { errors: "first" })
+  if (Result.isFailure(decoded)) return Result.fail(`the answer has no data array: ${decoded.failure.message.replace(/\s+/g, " ")}`)
   const images: Array<Image> = []
-  for (const [index, item] of body.data.entries()) {
+  for (const [index, raw] of decoded.success.data.entries()) {
     if (images.length >= limit) break
-    if (!isRecord(item)) return Result.fail(`data[${index}] is not an object`)
+    const parsed = decodeItem(raw)
+    if (Result.isFailure(parsed)) return Result.fail(`data[${index}] is not an object`)
+    const item = parsed.success
     const revised = typeof item.revised_prompt === "string" && item.revised_prompt !== ""
       ? { revisedPrompt: item.revised_prompt }
       : {}
@@ -234,4 +246,16 @@ export const make = (options: Options): Effect.Effect<Provider<"imagine">, never
       quote,
       run: (input, quoted) => run(input, quoted)
     } satisfies Provider<"imagine">
+  })
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+/** OPENAI_API_KEY (OPENAI_BASE_URL), when an `openai-images` price card (model and sizes) is given. */
+export const fromConfig: ProviderConfig = (cards) =>
+  Effect.gen(function*() {
+    const account = yield* openAiAccount
+    const card = cards.get("openai-images")
+    if (Option.isNone(account) || card?.kind !== "images") return nothing
+    return one("openai-images", "imagine", make({ ...account.value, model: card.model, prices: card.sizes }))
   })

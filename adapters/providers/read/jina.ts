@@ -22,7 +22,7 @@
  * 5xx `unavailable`; no answer within `timeoutMs` is `timeout`, an answer
  * over `maxResponseBytes` `too_large`, an unreadable one `malformed`, a
  * refused connection `network` (the exchange itself is the shared one,
- * ../http.ts).
+ * ../kit/exchange.ts).
  *
  * URL safety: Jina fetches the page from its own network, so nothing is sent
  * from here to the caller's address. The address is still checked by the
@@ -30,20 +30,22 @@
  * and `scrape` before money is held, whenever the port is provided, as the
  * server always does), so this adapter does not need the port.
  */
-import { Effect, type Redacted, Result } from "effect"
+import { Effect, Option, Redacted, Result, Schema } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
-import { type Provider, ProviderFailure, type UnitPrice } from "../../../src/capabilities/Provider.ts"
+import { type Provider, ProviderFailure } from "../../../src/capabilities/Provider.ts"
 import type { ReadInput, ReadOutput } from "../../../src/capabilities/schemas.ts"
 import {
-  baseUrlOf,
+  decodeOrUndefined,
   type ErrorDetail,
   exchangeJson,
-  isRecord,
-  keySecrets,
-  positiveInteger,
-  type Upstream
-} from "../http.ts"
-import { checkFlatPrice, clip, cut, MAX_OUTPUT_CHARS, normalizeLines, oneLineOrNull } from "./builtin.ts"
+  NonEmptyText,
+  perCallProvider,
+  type UpstreamOptions,
+  upstreamSettings
+} from "../kit/index.ts"
+import { clip, cut, normalizeLines, oneLineOrNull } from "../kit/page.ts"
+import { MAX_OUTPUT_CHARS } from "../kit/readPage.ts"
+import { env, nothing, one, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
 
 export const DEFAULT_NAME = "jina"
 export const DEFAULT_BASE_URL = "https://r.jina.ai"
@@ -51,29 +53,25 @@ export const DEFAULT_BASE_URL = "https://r.jina.ai"
 export const DEFAULT_TIMEOUT_MS = 30_000
 export const DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 
-export interface Options {
-  readonly name?: string | undefined
-  /** Scheme, host and optional path prefix; default https://r.jina.ai. */
-  readonly baseUrl?: string | undefined
+/** Default name "jina", base URL https://r.jina.ai, timeout 30 s, answers up to 8 MiB; a flat price per page. */
+export interface Options extends UpstreamOptions {
+  /** Without one, Jina's free tier (rate limited). */
   readonly apiKey?: Redacted.Redacted<string> | undefined
-  /** From the operator's price card (`per: "page"`). */
-  readonly unitPrice: UnitPrice
-  /** For the whole call, from connecting to the end of the answer; default 30 s. */
-  readonly timeoutMs?: number | undefined
-  /** Largest answer accepted; default 8 MiB. */
-  readonly maxResponseBytes?: number | undefined
 }
+
+const errorBodyOf = decodeOrUndefined(Schema.Struct({
+  readableMessage: Schema.optional(Schema.Unknown),
+  message: Schema.optional(Schema.Unknown),
+  name: Schema.optional(Schema.Unknown)
+}))
+const nonEmptyText = decodeOrUndefined(NonEmptyText)
 
 /** Jina's error body: `readableMessage` is meant for people, `name` is the error class. */
 const jinaErrorDetail = (body: unknown): ErrorDetail | undefined => {
-  if (!isRecord(body)) return undefined
-  const message = typeof body.readableMessage === "string" && body.readableMessage.trim() !== ""
-    ? body.readableMessage
-    : typeof body.message === "string" && body.message.trim() !== ""
-    ? body.message
-    : undefined
+  const decoded = errorBodyOf(body)
+  const message = nonEmptyText(decoded?.readableMessage) ?? nonEmptyText(decoded?.message)
   if (message === undefined) return undefined
-  return { message, type: typeof body.name === "string" && body.name !== "" ? body.name : undefined }
+  return { message, type: typeof decoded?.name === "string" && decoded.name !== "" ? decoded.name : undefined }
 }
 
 /** The words of a Markdown text: links and images as their text, markers and fences removed. */
@@ -92,10 +90,14 @@ export const markdownToText = (markdown: string): string =>
       .replace(/<\/?[a-z][^>\n]*>/gi, "")
   )
 
+const metadataOf = decodeOrUndefined(Schema.Record(Schema.String, Schema.Unknown))
+
 const metadataString = (metadata: unknown, ...keys: ReadonlyArray<string>): string | null => {
-  if (!isRecord(metadata)) return null
+  const fields = metadataOf(metadata)
+  if (fields === undefined) return null
   for (const key of keys) {
-    const value = oneLineOrNull(typeof metadata[key] === "string" ? metadata[key] : null)
+    const field = fields[key]
+    const value = oneLineOrNull(typeof field === "string" ? field : null)
     if (value !== null) return value
   }
   return null
@@ -104,12 +106,24 @@ const metadataString = (metadata: unknown, ...keys: ReadonlyArray<string>): stri
 type Parsed = Result.Result<ReadOutput, { readonly reason: "malformed" | "rejected"; readonly message: string }>
 
 /** Reads Jina's answer; `requested` stands in for a missing `url`. */
+const Answer = Schema.Struct({
+  data: Schema.Struct({
+    content: Schema.String,
+    warning: Schema.optional(Schema.Unknown),
+    url: Schema.optional(Schema.Unknown),
+    title: Schema.optional(Schema.Unknown),
+    description: Schema.optional(Schema.Unknown),
+    metadata: Schema.optional(Schema.Unknown)
+  })
+})
+const decodeAnswer = Schema.decodeUnknownResult(Answer)
+
 export const parseAnswer = (body: unknown, requested: string): Parsed => {
-  const malformed = (message: string) => Result.fail({ reason: "malformed" as const, message })
-  if (!isRecord(body)) return malformed("the answer is not a JSON object")
-  const data = body.data
-  if (!isRecord(data)) return malformed("the answer has no data object")
-  if (typeof data.content !== "string") return malformed("data.content is not a string")
+  const decoded = decodeAnswer(body, { errors: "first" })
+  if (Result.isFailure(decoded)) {
+    return Result.fail({ reason: "malformed", message: `the answer is not as documented: ${clip(decoded.failure.message)}` })
+  }
+  const data = decoded.success.data
   if (typeof data.warning === "string") {
     const status = /returned error (\d{3})/i.exec(data.warning)
     if (status !== null) return Result.fail({ reason: "rejected", message: `the page answered ${status[1]}` })
@@ -130,46 +144,41 @@ export const parseAnswer = (body: unknown, requested: string): Parsed => {
 
 export const make = (options: Options): Effect.Effect<Provider<"read">, never, HttpClient.HttpClient> =>
   Effect.gen(function*() {
-    const name = options.name ?? DEFAULT_NAME
-    const settings = yield* Effect.try({
-      try: () => {
-        checkFlatPrice("read/jina", name, options.unitPrice)
-        return {
-          baseUrl: baseUrlOf(name, options.baseUrl ?? DEFAULT_BASE_URL, { allowCredentials: true }),
-          timeoutMs: positiveInteger(name, "timeoutMs", options.timeoutMs, DEFAULT_TIMEOUT_MS),
-          maxResponseBytes: positiveInteger(name, "maxResponseBytes", options.maxResponseBytes, DEFAULT_MAX_RESPONSE_BYTES)
-        }
-      },
-      catch: (error) => error
-    }).pipe(Effect.orDie)
+    const settings = yield* Effect.sync(() =>
+      upstreamSettings(options, {
+        label: "read/jina",
+        name: DEFAULT_NAME,
+        baseUrl: DEFAULT_BASE_URL,
+        allowCredentials: true,
+        per: "page",
+        timeoutMs: DEFAULT_TIMEOUT_MS,
+        maxResponseBytes: DEFAULT_MAX_RESPONSE_BYTES,
+        optionalKey: options.apiKey,
+        errors: { unreachable: "network", errorDetail: jinaErrorDetail, requestIdHeader: "x-request-id" }
+      })
+    )
     const client = yield* HttpClient.HttpClient
-    const { unitPrice, apiKey } = options
-    const upstream: Upstream = {
-      provider: name,
-      timeoutMs: settings.timeoutMs,
-      maxResponseBytes: settings.maxResponseBytes,
-      secrets: keySecrets(apiKey),
-      unreachable: "network",
-      errorDetail: jinaErrorDetail,
-      requestIdHeader: "x-request-id"
-    }
+    const name = settings.name
+    return perCallProvider("read", settings, "Jina.run", (input: ReadInput) =>
+      Effect.gen(function*() {
+        let request = HttpClientRequest.get(`${settings.baseUrl}/${input.url}`, { acceptJson: true })
+        if (options.apiKey !== undefined) request = HttpClientRequest.bearerToken(request, options.apiKey)
+        const parsed = parseAnswer(yield* exchangeJson(client, settings.upstream, request), input.url)
+        if (Result.isFailure(parsed)) {
+          return yield* new ProviderFailure({ provider: name, reason: parsed.failure.reason, message: clip(`${name}: ${parsed.failure.message}`) })
+        }
+        return parsed.success
+      }))
+  })
 
-    const run = Effect.fn("Jina.run")(function*(input: ReadInput) {
-      let request = HttpClientRequest.get(`${settings.baseUrl}/${input.url}`, { acceptJson: true })
-      if (apiKey !== undefined) request = HttpClientRequest.bearerToken(request, apiKey)
-      const answer = yield* exchangeJson(client, upstream, request)
-      const parsed = parseAnswer(answer, input.url)
-      if (Result.isFailure(parsed)) {
-        return yield* new ProviderFailure({ provider: name, reason: parsed.failure.reason, message: clip(`${name}: ${parsed.failure.message}`) })
-      }
-      return { output: parsed.success, actualMicroUsd: unitPrice.priceMicroUsd }
-    })
+// ---------------------------------------------------------------------------
+// Configuration
 
-    return {
-      name,
-      capability: "read",
-      unitPrice,
-      quote: () => Result.succeed({ microUsd: unitPrice.priceMicroUsd }),
-      run
-    } satisfies Provider<"read">
+/** JINA_API_KEY: the `jina` price card (per page). */
+export const fromConfig: ProviderConfig = (cards) =>
+  Effect.gen(function*() {
+    const key = yield* env("JINA_API_KEY")
+    if (Option.isNone(key)) return nothing
+    const unitPrice = yield* unitPriceOf(cards, DEFAULT_NAME, "read", "page")
+    return one(DEFAULT_NAME, "read", make({ apiKey: Redacted.make(key.value), unitPrice }))
   })

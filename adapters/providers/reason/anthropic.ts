@@ -34,14 +34,14 @@
  * the quote charged when no `usage` is reported, timeout / 429 / 5xx / other
  * 4xx / malformed / too_large / network as `ProviderFailure`, never a defect.
  */
-import { Effect, Redacted, Result } from "effect"
+import { Effect, Option, Redacted, Result, Schema } from "effect"
 import { HttpClient } from "effect/http"
 import type { ModelInfo, Provider, Quote } from "../../../src/capabilities/Provider.ts"
 import { ProviderFailure } from "../../../src/capabilities/Provider.ts"
 import { quoteReason } from "../../../src/capabilities/pricing.ts"
 import type { ReasonInput, ReasonOutput } from "../../../src/capabilities/schemas.ts"
 import { ValidationError } from "../../../src/domain/errors.ts"
-import { clip, type ErrorDetail, exchangeJson, isRecord, jsonPost } from "../http.ts"
+import { clip, decodeOrUndefined, type ErrorDetail, exchangeJson, jsonPost, NonEmptyText } from "../kit/index.ts"
 import {
   checkSettings,
   meteredAnswer,
@@ -49,8 +49,10 @@ import {
   quotedModel,
   quotedUsage,
   reasonUpstream,
-  tokenCount
-} from "./openaiCompatible.ts"
+  reportedUsage,
+  TokenCount
+} from "../kit/reason.ts"
+import { env, modelsOf, nothing, type ProviderConfig, tokenService } from "../kit/config.ts"
 
 export const DEFAULT_BASE_URL = "https://api.anthropic.com"
 export const DEFAULT_VERSION = "2023-06-01"
@@ -79,52 +81,66 @@ export interface Options {
 }
 
 /** `{ "type": "error", "error": { "type": "overloaded_error", "message": "Overloaded" }, "request_id": "req_…" }` */
+const errorBodyOf = decodeOrUndefined(Schema.Struct({ error: Schema.Struct({ message: NonEmptyText, type: Schema.optional(Schema.Unknown) }) }))
+
 const anthropicErrorDetail = (body: unknown): ErrorDetail | undefined => {
-  if (!isRecord(body) || !isRecord(body.error)) return undefined
-  const { message, type } = body.error
-  if (typeof message !== "string" || message.trim() === "") return undefined
-  return { message, type: typeof type === "string" && type !== "" ? type : undefined }
+  const error = errorBodyOf(body)?.error
+  if (error === undefined) return undefined
+  return { message: error.message, type: typeof error.type === "string" && error.type !== "" ? error.type : undefined }
 }
 
-const parseMessage = (body: unknown, billedUsage: () => ReasonOutput["usage"]): Result.Result<ParsedAnswer, string> => {
-  if (!isRecord(body)) return Result.fail("the answer is not a JSON object")
-  if (body.type === "error") {
-    const detail = anthropicErrorDetail(body)
+const OptionalText = Schema.optional(Schema.NullOr(Schema.String))
+/** A cache count: absent or null when no cache was involved. */
+const CacheCount = Schema.optional(Schema.NullOr(TokenCount))
+
+/** The parts of a Messages answer read here; other fields (and blocks other than text) are not looked at. */
+const Message = Schema.Struct({
+  content: Schema.Array(Schema.Unknown),
+  stop_reason: OptionalText,
+  usage: Schema.optional(Schema.Unknown),
+  model: Schema.optional(Schema.Unknown)
+})
+const Block = Schema.Struct({ type: Schema.optional(Schema.Unknown), text: Schema.optional(Schema.Unknown) })
+const TextBlock = Schema.Struct({ type: Schema.Literal("text"), text: Schema.String })
+const Usage = Schema.Struct({
+  input_tokens: TokenCount,
+  output_tokens: TokenCount,
+  cache_creation_input_tokens: CacheCount,
+  cache_read_input_tokens: CacheCount
+})
+const decodeMessage = Schema.decodeUnknownResult(Message)
+const decodeBlock = Schema.decodeUnknownResult(Block)
+const decodeTextBlock = Schema.decodeUnknownResult(TextBlock)
+const ErrorType = Schema.Struct({ type: Schema.Literal("error") })
+const isErrorAnswer = Schema.is(ErrorType)
+
+const parseMessage = (raw: unknown, billedUsage: () => ReasonOutput["usage"]): Result.Result<ParsedAnswer, string> => {
+  if (isErrorAnswer(raw)) {
+    const detail = anthropicErrorDetail(raw)
     return Result.fail(detail === undefined ? "the answer is an error" : `the answer is an error: ${clip(detail.message)}`)
   }
-  if (!Array.isArray(body.content)) return Result.fail("the answer has no content array")
+  const body = decodeMessage(raw, { errors: "first" })
+  if (Result.isFailure(body)) return Result.fail(`the answer is not a message: ${clip(body.failure.message, 200)}`)
   let content = ""
-  for (const block of body.content as ReadonlyArray<unknown>) {
-    if (!isRecord(block)) return Result.fail("a content block is not an object")
-    if (block.type !== "text") continue
-    if (typeof block.text !== "string") return Result.fail("a text block has no text")
-    content += block.text
+  for (const item of body.success.content) {
+    const block = decodeBlock(item)
+    if (Result.isFailure(block)) return Result.fail("a content block is not an object")
+    if (block.success.type !== "text") continue
+    const text = decodeTextBlock(item)
+    if (Result.isFailure(text)) return Result.fail("a text block has no text")
+    content += text.success.text
   }
-  const stop = body.stop_reason
-  if (stop !== null && stop !== undefined && typeof stop !== "string") return Result.fail("stop_reason is not a string")
-  let usage: ReasonOutput["usage"]
-  let reported: boolean
-  if (body.usage === undefined || body.usage === null) {
-    usage = billedUsage()
-    reported = false
-  } else {
-    if (!isRecord(body.usage)) return Result.fail("usage is not an object")
-    const input = tokenCount(body.usage.input_tokens)
-    const output = tokenCount(body.usage.output_tokens)
-    if (input === undefined || output === undefined) return Result.fail("usage lacks input_tokens or output_tokens")
-    // Absent or null when no cache was involved.
-    const cached = (value: unknown): number | undefined => (value === undefined || value === null ? 0 : tokenCount(value))
-    const cacheCreation = cached(body.usage.cache_creation_input_tokens)
-    const cacheRead = cached(body.usage.cache_read_input_tokens)
-    if (cacheCreation === undefined || cacheRead === undefined) return Result.fail("usage has unreadable cache token counts")
-    const promptTokens = input + cacheCreation + cacheRead
-    usage = { promptTokens, completionTokens: output, totalTokens: promptTokens + output }
-    reported = true
-  }
+  const stop = body.success.stop_reason
+  const usage = reportedUsage(body.success.usage, Usage, (counts) => {
+    const promptTokens = counts.input_tokens + (counts.cache_creation_input_tokens ?? 0) + (counts.cache_read_input_tokens ?? 0)
+    return Result.succeed({ promptTokens, completionTokens: counts.output_tokens, totalTokens: promptTokens + counts.output_tokens })
+  }, billedUsage)
+  if (Result.isFailure(usage)) return Result.fail(usage.failure)
+  const model = body.success.model
   return Result.succeed({
-    output: { content, finishReason: typeof stop === "string" && stop !== "" ? stop : "unknown", usage },
-    reported,
-    model: typeof body.model === "string" && body.model !== "" ? body.model : undefined
+    output: { content, finishReason: typeof stop === "string" && stop !== "" ? stop : "unknown", usage: usage.success.usage },
+    reported: usage.success.reported,
+    model: typeof model === "string" && model !== "" ? model : undefined
   })
 }
 
@@ -190,4 +206,34 @@ export const make = (options: Options): Effect.Effect<Provider<"reason">, never,
     })
 
     return { name, capability: "reason", models, quote, run } satisfies Provider<"reason">
+  })
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+export const MESSAGES_PATH = "/v1/messages"
+
+/** ANTHROPIC_API_KEY (ANTHROPIC_BASE_URL): the `anthropic` price card; the proxy offers the Messages API. */
+export const fromConfig: ProviderConfig = (cards) =>
+  Effect.gen(function*() {
+    const key = yield* env("ANTHROPIC_API_KEY")
+    if (Option.isNone(key)) return nothing
+    const models = yield* modelsOf(cards, "anthropic")
+    const baseUrl = yield* env("ANTHROPIC_BASE_URL")
+    return {
+      providers: [{
+        name: "anthropic",
+        capability: "reason",
+        build: make({ apiKey: Redacted.make(key.value), models, ...(Option.isSome(baseUrl) ? { baseUrl: baseUrl.value } : {}) })
+      }],
+      services: [tokenService({
+        slug: "anthropic",
+        name: "Anthropic",
+        baseUrl: Option.getOrElse(baseUrl, () => DEFAULT_BASE_URL),
+        path: MESSAGES_PATH,
+        format: "anthropic-messages",
+        models,
+        credentials: { "x-api-key": key.value, "anthropic-version": DEFAULT_VERSION }
+      })]
+    }
   })

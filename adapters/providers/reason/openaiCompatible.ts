@@ -26,32 +26,31 @@
  * (too_large: the body is read as a stream and the connection dropped at the
  * cap), and a failed connection (network).
  *
- * The exchange is the adapters' shared one (../http.ts); the helpers under
- * "Shared with the other reason adapters" serve anthropic.ts too.
+ * The exchange is the kit's (../kit/exchange.ts), and what the reason
+ * adapters share is in ../kit/reason.ts.
  */
-import { Effect, type Redacted, Result } from "effect"
+import { Effect, Option, Redacted, Result, Schema } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
-import type { Metered, ModelInfo, Provider, Quote } from "../../../src/capabilities/Provider.ts"
-import { ProviderFailure } from "../../../src/capabilities/Provider.ts"
-import { meterReason, promptTokenBound, quoteReason } from "../../../src/capabilities/pricing.ts"
+import type { ModelInfo, Provider, Quote } from "../../../src/capabilities/Provider.ts"
+import { quoteReason } from "../../../src/capabilities/pricing.ts"
 import type { ReasonInput, ReasonOutput } from "../../../src/capabilities/schemas.ts"
+import { clip, exchangeJson, jsonPost, openAiErrorDetail } from "../kit/index.ts"
+
+export { MAX_ERROR_BODY_BYTES, MAX_UPSTREAM_MESSAGE_CHARS } from "../kit/index.ts"
 import {
-  baseUrlOf,
-  clip,
-  type ErrorDetail,
-  exchangeJson,
-  isRecord,
-  jsonPost,
-  keySecrets,
-  openAiErrorDetail,
-  positiveInteger,
-  type Upstream
-} from "../http.ts"
+  checkSettings,
+  meteredAnswer,
+  type ParsedAnswer,
+  quotedModel,
+  quotedUsage,
+  reasonUpstream,
+  reportedUsage,
+  tokenCount,
+  TokenCount
+} from "../kit/reason.ts"
+import { envOr, env, httpUrl, type Configured, modelsOf, type ProviderConfig, tokenService } from "../kit/config.ts"
 
-export { MAX_ERROR_BODY_BYTES, MAX_UPSTREAM_MESSAGE_CHARS } from "../http.ts"
-
-export const DEFAULT_TIMEOUT_MS = 60_000
-export const DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+export { DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT_MS } from "../kit/reason.ts"
 
 export interface Options {
   /** The provider's name in the catalogue and in failures: "openai", "openrouter", "groq", "local", ... */
@@ -85,113 +84,6 @@ export interface Options {
 // Shared with the other reason adapters
 // ---------------------------------------------------------------------------
 
-/** A token count from the wire: a non-negative safe integer, or undefined. */
-export const tokenCount = (value: unknown): number | undefined =>
-  typeof value === "number" && Number.isSafeInteger(value) && value >= 0 ? value : undefined
-
-/** Checks the settings every adapter shares; a mistake is a configuration error, hence a defect. */
-export const checkSettings = (
-  adapter: string,
-  options: {
-    readonly name: string
-    readonly baseUrl: string
-    readonly models: ReadonlyArray<ModelInfo>
-    readonly timeoutMs?: number | undefined
-    readonly maxResponseBytes?: number | undefined
-  }
-): { readonly baseUrl: string; readonly timeoutMs: number; readonly maxResponseBytes: number } => {
-  if (options.name.trim() === "") throw new RangeError(`${adapter}: name must not be empty`)
-  const where = `${adapter} ${options.name}`
-  const baseUrl = baseUrlOf(where, options.baseUrl, { allowCredentials: true })
-  if (options.models.length === 0) throw new RangeError(`${where}: at least one model is required`)
-  const ids = new Set(options.models.map((model) => model.id))
-  if (ids.size !== options.models.length) throw new RangeError(`${where}: a model is listed twice`)
-  for (const model of options.models) {
-    if (!Number.isSafeInteger(model.maxTokens) || model.maxTokens < 1) {
-      throw new RangeError(`${where}: ${model.id} needs a positive integer maxTokens`)
-    }
-    if (!Number.isSafeInteger(model.defaultMaxTokens) || model.defaultMaxTokens < 1 || model.defaultMaxTokens > model.maxTokens) {
-      throw new RangeError(`${where}: ${model.id} needs a defaultMaxTokens between 1 and its maxTokens`)
-    }
-  }
-  return {
-    baseUrl,
-    timeoutMs: positiveInteger(where, "timeoutMs", options.timeoutMs, DEFAULT_TIMEOUT_MS),
-    maxResponseBytes: positiveInteger(where, "maxResponseBytes", options.maxResponseBytes, DEFAULT_MAX_RESPONSE_BYTES)
-  }
-}
-
-/**
- * How a reason upstream is called (http.ts): a refused connection is
- * `network`, and failures quote the upstream's request id from `requestIdHeader`.
- */
-export const reasonUpstream = (
-  provider: string,
-  settings: { readonly timeoutMs: number; readonly maxResponseBytes: number },
-  apiKey: Redacted.Redacted<string> | undefined,
-  errorDetail: (body: unknown) => ErrorDetail | undefined,
-  requestIdHeader: string
-): Upstream => ({
-  provider,
-  timeoutMs: settings.timeoutMs,
-  maxResponseBytes: settings.maxResponseBytes,
-  secrets: keySecrets(apiKey),
-  unreachable: "network",
-  errorDetail,
-  requestIdHeader
-})
-
-/** The model and completion cap a quote names, checked against this provider's models. */
-export const quotedModel = (
-  provider: string,
-  models: ReadonlyArray<ModelInfo>,
-  quote: Quote
-): Result.Result<{ readonly model: ModelInfo; readonly maxTokens: number }, ProviderFailure> => {
-  const model = models.find((m) => m.id === quote.model)
-  if (model === undefined) {
-    return Result.fail(
-      new ProviderFailure({ provider, reason: "rejected", message: `${provider} does not offer the quoted model ${clip(String(quote.model), 100)}` })
-    )
-  }
-  const maxTokens = quote.maxTokens
-  if (maxTokens === undefined || !Number.isSafeInteger(maxTokens) || maxTokens < 1 || maxTokens > model.maxTokens) {
-    return Result.fail(
-      new ProviderFailure({ provider, reason: "rejected", message: `${provider}: the quote carries no usable max_tokens for ${model.id}` })
-    )
-  }
-  return Result.succeed({ model, maxTokens })
-}
-
-/** Usage when the upstream reported none: the bounds the quote charged for. */
-export const quotedUsage = (input: ReasonInput, maxTokens: number): ReasonOutput["usage"] => {
-  const promptTokens = promptTokenBound(input)
-  return { promptTokens, completionTokens: maxTokens, totalTokens: promptTokens + maxTokens }
-}
-
-export type ParsedAnswer = { readonly output: ReasonOutput; readonly reported: boolean; readonly model: string | undefined }
-
-/**
- * The charge for a parsed answer: its `usage` at the quoted model's prices,
- * or the quote when the upstream reported none. A string is what was wrong
- * with the answer (`malformed`).
- */
-export const meteredAnswer = (
-  provider: string,
-  model: ModelInfo,
-  quote: Quote,
-  parsed: Result.Result<ParsedAnswer, string>
-): Effect.Effect<Metered<ReasonOutput>, ProviderFailure> => {
-  if (Result.isFailure(parsed)) {
-    return Effect.fail(new ProviderFailure({ provider, reason: "malformed", message: `${provider}: ${parsed.failure}` }))
-  }
-  const { output, reported } = parsed.success
-  return Effect.succeed({
-    output,
-    actualMicroUsd: reported ? meterReason(model, output.usage) : quote.microUsd,
-    model: parsed.success.model ?? model.id
-  })
-}
-
 // ---------------------------------------------------------------------------
 // Chat Completions
 // ---------------------------------------------------------------------------
@@ -199,51 +91,51 @@ export const meteredAnswer = (
 /** Set by the client from the body and the connection; an operator's header must not change them. */
 const RESERVED_HEADERS = new Set(["content-type", "content-length", "transfer-encoding", "host", "connection"])
 
+const OptionalText = Schema.optional(Schema.NullOr(Schema.String))
+
+/** The parts of a chat.completion object read here; other fields are not looked at. */
+const Completion = Schema.Struct({
+  choices: Schema.Array(Schema.Unknown),
+  usage: Schema.optional(Schema.Unknown),
+  model: Schema.optional(Schema.Unknown)
+})
+const Choice = Schema.Struct({
+  message: Schema.Struct({ content: OptionalText }),
+  finish_reason: OptionalText
+})
+const Usage = Schema.Struct({ prompt_tokens: TokenCount, completion_tokens: TokenCount, total_tokens: Schema.optional(Schema.Unknown) })
+const decodeCompletion = Schema.decodeUnknownResult(Completion)
+const decodeChoice = Schema.decodeUnknownResult(Choice)
+
 /** Reads a chat.completion object; a string is what was wrong with it. */
-const parseCompletion = (body: unknown, billedUsage: () => ReasonOutput["usage"]): Result.Result<ParsedAnswer, string> => {
-  if (!isRecord(body)) return Result.fail("the answer is not a JSON object")
-  if (!Array.isArray(body.choices)) {
-    const detail = openAiErrorDetail(body)
-    return Result.fail(detail === undefined ? "the answer has no choices" : `the answer is an error: ${clip(detail.message)}`)
+const parseCompletion = (raw: unknown, billedUsage: () => ReasonOutput["usage"]): Result.Result<ParsedAnswer, string> => {
+  const body = decodeCompletion(raw, { errors: "first" })
+  if (Result.isFailure(body)) {
+    const detail = openAiErrorDetail(raw)
+    return Result.fail(detail === undefined ? `the answer is not a chat completion: ${clip(body.failure.message, 200)}` : `the answer is an error: ${clip(detail.message)}`)
   }
-  const choice: unknown = body.choices[0]
-  if (!isRecord(choice)) return Result.fail("the answer has no first choice")
-  const message = choice.message
-  if (!isRecord(message)) return Result.fail("the first choice has no message")
-  const content = message.content
-  if (content !== null && content !== undefined && typeof content !== "string") {
-    return Result.fail("the message content is not a string")
-  }
-  const finish = choice.finish_reason
-  if (finish !== null && finish !== undefined && typeof finish !== "string") return Result.fail("finish_reason is not a string")
-  let usage: ReasonOutput["usage"]
-  let reported: boolean
-  if (body.usage === undefined || body.usage === null) {
-    usage = billedUsage()
-    reported = false
-  } else {
-    if (!isRecord(body.usage)) return Result.fail("usage is not an object")
-    const promptTokens = tokenCount(body.usage.prompt_tokens)
-    const completionTokens = tokenCount(body.usage.completion_tokens)
-    if (promptTokens === undefined || completionTokens === undefined) {
-      return Result.fail("usage lacks prompt_tokens or completion_tokens")
-    }
-    usage = {
-      promptTokens,
-      completionTokens,
-      totalTokens: tokenCount(body.usage.total_tokens) ?? promptTokens + completionTokens
-    }
-    reported = true
-  }
+  if (body.success.choices.length === 0) return Result.fail("the answer has no first choice")
+  const choice = decodeChoice(body.success.choices[0], { errors: "first" })
+  if (Result.isFailure(choice)) return Result.fail(`the first choice is not as documented: ${clip(choice.failure.message, 200)}`)
+  const content = choice.success.message.content
+  const finish = choice.success.finish_reason
+  const usage = reportedUsage(body.success.usage, Usage, (counts) =>
+    Result.succeed({
+      promptTokens: counts.prompt_tokens,
+      completionTokens: counts.completion_tokens,
+      totalTokens: tokenCount(counts.total_tokens) ?? counts.prompt_tokens + counts.completion_tokens
+    }), billedUsage)
+  if (Result.isFailure(usage)) return Result.fail(usage.failure)
+  const model = body.success.model
   return Result.succeed({
     output: {
       content: content ?? "",
       // Compatible servers sometimes leave it null; the caller still gets a string.
       finishReason: typeof finish === "string" && finish !== "" ? finish : "unknown",
-      usage
+      usage: usage.success.usage
     },
-    reported,
-    model: typeof body.model === "string" && body.model !== "" ? body.model : undefined
+    reported: usage.success.reported,
+    model: typeof model === "string" && model !== "" ? model : undefined
   })
 }
 
@@ -288,4 +180,57 @@ export const make = (options: Options): Effect.Effect<Provider<"reason">, never,
     })
 
     return { name, capability: "reason", models, quote, run } satisfies Provider<"reason">
+  })
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+/** The hosted Chat Completions upstreams: each on with its API key, priced by its price card, reachable through the proxy. */
+const HOSTED = [
+  { name: "openai", label: "OpenAI", keyVar: "OPENAI_API_KEY", baseUrlVar: "OPENAI_BASE_URL", baseUrl: "https://api.openai.com/v1" },
+  { name: "openrouter", label: "OpenRouter", keyVar: "OPENROUTER_API_KEY", baseUrlVar: undefined, baseUrl: "https://openrouter.ai/api/v1" },
+  { name: "groq", label: "Groq", keyVar: "GROQ_API_KEY", baseUrlVar: undefined, baseUrl: "https://api.groq.com/openai/v1" }
+] as const
+
+/** The path of a chat completion under the base URL. */
+export const CHAT_PATH = "/chat/completions"
+
+/**
+ * OPENAI_API_KEY (OPENAI_BASE_URL), OPENROUTER_API_KEY, GROQ_API_KEY; and a
+ * local server at LLM_BASE_URL (LLM_NAME, default "local"; LLM_API_KEY),
+ * which the proxy does not offer.
+ */
+export const fromConfig: ProviderConfig = (cards) =>
+  Effect.gen(function*() {
+    const providers: Array<Configured> = []
+    const services = []
+    for (const hosted of HOSTED) {
+      const key = yield* env(hosted.keyVar)
+      if (Option.isNone(key)) continue
+      const baseUrl = hosted.baseUrlVar === undefined ? hosted.baseUrl : yield* envOr(hosted.baseUrlVar, hosted.baseUrl)
+      const models = yield* modelsOf(cards, hosted.name)
+      providers.push({ name: hosted.name, capability: "reason", build: make({ name: hosted.name, baseUrl, apiKey: Redacted.make(key.value), models }) })
+      services.push(tokenService({
+        slug: hosted.name,
+        name: hosted.label,
+        baseUrl,
+        path: CHAT_PATH,
+        format: "openai-chat",
+        models,
+        credentials: { authorization: `Bearer ${key.value}` }
+      }))
+    }
+    const local = yield* env("LLM_BASE_URL")
+    if (Option.isSome(local)) {
+      const baseUrl = yield* httpUrl("LLM_BASE_URL", local.value)
+      const name = yield* envOr("LLM_NAME", "local")
+      const models = yield* modelsOf(cards, name)
+      const key = yield* env("LLM_API_KEY")
+      providers.push({
+        name,
+        capability: "reason",
+        build: make({ name, baseUrl, ...(Option.isSome(key) ? { apiKey: Redacted.make(key.value) } : {}), models })
+      })
+    }
+    return { providers, services }
   })

@@ -22,212 +22,40 @@
  * (`text/*`, JSON, XML) is returned in `html` as text with no links and
  * empty extractions; anything else (images, PDF, octet-stream) is `rejected`.
  *
- * A page costs the unit price, charged only when the call succeeds. The
- * selector check and the HTML scraping are shared with the Firecrawl adapter.
+ * A page costs the unit price, charged only when the call succeeds.
  */
-import { Effect, Result } from "effect"
-import { type Provider, ProviderFailure, type Quote, type UnitPrice } from "../../../src/capabilities/Provider.ts"
+import { Effect } from "effect"
+import { type Provider, ProviderFailure } from "../../../src/capabilities/Provider.ts"
 import type { ScrapeInput, ScrapeOutput } from "../../../src/capabilities/schemas.ts"
-import { ValidationError } from "../../../src/domain/errors.ts"
 import { OutboundHttp } from "../../../src/ports/Net.ts"
-import { positiveInteger } from "../http.ts"
-import {
-  baseUrlOf,
-  checkFlatPrice,
-  clip,
-  cut,
-  decodeBody,
-  type DomDocument,
-  fetchFailure,
-  isHtmlMime,
-  isJsonMime,
-  mimeOf,
-  oneLineOrNull,
-  parseDocument,
-  parseInPool,
-  resolveUrl,
-  sniff,
-  visibleText
-} from "../read/builtin.ts"
-import { DEFAULT_PARSE_DEADLINE_MS, type ParsePool, sharedPool } from "../read/parse-pool.ts"
+import { clip, decodeBody, type PageOptions, pageSettings, fetchFailure, isHtmlMime, mimeOf, parseInPool, sniff } from "../kit/page.ts"
+import { sharedPool } from "../kit/parse-pool.ts"
+import { isTextualMime, quoteScrape, type Scraped, scrapeText } from "../kit/scrapePage.ts"
+
+export {
+  checkSelectors,
+  MAX_EXTRACTED_CHARS,
+  MAX_HTML_CHARS,
+  MAX_LINK_TEXT_CHARS,
+  MAX_LINKS,
+  MAX_MATCH_CHARS,
+  MAX_MATCHES_PER_SELECTOR,
+  scrapeHtml
+} from "../kit/scrapePage.ts"
+import { nothing, one, type ProviderConfig, switchedOn, unitPriceOf } from "../kit/config.ts"
 
 export const DEFAULT_NAME = "scraper"
-export const DEFAULT_MAX_BYTES = 5 * 1024 * 1024
-export const DEFAULT_TIMEOUT_MS = 15_000
-export const MAX_HTML_CHARS = 2_000_000
-export const MAX_MATCHES_PER_SELECTOR = 100
-export const MAX_MATCH_CHARS = 10_000
-export const MAX_EXTRACTED_CHARS = 1_000_000
-export const MAX_LINKS = 500
-export const MAX_LINK_TEXT_CHARS = 500
+export { DEFAULT_PAGE_MAX_BYTES as DEFAULT_MAX_BYTES, DEFAULT_PAGE_TIMEOUT_MS as DEFAULT_TIMEOUT_MS } from "../kit/page.ts"
 export const ACCEPT_PAGE = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1"
 
-export interface Options {
-  readonly name?: string | undefined
-  /** From the operator's price card (`per: "page"`). */
-  readonly unitPrice: UnitPrice
-  /** Bytes read at most; a longer page is cut there and marked `truncated`. Default 5 MiB. */
-  readonly maxBytes?: number | undefined
-  /** For the whole fetch, redirects included. Default 15 s. */
-  readonly timeoutMs?: number | undefined
-  /** Longest a page may take to parse, in the worker pool, queue wait included. Default 10 s. */
-  readonly parseDeadlineMs?: number | undefined
-  /** The worker pool; default the process's shared one. */
-  readonly pool?: ParsePool | undefined
-}
+/** Default name "scraper"; 5 MiB read at most (a longer page is cut there and marked `truncated`), 15 s for the fetch, 10 s to parse. */
+export type Options = PageOptions
 
-// ---------------------------------------------------------------------------
-// Selectors
-// ---------------------------------------------------------------------------
-
-/** An empty document to compile selectors against: linkedom compiles a selector on every query. */
-let probe: DomDocument | undefined
-const probeDocument = (): DomDocument => (probe ??= parseDocument("<!DOCTYPE html><html><head></head><body></body></html>"))
-
-/** Every selector must compile; the first that does not is a validation error naming it. */
-export const checkSelectors = (selectors: ScrapeInput["selectors"]): Result.Result<void, ValidationError> => {
-  for (const [name, selector] of Object.entries(selectors ?? {})) {
-    let problem: string | undefined
-    if (selector.trim() === "") {
-      problem = "is empty"
-    } else {
-      try {
-        probeDocument().querySelectorAll(selector)
-      } catch (error) {
-        problem = clip(error instanceof Error ? error.message : String(error), 120)
-      }
-    }
-    if (problem !== undefined) {
-      return Result.fail(
-        new ValidationError({
-          message: `invalid CSS selector for "${clip(name, 64)}": ${problem}`,
-          issues: [{ path: `selectors.${name}`, message: `invalid CSS selector: ${problem}` }]
-        })
-      )
-    }
-  }
-  return Result.void
-}
-
-/** A flat-priced page, once its selectors are known to compile. */
-export const quoteScrape = (unitPrice: UnitPrice) => (input: ScrapeInput): Result.Result<Quote, ValidationError> =>
-  Result.map(checkSelectors(input.selectors), () => ({ microUsd: unitPrice.priceMicroUsd }))
-
-// ---------------------------------------------------------------------------
-// Scraping a page
-// ---------------------------------------------------------------------------
-
-export interface Scraped {
-  readonly html?: string
-  readonly extracted?: Record<string, Array<string>>
-  readonly links: Array<{ readonly href: string; readonly text: string }>
-  readonly truncated: boolean
-}
-
-const linkText = (text: string | null, fallback: string | null): string =>
-  cut(oneLineOrNull(text) ?? oneLineOrNull(fallback) ?? "", MAX_LINK_TEXT_CHARS).text
-
-/**
- * Extractions and links of an HTML page (`pageUrl` is the URL it came from,
- * after redirects); `extraLinks` are more URLs known to be on the page (an
- * upstream's own link list), added after the page's own, without text.
- */
-export const scrapeHtml = (
-  html: string,
-  pageUrl: string,
-  input: Pick<ScrapeInput, "selectors" | "includeHtml">,
-  extraLinks: ReadonlyArray<string> = []
-): Scraped => {
-  let truncated = false
-  const document = parseDocument(html)
-  const base = baseUrlOf(document, pageUrl)
-
-  let extracted: Record<string, Array<string>> | undefined
-  if (input.selectors !== undefined && Object.keys(input.selectors).length > 0) {
-    extracted = {}
-    let budget = MAX_EXTRACTED_CHARS
-    for (const [name, selector] of Object.entries(input.selectors)) {
-      const matches = document.querySelectorAll(selector)
-      const texts: Array<string> = []
-      if (matches.length > MAX_MATCHES_PER_SELECTOR) truncated = true
-      for (let i = 0; i < matches.length && i < MAX_MATCHES_PER_SELECTOR; i++) {
-        if (budget <= 0) {
-          truncated = true
-          break
-        }
-        const limit = Math.min(MAX_MATCH_CHARS, budget)
-        const bounded = cut(visibleText(matches[i]!, limit), limit)
-        if (bounded.cut) truncated = true
-        texts.push(bounded.text)
-        budget -= bounded.text.length
-      }
-      extracted[name] = texts
-    }
-  }
-
-  const links: Array<{ href: string; text: string }> = []
-  const seen = new Map<string, number>()
-  const addLink = (raw: string, text: string): void => {
-    const href = resolveUrl(raw, base)
-    if (href === undefined || !/^https?:/i.test(href)) return
-    const at = seen.get(href)
-    if (at !== undefined) {
-      if (links[at]!.text === "" && text !== "") links[at] = { href, text }
-      return
-    }
-    if (links.length >= MAX_LINKS) {
-      truncated = true
-      return
-    }
-    seen.set(href, links.length)
-    links.push({ href, text })
-  }
-  const anchors = document.querySelectorAll("a[href]")
-  for (let i = 0; i < anchors.length; i++) {
-    const anchor = anchors[i]!
-    addLink(anchor.getAttribute("href") ?? "", linkText(visibleText(anchor), anchor.getAttribute("aria-label") ?? anchor.getAttribute("title")))
-  }
-  for (const raw of extraLinks) addLink(raw, "")
-
-  const out: Scraped = { links, truncated }
-  if (input.includeHtml !== false) {
-    const bounded = cut(html, MAX_HTML_CHARS)
-    return { ...out, html: bounded.text, truncated: truncated || bounded.cut, ...(extracted === undefined ? {} : { extracted }) }
-  }
-  return extracted === undefined ? out : { ...out, extracted }
-}
-
-/** Text that is not HTML: returned as it is, with nothing to extract. */
-export const scrapeText = (text: string, input: Pick<ScrapeInput, "selectors" | "includeHtml">): Scraped => {
-  const bounded = cut(text, MAX_HTML_CHARS)
-  const extracted = input.selectors === undefined || Object.keys(input.selectors).length === 0
-    ? undefined
-    : Object.fromEntries(Object.keys(input.selectors).map((name) => [name, [] as Array<string>]))
-  return {
-    links: [],
-    truncated: bounded.cut,
-    ...(input.includeHtml === false ? {} : { html: bounded.text }),
-    ...(extracted === undefined ? {} : { extracted })
-  }
-}
-
-export const isTextualMime = (mime: string): boolean =>
-  mime.startsWith("text/") || isJsonMime(mime) || mime === "application/xml" || mime.endsWith("+xml")
 
 export const make = (options: Options): Effect.Effect<Provider<"scrape">, never, OutboundHttp> =>
   Effect.gen(function*() {
-    const name = options.name ?? DEFAULT_NAME
-    const settings = yield* Effect.try({
-      try: () => {
-        checkFlatPrice("scrape/builtin", name, options.unitPrice)
-        return {
-          maxBytes: positiveInteger("scrape/builtin", "maxBytes", options.maxBytes, DEFAULT_MAX_BYTES),
-          timeoutMs: positiveInteger("scrape/builtin", "timeoutMs", options.timeoutMs, DEFAULT_TIMEOUT_MS),
-          parseDeadlineMs: positiveInteger("scrape/builtin", "parseDeadlineMs", options.parseDeadlineMs, DEFAULT_PARSE_DEADLINE_MS)
-        }
-      },
-      catch: (error) => error
-    }).pipe(Effect.orDie)
+    const settings = yield* Effect.sync(() => pageSettings("scrape/builtin", DEFAULT_NAME, options))
+    const name = settings.name
     const http = yield* OutboundHttp
     const { unitPrice } = options
     // Workers start on the first page, not at start-up: loading the parser costs a second or two of CPU.
@@ -267,4 +95,15 @@ export const make = (options: Options): Effect.Effect<Provider<"scrape">, never,
     })
 
     return { name, capability: "scrape", unitPrice, quote: quoteScrape(unitPrice), run } satisfies Provider<"scrape">
+  })
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+/** On unless BUILTIN_SCRAPE=off: the `scraper` price card (per page). */
+export const fromConfig: ProviderConfig = (cards) =>
+  Effect.gen(function*() {
+    if (!(yield* switchedOn("BUILTIN_SCRAPE"))) return nothing
+    const unitPrice = yield* unitPriceOf(cards, DEFAULT_NAME, "scrape", "page")
+    return one(DEFAULT_NAME, "scrape", make({ unitPrice }))
   })

@@ -27,27 +27,28 @@
  * a 200 with `success: false` is `rejected` with Firecrawl's message. No
  * answer within `timeoutMs` is `timeout`, an answer over `maxResponseBytes`
  * `too_large`, an unreadable one `malformed`, a refused connection
- * `network` (the exchange itself is the shared one, ../http.ts).
+ * `network` (the exchange itself is the kit's, ../kit/exchange.ts).
  *
  * URL safety, as for Jina: Firecrawl fetches the page from its own network;
  * the core checks the address with `OutboundHttp.check` before money is held.
  */
-import { Effect, type Redacted, Result } from "effect"
+import { Effect, Option, Redacted, Result, Schema } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
-import { type Provider, ProviderFailure, type UnitPrice } from "../../../src/capabilities/Provider.ts"
+import { type Provider, ProviderFailure } from "../../../src/capabilities/Provider.ts"
 import type { ScrapeInput, ScrapeOutput } from "../../../src/capabilities/schemas.ts"
 import {
-  baseUrlOf,
+  decodeOrUndefined,
+  defectsUnavailable,
   type ErrorDetail,
   exchangeJson,
-  isRecord,
   jsonPost,
-  keySecrets,
-  positiveInteger,
-  type Upstream
-} from "../http.ts"
-import { checkFlatPrice, clip } from "../read/builtin.ts"
-import { quoteScrape, scrapeHtml } from "./builtin.ts"
+  NonEmptyText,
+  type UpstreamOptions,
+  upstreamSettings
+} from "../kit/index.ts"
+import { clip } from "../kit/page.ts"
+import { quoteScrape, scrapeHtml } from "../kit/scrapePage.ts"
+import { env, nothing, one, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
 
 export const DEFAULT_NAME = "firecrawl"
 export const DEFAULT_BASE_URL = "https://api.firecrawl.dev"
@@ -59,26 +60,19 @@ export const DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 /** More links than the output keeps are not looked at. */
 const MAX_UPSTREAM_LINKS = 5_000
 
-export interface Options {
-  readonly name?: string | undefined
-  /** Scheme, host and optional path prefix; default https://api.firecrawl.dev. */
-  readonly baseUrl?: string | undefined
+/** Default name "firecrawl", base URL https://api.firecrawl.dev, timeout 60 s, answers up to 16 MiB; a flat price per page. */
+export interface Options extends UpstreamOptions {
+  /** Without one, only a self-hosted server that needs none. */
   readonly apiKey?: Redacted.Redacted<string> | undefined
-  /** From the operator's price card (`per: "page"`). */
-  readonly unitPrice: UnitPrice
-  /** For the whole call, from connecting to the end of the answer; default 60 s. */
-  readonly timeoutMs?: number | undefined
-  /** Largest answer accepted; default 16 MiB. */
-  readonly maxResponseBytes?: number | undefined
 }
+
+const errorBodyOf = decodeOrUndefined(Schema.Struct({ error: NonEmptyText, code: Schema.optional(Schema.Unknown) }))
 
 /** Firecrawl's error body: `{ success: false, error, details? }`. */
 const firecrawlErrorDetail = (body: unknown): ErrorDetail | undefined => {
-  if (!isRecord(body)) return undefined
-  if (typeof body.error === "string" && body.error.trim() !== "") {
-    return { message: body.error, type: typeof body.code === "string" && body.code !== "" ? body.code : undefined }
-  }
-  return undefined
+  const decoded = errorBodyOf(body)
+  if (decoded === undefined) return undefined
+  return { message: decoded.error, type: typeof decoded.code === "string" && decoded.code !== "" ? decoded.code : undefined }
 }
 
 /** A metadata field Firecrawl may send as a string or as a list of strings. */
@@ -98,20 +92,35 @@ export interface Page {
 type Parsed = Result.Result<Page, { readonly reason: "malformed" | "rejected"; readonly message: string }>
 
 /** Reads Firecrawl's answer; `requested` stands in for a missing URL. */
+const Answer = Schema.Struct({
+  success: Schema.Unknown,
+  data: Schema.optional(Schema.Unknown)
+})
+const Data = Schema.Struct({
+  rawHtml: Schema.optional(Schema.Unknown),
+  html: Schema.optional(Schema.Unknown),
+  metadata: Schema.optional(Schema.Unknown),
+  links: Schema.optional(Schema.Unknown)
+})
+const answerOf = decodeOrUndefined(Answer)
+const dataOf = decodeOrUndefined(Data)
+const metadataOf = decodeOrUndefined(Schema.Record(Schema.String, Schema.Unknown))
+
 export const parseAnswer = (body: unknown, requested: string): Parsed => {
   const malformed = (message: string) => Result.fail({ reason: "malformed" as const, message })
-  if (!isRecord(body)) return malformed("the answer is not a JSON object")
-  if (body.success !== true) {
+  const answer = answerOf(body)
+  if (answer === undefined) return malformed("the answer is not a JSON object")
+  if (answer.success !== true) {
     const detail = firecrawlErrorDetail(body)
     return detail === undefined
       ? malformed("the answer is not marked successful")
       : Result.fail({ reason: "rejected", message: detail.message })
   }
-  const data = body.data
-  if (!isRecord(data)) return malformed("the answer has no data object")
+  const data = dataOf(answer.data)
+  if (data === undefined) return malformed("the answer has no data object")
   const html = typeof data.rawHtml === "string" ? data.rawHtml : typeof data.html === "string" ? data.html : undefined
   if (html === undefined) return malformed("the answer has no rawHtml")
-  const metadata = isRecord(data.metadata) ? data.metadata : {}
+  const metadata = metadataOf(data.metadata) ?? {}
   const status = metadata.statusCode
   if (status !== undefined && !(typeof status === "number" && Number.isInteger(status) && status >= 100 && status <= 999)) {
     return malformed("metadata.statusCode is not an HTTP status")
@@ -130,29 +139,22 @@ export const parseAnswer = (body: unknown, requested: string): Parsed => {
 
 export const make = (options: Options): Effect.Effect<Provider<"scrape">, never, HttpClient.HttpClient> =>
   Effect.gen(function*() {
-    const name = options.name ?? DEFAULT_NAME
-    const settings = yield* Effect.try({
-      try: () => {
-        checkFlatPrice("scrape/firecrawl", name, options.unitPrice)
-        return {
-          baseUrl: baseUrlOf(name, options.baseUrl ?? DEFAULT_BASE_URL, { allowCredentials: true }),
-          timeoutMs: positiveInteger(name, "timeoutMs", options.timeoutMs, DEFAULT_TIMEOUT_MS),
-          maxResponseBytes: positiveInteger(name, "maxResponseBytes", options.maxResponseBytes, DEFAULT_MAX_RESPONSE_BYTES)
-        }
-      },
-      catch: (error) => error
-    }).pipe(Effect.orDie)
+    const settings = yield* Effect.sync(() =>
+      upstreamSettings(options, {
+        label: "scrape/firecrawl",
+        name: DEFAULT_NAME,
+        baseUrl: DEFAULT_BASE_URL,
+        allowCredentials: true,
+        per: "page",
+        timeoutMs: DEFAULT_TIMEOUT_MS,
+        maxResponseBytes: DEFAULT_MAX_RESPONSE_BYTES,
+        optionalKey: options.apiKey,
+        errors: { unreachable: "network", errorDetail: firecrawlErrorDetail, requestIdHeader: "x-request-id" }
+      })
+    )
     const client = yield* HttpClient.HttpClient
-    const { unitPrice, apiKey } = options
-    const upstream: Upstream = {
-      provider: name,
-      timeoutMs: settings.timeoutMs,
-      maxResponseBytes: settings.maxResponseBytes,
-      secrets: keySecrets(apiKey),
-      unreachable: "network",
-      errorDetail: firecrawlErrorDetail,
-      requestIdHeader: "x-request-id"
-    }
+    const { name, unitPrice, upstream } = settings
+    const { apiKey } = options
     const upstreamTimeoutMs = Math.min(300_000, Math.max(1_000, settings.timeoutMs - UPSTREAM_TIMEOUT_MARGIN_MS))
     const fail = (reason: ProviderFailure["reason"], message: string) => new ProviderFailure({ provider: name, reason, message })
 
@@ -170,7 +172,19 @@ export const make = (options: Options): Effect.Effect<Provider<"scrape">, never,
       })
       const output: ScrapeOutput = { url: page.url, status: page.status, contentType: page.contentType, ...scraped }
       return { output, actualMicroUsd: unitPrice.priceMicroUsd }
-    })
+    }, defectsUnavailable(name, upstream.secrets))
 
     return { name, capability: "scrape", unitPrice, quote: quoteScrape(unitPrice), run } satisfies Provider<"scrape">
+  })
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+/** FIRECRAWL_API_KEY: the `firecrawl` price card (per page). */
+export const fromConfig: ProviderConfig = (cards) =>
+  Effect.gen(function*() {
+    const key = yield* env("FIRECRAWL_API_KEY")
+    if (Option.isNone(key)) return nothing
+    const unitPrice = yield* unitPriceOf(cards, DEFAULT_NAME, "scrape", "page")
+    return one(DEFAULT_NAME, "scrape", make({ apiKey: Redacted.make(key.value), unitPrice }))
   })

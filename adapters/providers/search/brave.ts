@@ -1,26 +1,7 @@
-import { Effect, type Redacted, Result } from "effect"
-import { HttpClient, HttpClientRequest } from "effect/http"
-import type { Provider, ProviderFailure, UnitPrice } from "../../../src/capabilities/Provider.ts"
-import type { SearchInput, SearchOutput } from "../../../src/capabilities/schemas.ts"
-import {
-  baseUrlOf,
-  checkUnitPrice,
-  clip,
-  credential,
-  defectsUnavailable,
-  type ErrorDetail,
-  exchangeJson,
-  failure,
-  isRecord,
-  positiveInteger,
-  positiveNumber,
-  providerName,
-  type Upstream
-} from "../http.ts"
-import { type Candidate, describe, normalize, type SearchResult } from "./results.ts"
-
-export { MAX_UPSTREAM_MESSAGE_CHARS } from "../http.ts"
-export { MAX_SNIPPET_CHARS, MAX_TITLE_CHARS, MAX_URL_CHARS } from "./results.ts"
+import { Schema } from "effect"
+import { HttpClientRequest } from "effect/http"
+import { decodeOrUndefined, type ErrorDetail } from "../kit/index.ts"
+import { keyedSearch, keyedSearchConfig, type KeyedSearchOptions, type SearchEngine } from "../kit/search.ts"
 
 /**
  * `search` through the Brave Search API (web search).
@@ -51,66 +32,35 @@ export const SEARCH_PATH = "/res/v1/web/search"
 /** The most results Brave returns for one request (`count`). */
 export const MAX_COUNT = 20
 
-export const DEFAULT_NUM_RESULTS = 10
-export const DEFAULT_TIMEOUT_MS = 15_000
-export const DEFAULT_MAX_RESPONSE_BYTES = 2 * 1024 * 1024
-
-const KEY_HEADER = "X-Subscription-Token"
-
-export interface BraveOptions {
-  /** Provider name in the catalogue and in failures; default "brave". */
-  readonly name?: string | undefined
-  /** Scheme, host and optional path prefix; default https://api.search.brave.com. */
-  readonly baseUrl?: string | undefined
-  readonly apiKey: Redacted.Redacted<string>
-  /** Flat price per query, from the operator's price card. */
-  readonly unitPrice: UnitPrice
-  /** Limit for the whole call, from connecting to the end of the answer; default 15 s. */
-  readonly timeoutMs?: number | undefined
-  /** Largest answer accepted; default 2 MiB. */
-  readonly maxResponseBytes?: number | undefined
-}
-
-// ---------------------------------------------------------------------------
-// Settings
-
-interface Settings {
-  readonly name: string
-  readonly url: string
-  readonly apiKey: string
-  readonly unitPrice: UnitPrice
-  readonly upstream: Upstream
-}
-
-/** Brave's error text: `error.detail` (with `error.code`). */
-const braveErrorDetail = (body: unknown): ErrorDetail | undefined => {
-  if (!isRecord(body) || !isRecord(body.error)) return undefined
-  const { code, detail } = body.error
-  const text = [typeof code === "string" ? code : "", typeof detail === "string" ? detail : ""]
-    .filter((part) => part !== "")
-    .join(": ")
-  return text === "" ? undefined : { message: text }
-}
-
-/** Checks the options once; a bad value is a deployment error (a defect naming it). */
-const settingsOf = (options: BraveOptions): Settings => {
-  const name = providerName("Brave", options.name ?? PROVIDER_NAME)
-  const url = baseUrlOf(name, options.baseUrl ?? DEFAULT_BASE_URL) + SEARCH_PATH
-  const apiKey = credential(name, "API key", options.apiKey)
-  const unitPrice = checkUnitPrice(name, options.unitPrice, "query")
-  const upstream: Upstream = {
-    provider: name,
-    timeoutMs: positiveNumber(name, "timeoutMs", options.timeoutMs, DEFAULT_TIMEOUT_MS),
-    maxResponseBytes: positiveInteger(name, "maxResponseBytes", options.maxResponseBytes, DEFAULT_MAX_RESPONSE_BYTES),
-    secrets: [apiKey],
-    errorDetail: braveErrorDetail,
-    errorText: "page"
-  }
-  return { name, url, apiKey, unitPrice, upstream }
-}
+/** Default base URL https://api.search.brave.com, timeout 15 s, answers up to 2 MiB; a flat price per query. */
+export type BraveOptions = KeyedSearchOptions
 
 // ---------------------------------------------------------------------------
 // Brave's answer
+
+const ErrorBody = Schema.Struct({
+  error: Schema.Struct({ code: Schema.optional(Schema.Unknown), detail: Schema.optional(Schema.Unknown) })
+})
+
+/** Brave's error text: `error.detail` (with `error.code`). */
+const braveErrorDetail = (body: unknown): ErrorDetail | undefined => {
+  const error = decodeOrUndefined(ErrorBody)(body)?.error
+  if (error === undefined) return undefined
+  const text = [error.code, error.detail].filter((part) => typeof part === "string" && part !== "").join(": ")
+  return text === "" ? undefined : { message: text }
+}
+
+const hitOf = decodeOrUndefined(Schema.Struct({
+  title: Schema.optional(Schema.Unknown),
+  url: Schema.optional(Schema.Unknown),
+  description: Schema.optional(Schema.Unknown)
+}))
+
+/** A missing or null `web` is a query without web results. */
+const Answer = Schema.Struct({
+  type: Schema.Literal("search"),
+  web: Schema.optional(Schema.NullOr(Schema.Struct({ results: Schema.Array(Schema.Unknown) })))
+})
 
 const NAMED_ENTITIES: Readonly<Record<string, string>> = {
   amp: "&",
@@ -134,54 +84,33 @@ const decodeEntities = (text: string): string =>
 /** Brave's highlighting out, then its entities decoded (so an escaped `&lt;strong&gt;` stays text). */
 export const cleanBraveText = (text: string): string => decodeEntities(text.replace(/<\/?strong>/gi, ""))
 
-const parseAnswer = (settings: Settings, json: unknown, limit: number): Result.Result<Array<SearchResult>, ProviderFailure> => {
-  const malformed = (what: string) => Result.fail(failure(settings.name, "malformed", `${settings.name}'s answer ${what}`, [settings.apiKey]))
-  if (!isRecord(json)) return malformed("is not a JSON object")
-  if (json.type !== "search") return malformed(`has type ${JSON.stringify(clip(String(json.type), 40))}, not "search"`)
-  if (json.web === undefined || json.web === null) return Result.succeed([])
-  if (!isRecord(json.web)) return malformed(`has a "web" that is ${describe(json.web)}`)
-  const results = json.web.results
-  if (!Array.isArray(results)) return malformed(`has "web.results" ${describe(results)}, not an array`)
-  const candidates = results.filter(isRecord).map((item): Candidate => ({
-    title: item.title,
-    url: item.url,
-    snippet: item.description
-  }))
-  return Result.succeed(normalize(candidates, limit, cleanBraveText))
-}
-
 // ---------------------------------------------------------------------------
 // The provider
 
-export const make = (options: BraveOptions): Effect.Effect<Provider<"search">, never, HttpClient.HttpClient> =>
-  Effect.gen(function*() {
-    const settings = yield* Effect.sync(() => settingsOf(options))
-    const client = yield* HttpClient.HttpClient
-    const price = settings.unitPrice.priceMicroUsd
+const engine: SearchEngine<typeof Answer> = {
+  label: "Brave",
+  name: PROVIDER_NAME,
+  baseUrl: DEFAULT_BASE_URL,
+  path: SEARCH_PATH,
+  method: "GET",
+  maxResults: MAX_COUNT,
+  errors: { errorDetail: braveErrorDetail, errorText: "page" },
+  request: (url, q, count, key) =>
+    HttpClientRequest.get(url, { urlParams: { q, count: String(count) }, headers: { "X-Subscription-Token": key }, acceptJson: true }),
+  answer: Answer,
+  hits: (answer) =>
+    (answer.web?.results ?? []).flatMap((item) => hitOf(item) ?? []).map((hit) => ({ title: hit.title, url: hit.url, snippet: hit.description })),
+  clean: cleanBraveText,
+  keyVar: "BRAVE_API_KEY",
+  service: {
+    name: "Brave Search",
+    description: "Brave Search web results with the operator's credentials",
+    endpoint: "Web search",
+    credentials: (key) => ({ "x-subscription-token": key })
+  }
+}
 
-    const run = Effect.fn("Brave.run")(
-      function*(input: SearchInput) {
-        const limit = input.numResults ?? DEFAULT_NUM_RESULTS
-        const request = HttpClientRequest.get(settings.url, {
-          urlParams: { q: input.query, count: String(Math.min(limit, MAX_COUNT)) },
-          headers: { [KEY_HEADER]: settings.apiKey },
-          acceptJson: true
-        })
-        const json = yield* exchangeJson(client, settings.upstream, request)
-        const results = parseAnswer(settings, json, limit)
-        if (Result.isFailure(results)) return yield* results.failure
-        const output: SearchOutput = { results: results.success, query: input.query, totalResults: results.success.length }
-        return { output, actualMicroUsd: price }
-      },
-      // The key header is redacted from spans, and no trace headers go to Brave (http.ts).
-      defectsUnavailable(settings.name, [settings.apiKey])
-    )
+export const make = keyedSearch(engine)
 
-    return {
-      name: settings.name,
-      capability: "search",
-      unitPrice: settings.unitPrice,
-      quote: () => Result.succeed({ microUsd: price }),
-      run: (input) => run(input)
-    } satisfies Provider<"search">
-  })
+/** BRAVE_API_KEY: the `brave` price card (per query); the proxy offers the web search endpoint. */
+export const fromConfig = keyedSearchConfig(engine, make)

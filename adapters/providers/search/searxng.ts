@@ -1,25 +1,20 @@
-import { Clock, Duration, Effect, Result } from "effect"
+import { Clock, Duration, Effect, Option, Schema } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
-import type { Provider, ProviderFailure, UnitPrice } from "../../../src/capabilities/Provider.ts"
-import type { SearchInput, SearchOutput } from "../../../src/capabilities/schemas.ts"
+import type { Provider } from "../../../src/capabilities/Provider.ts"
+import type { SearchInput } from "../../../src/capabilities/schemas.ts"
 import {
-  baseUrlOf,
-  checkUnitPrice,
+  answerDecoder,
   clip,
-  defectsUnavailable,
+  decodeOrUndefined,
   type ErrorDetail,
   exchangeJson,
   failure,
-  isRecord,
-  positiveInteger,
-  positiveNumber,
-  providerName,
-  type Upstream
-} from "../http.ts"
-import { type Candidate, describe, normalize } from "./results.ts"
-
-export { MAX_UPSTREAM_MESSAGE_CHARS } from "../http.ts"
-export { MAX_SNIPPET_CHARS, MAX_TITLE_CHARS, MAX_URL_CHARS } from "./results.ts"
+  perCallProvider,
+  type UpstreamOptions,
+  upstreamSettings
+} from "../kit/index.ts"
+import { type Candidate, normalize } from "../kit/searchResults.ts"
+import { env, httpUrl, nothing, one, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
 
 /**
  * `search` through a self-hosted SearXNG instance (its JSON search API; no key).
@@ -57,62 +52,39 @@ export const DEFAULT_MAX_RESPONSE_BYTES = 2 * 1024 * 1024
 
 export const JSON_DISABLED_MESSAGE = "JSON output is disabled on this SearXNG instance"
 
-export interface SearXNGOptions {
-  /** Provider name in the catalogue and in failures; default "searxng". */
-  readonly name?: string | undefined
+/** Default name "searxng", timeout 15 s for the whole call (every page), answers up to 2 MiB per page; a flat price per query. */
+export interface SearXNGOptions extends UpstreamOptions {
   /** The instance: scheme, host and optional path prefix, e.g. `http://127.0.0.1:8888`. */
   readonly baseUrl: string
-  /** Flat price per query, from the operator's price card. */
-  readonly unitPrice: UnitPrice
-  /** Limit for the whole call (every page), from connecting to the end of the last answer; default 15 s. */
-  readonly timeoutMs?: number | undefined
-  /** Largest answer accepted, per page; default 2 MiB. */
-  readonly maxResponseBytes?: number | undefined
 }
 
 // ---------------------------------------------------------------------------
-// Settings
+// SearXNG's answer
 
-interface Settings {
-  readonly name: string
-  readonly url: string
-  readonly unitPrice: UnitPrice
-  readonly timeoutMs: number
-  readonly upstream: Upstream
-}
+const errorBodyOf = decodeOrUndefined(Schema.Struct({ error: Schema.optional(Schema.Unknown), message: Schema.optional(Schema.Unknown) }))
 
 /**
  * SearXNG's errors are mostly HTML or plain text pages, whose text is kept
  * (`errorText: "page"`); a JSON one says `error` or `message`.
  */
 const searxngErrorDetail = (body: unknown): ErrorDetail | undefined => {
-  if (!isRecord(body)) return undefined
-  for (const key of ["error", "message"] as const) {
-    if (typeof body[key] === "string") return { message: body[key] }
-  }
+  const decoded = errorBodyOf(body)
+  for (const text of [decoded?.error, decoded?.message]) if (typeof text === "string") return { message: text }
   return undefined
 }
 
-/** Checks the options once; a bad value is a deployment error (a defect naming it). */
-const settingsOf = (options: SearXNGOptions): Settings => {
-  const name = providerName("SearXNG", options.name ?? PROVIDER_NAME)
-  const url = baseUrlOf(name, options.baseUrl) + SEARCH_PATH
-  const unitPrice = checkUnitPrice(name, options.unitPrice, "query")
-  const timeoutMs = positiveNumber(name, "timeoutMs", options.timeoutMs, DEFAULT_TIMEOUT_MS)
-  const upstream: Upstream = {
-    provider: name,
-    timeoutMs,
-    maxResponseBytes: positiveInteger(name, "maxResponseBytes", options.maxResponseBytes, DEFAULT_MAX_RESPONSE_BYTES),
-    errorDetail: searxngErrorDetail,
-    errorText: "page",
-    // Without `json` in the instance's `search.formats`, SearXNG answers 403 to every search.
-    onErrorStatus: (status) => (status === 403 ? { message: JSON_DISABLED_MESSAGE } : undefined)
-  }
-  return { name, url, unitPrice, timeoutMs, upstream }
-}
+const hitOf = decodeOrUndefined(Schema.Struct({
+  title: Schema.optional(Schema.Unknown),
+  url: Schema.optional(Schema.Unknown),
+  content: Schema.optional(Schema.Unknown)
+}))
 
-// ---------------------------------------------------------------------------
-// SearXNG's answer
+const PageAnswer = Schema.Struct({
+  results: Schema.Array(Schema.Unknown),
+  number_of_results: Schema.optional(Schema.Unknown),
+  unresponsive_engines: Schema.optional(Schema.Unknown)
+})
+const decodePage = answerDecoder(PageAnswer)
 
 interface Page {
   readonly candidates: ReadonlyArray<Candidate>
@@ -122,23 +94,19 @@ interface Page {
   readonly unresponsive: ReadonlyArray<string>
 }
 
-const parsePage = (settings: Settings, json: unknown): Result.Result<Page, ProviderFailure> => {
-  const malformed = (what: string) => Result.fail(failure(settings.name, "malformed", `${settings.name}'s answer ${what}`))
-  if (!isRecord(json)) return malformed("is not a JSON object")
-  if (!Array.isArray(json.results)) return malformed(`has "results" ${describe(json.results)}, not an array`)
+const pageOf = (json: typeof PageAnswer.Type): Page => {
   const total = json.number_of_results
   const reportedTotal = typeof total === "number" && Number.isFinite(total) && total >= 1 ? Math.floor(total) : undefined
-  const unresponsive = Array.isArray(json.unresponsive_engines)
-    ? json.unresponsive_engines.slice(0, 10).map((entry) =>
-      Array.isArray(entry) ? `${String(entry[0])} (${String(entry[1])})` : String(entry)
-    )
+  const engines = json.unresponsive_engines
+  const unresponsive = Array.isArray(engines)
+    ? engines.slice(0, 10).map((entry: unknown) => Array.isArray(entry) ? `${String(entry[0])} (${String(entry[1])})` : String(entry))
     : []
-  const candidates = json.results.filter(isRecord).map((item): Candidate => ({
-    title: item.title,
-    url: item.url,
-    snippet: item.content
+  const candidates = json.results.flatMap((item) => hitOf(item) ?? []).map((hit): Candidate => ({
+    title: hit.title,
+    url: hit.url,
+    snippet: hit.content
   }))
-  return Result.succeed({ candidates, reportedTotal, unresponsive })
+  return { candidates, reportedTotal, unresponsive }
 }
 
 // ---------------------------------------------------------------------------
@@ -146,9 +114,23 @@ const parsePage = (settings: Settings, json: unknown): Result.Result<Page, Provi
 
 export const make = (options: SearXNGOptions): Effect.Effect<Provider<"search">, never, HttpClient.HttpClient> =>
   Effect.gen(function*() {
-    const settings = yield* Effect.sync(() => settingsOf(options))
+    const settings = yield* Effect.sync(() =>
+      upstreamSettings(options, {
+        label: "SearXNG",
+        name: PROVIDER_NAME,
+        per: "query",
+        timeoutMs: DEFAULT_TIMEOUT_MS,
+        maxResponseBytes: DEFAULT_MAX_RESPONSE_BYTES,
+        errors: {
+          errorDetail: searxngErrorDetail,
+          errorText: "page",
+          // Without `json` in the instance's `search.formats`, SearXNG answers 403 to every search.
+          onErrorStatus: (status) => (status === 403 ? { message: JSON_DISABLED_MESSAGE } : undefined)
+        }
+      })
+    )
     const client = yield* HttpClient.HttpClient
-    const price = settings.unitPrice.priceMicroUsd
+    const url = settings.baseUrl + SEARCH_PATH
 
     const timedOut = () =>
       failure(settings.name, "timeout", `${settings.name} did not answer within ${settings.timeoutMs} ms`)
@@ -158,7 +140,7 @@ export const make = (options: SearXNGOptions): Effect.Effect<Provider<"search">,
       Effect.gen(function*() {
         const remaining = deadline - (yield* Clock.currentTimeMillis)
         if (remaining <= 0) return yield* timedOut()
-        const request = HttpClientRequest.get(settings.url, {
+        const request = HttpClientRequest.get(url, {
           urlParams: pageno === 1 ? { q: query, format: "json" } : { q: query, format: "json", pageno: String(pageno) },
           acceptJson: true
         })
@@ -166,13 +148,12 @@ export const make = (options: SearXNGOptions): Effect.Effect<Provider<"search">,
         const json = yield* exchangeJson(client, settings.upstream, request).pipe(
           Effect.timeoutOrElse({ duration: Duration.millis(remaining), orElse: () => Effect.fail(timedOut()) })
         )
-        const page = parsePage(settings, json)
-        if (Result.isFailure(page)) return yield* page.failure
-        return page.success
+        return pageOf(yield* Effect.fromResult(decodePage(settings.name, json)))
       })
 
-    const run = Effect.fn("SearXNG.run")(
-      function*(input: SearchInput) {
+    // No trace headers go to the instance (exchange.ts).
+    return perCallProvider("search", settings, "SearXNG.run", (input: SearchInput) =>
+      Effect.gen(function*() {
         const limit = input.numResults ?? DEFAULT_NUM_RESULTS
         const deadline = (yield* Clock.currentTimeMillis) + settings.timeoutMs
         const first = yield* fetchPage(input.query, 1, deadline)
@@ -193,22 +174,19 @@ export const make = (options: SearXNGOptions): Effect.Effect<Provider<"search">,
           results = normalize(candidates, limit)
           if (results.length === before) break
         }
-        const output: SearchOutput = {
-          results,
-          query: input.query,
-          totalResults: first.reportedTotal ?? results.length
-        }
-        return { output, actualMicroUsd: price }
-      },
-      // No trace headers go to the instance (http.ts).
-      defectsUnavailable(settings.name)
-    )
+        return { results, query: input.query, totalResults: first.reportedTotal ?? results.length }
+      }))
+  })
 
-    return {
-      name: settings.name,
-      capability: "search",
-      unitPrice: settings.unitPrice,
-      quote: () => Result.succeed({ microUsd: price }),
-      run: (input) => run(input)
-    } satisfies Provider<"search">
+// ---------------------------------------------------------------------------
+// Configuration
+
+/** SEARXNG_URL: a self-hosted instance, the `searxng` price card (per query); not offered through the proxy. */
+export const fromConfig: ProviderConfig = (cards) =>
+  Effect.gen(function*() {
+    const url = yield* env("SEARXNG_URL")
+    if (Option.isNone(url)) return nothing
+    const baseUrl = yield* httpUrl("SEARXNG_URL", url.value)
+    const unitPrice = yield* unitPriceOf(cards, PROVIDER_NAME, "search", "query")
+    return one(PROVIDER_NAME, "search", make({ baseUrl, unitPrice }))
   })

@@ -1,26 +1,7 @@
-import { Effect, type Redacted, Result } from "effect"
-import { HttpClient, HttpClientRequest } from "effect/http"
-import type { Provider, ProviderFailure, UnitPrice } from "../../../src/capabilities/Provider.ts"
-import type { SearchInput, SearchOutput } from "../../../src/capabilities/schemas.ts"
-import {
-  baseUrlOf,
-  checkUnitPrice,
-  credential,
-  defectsUnavailable,
-  type ErrorDetail,
-  exchangeJson,
-  failure,
-  isRecord,
-  jsonPost,
-  positiveInteger,
-  positiveNumber,
-  providerName,
-  type Upstream
-} from "../http.ts"
-import { type Candidate, describe, normalize, type SearchResult } from "./results.ts"
-
-export { MAX_UPSTREAM_MESSAGE_CHARS } from "../http.ts"
-export { MAX_SNIPPET_CHARS, MAX_TITLE_CHARS, MAX_URL_CHARS } from "./results.ts"
+import { Schema } from "effect"
+import { HttpClientRequest } from "effect/http"
+import { decodeOrUndefined, type ErrorDetail, jsonPost } from "../kit/index.ts"
+import { keyedSearch, keyedSearchConfig, type KeyedSearchOptions, type SearchEngine } from "../kit/search.ts"
 
 /**
  * `search` through Tavily's Search API.
@@ -50,118 +31,74 @@ export const SEARCH_PATH = "/search"
 /** The most results Tavily returns for one request (`max_results`). */
 export const MAX_RESULTS = 20
 
-export const DEFAULT_NUM_RESULTS = 10
-export const DEFAULT_TIMEOUT_MS = 15_000
-export const DEFAULT_MAX_RESPONSE_BYTES = 2 * 1024 * 1024
-
-export interface TavilyOptions {
-  /** Provider name in the catalogue and in failures; default "tavily". */
-  readonly name?: string | undefined
-  /** Scheme, host and optional path prefix; default https://api.tavily.com. */
-  readonly baseUrl?: string | undefined
-  /** `tvly-...` */
-  readonly apiKey: Redacted.Redacted<string>
-  /** Flat price per query, from the operator's price card. */
-  readonly unitPrice: UnitPrice
-  /** Limit for the whole call, from connecting to the end of the answer; default 15 s. */
-  readonly timeoutMs?: number | undefined
-  /** Largest answer accepted; default 2 MiB. */
-  readonly maxResponseBytes?: number | undefined
-}
+/** Default base URL https://api.tavily.com, timeout 15 s, answers up to 2 MiB; a flat price per query. The key is `tvly-...`. */
+export type TavilyOptions = KeyedSearchOptions
 
 // ---------------------------------------------------------------------------
-// Settings
+// Tavily's answer
 
-interface Settings {
-  readonly name: string
-  readonly url: string
-  readonly apiKey: string
-  readonly unitPrice: UnitPrice
-  readonly upstream: Upstream
-}
+const ErrorBody = Schema.Struct({
+  detail: Schema.optional(Schema.Union([Schema.String, Schema.Struct({ error: Schema.String }), Schema.Array(Schema.Unknown)])),
+  error: Schema.optional(Schema.Unknown),
+  message: Schema.optional(Schema.Unknown)
+})
+const errorBodyOf = decodeOrUndefined(ErrorBody)
+/** FastAPI's validation error, `{ loc, msg, type }`. */
+const validationOf = decodeOrUndefined(Schema.Struct({ msg: Schema.String, loc: Schema.optional(Schema.Array(Schema.Unknown)) }))
 
 /**
  * Tavily's error text: `detail.error`, a plain `detail`, the first message of
  * a validation error, or a top-level `error` or `message`.
  */
 const tavilyErrorDetail = (body: unknown): ErrorDetail | undefined => {
-  if (!isRecord(body)) return undefined
-  const detail = body.detail
-  if (isRecord(detail) && typeof detail.error === "string") return { message: detail.error }
+  const decoded = errorBodyOf(body)
+  if (decoded === undefined) return undefined
+  const detail = decoded.detail
   if (typeof detail === "string") return { message: detail }
-  if (Array.isArray(detail) && isRecord(detail[0]) && typeof detail[0].msg === "string") {
-    const where = Array.isArray(detail[0].loc) ? `${detail[0].loc.map(String).join(".")}: ` : ""
-    return { message: `${where}${detail[0].msg}` }
+  if (Array.isArray(detail)) {
+    const first = validationOf(detail[0])
+    if (first !== undefined) return { message: `${first.loc === undefined ? "" : `${first.loc.map(String).join(".")}: `}${first.msg}` }
+  } else if (detail !== undefined) {
+    return { message: (detail as { readonly error: string }).error }
   }
-  for (const key of ["error", "message"] as const) {
-    if (typeof body[key] === "string") return { message: body[key] }
-  }
+  for (const text of [decoded.error, decoded.message]) if (typeof text === "string") return { message: text }
   return undefined
 }
 
-/** Checks the options once; a bad value is a deployment error (a defect naming it). */
-const settingsOf = (options: TavilyOptions): Settings => {
-  const name = providerName("Tavily", options.name ?? PROVIDER_NAME)
-  const url = baseUrlOf(name, options.baseUrl ?? DEFAULT_BASE_URL) + SEARCH_PATH
-  const apiKey = credential(name, "API key", options.apiKey)
-  const unitPrice = checkUnitPrice(name, options.unitPrice, "query")
-  const upstream: Upstream = {
-    provider: name,
-    timeoutMs: positiveNumber(name, "timeoutMs", options.timeoutMs, DEFAULT_TIMEOUT_MS),
-    maxResponseBytes: positiveInteger(name, "maxResponseBytes", options.maxResponseBytes, DEFAULT_MAX_RESPONSE_BYTES),
-    secrets: [apiKey],
-    errorDetail: tavilyErrorDetail,
-    errorText: "page"
-  }
-  return { name, url, apiKey, unitPrice, upstream }
-}
+const hitOf = decodeOrUndefined(Schema.Struct({
+  title: Schema.optional(Schema.Unknown),
+  url: Schema.optional(Schema.Unknown),
+  content: Schema.optional(Schema.Unknown)
+}))
 
-// ---------------------------------------------------------------------------
-// Tavily's answer
-
-const parseAnswer = (settings: Settings, json: unknown, limit: number): Result.Result<Array<SearchResult>, ProviderFailure> => {
-  const malformed = (what: string) => Result.fail(failure(settings.name, "malformed", `${settings.name}'s answer ${what}`))
-  if (!isRecord(json)) return malformed("is not a JSON object")
-  if (!Array.isArray(json.results)) return malformed(`has "results" ${describe(json.results)}, not an array`)
-  const candidates = json.results.filter(isRecord).map((item): Candidate => ({
-    title: item.title,
-    url: item.url,
-    snippet: item.content
-  }))
-  return Result.succeed(normalize(candidates, limit))
-}
+const Answer = Schema.Struct({ results: Schema.Array(Schema.Unknown) })
 
 // ---------------------------------------------------------------------------
 // The provider
 
-export const make = (options: TavilyOptions): Effect.Effect<Provider<"search">, never, HttpClient.HttpClient> =>
-  Effect.gen(function*() {
-    const settings = yield* Effect.sync(() => settingsOf(options))
-    const client = yield* HttpClient.HttpClient
-    const price = settings.unitPrice.priceMicroUsd
+const engine: SearchEngine<typeof Answer> = {
+  label: "Tavily",
+  name: PROVIDER_NAME,
+  baseUrl: DEFAULT_BASE_URL,
+  path: SEARCH_PATH,
+  method: "POST",
+  maxResults: MAX_RESULTS,
+  errors: { errorDetail: tavilyErrorDetail, errorText: "page" },
+  request: (url, query, count, key) =>
+    HttpClientRequest.bearerToken(jsonPost(url, { query, max_results: count, search_depth: "basic" }), key),
+  answer: Answer,
+  hits: (answer) =>
+    answer.results.flatMap((item) => hitOf(item) ?? []).map((hit) => ({ title: hit.title, url: hit.url, snippet: hit.content })),
+  keyVar: "TAVILY_API_KEY",
+  service: {
+    name: "Tavily",
+    description: "Tavily search with the operator's credentials",
+    endpoint: "Search",
+    credentials: (key) => ({ authorization: `Bearer ${key}` })
+  }
+}
 
-    const run = Effect.fn("Tavily.run")(
-      function*(input: SearchInput) {
-        const limit = input.numResults ?? DEFAULT_NUM_RESULTS
-        const request = HttpClientRequest.bearerToken(
-          jsonPost(settings.url, { query: input.query, max_results: Math.min(limit, MAX_RESULTS), search_depth: "basic" }),
-          settings.apiKey
-        )
-        const json = yield* exchangeJson(client, settings.upstream, request)
-        const results = parseAnswer(settings, json, limit)
-        if (Result.isFailure(results)) return yield* results.failure
-        const output: SearchOutput = { results: results.success, query: input.query, totalResults: results.success.length }
-        return { output, actualMicroUsd: price }
-      },
-      // The bearer token is redacted from spans, and no trace headers go to Tavily (http.ts).
-      defectsUnavailable(settings.name, [settings.apiKey])
-    )
+export const make = keyedSearch(engine)
 
-    return {
-      name: settings.name,
-      capability: "search",
-      unitPrice: settings.unitPrice,
-      quote: () => Result.succeed({ microUsd: price }),
-      run: (input) => run(input)
-    } satisfies Provider<"search">
-  })
+/** TAVILY_API_KEY: the `tavily` price card (per query); the proxy offers the search endpoint. */
+export const fromConfig = keyedSearchConfig(engine, make)

@@ -1,26 +1,24 @@
-import { Effect, type Redacted, Result } from "effect"
+import { Effect, Option, Redacted, Result, Schema } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
 import type { Provider, ProviderFailure, Quote, UnitPrice } from "../../../src/capabilities/Provider.ts"
 import type { SmsInput, SmsOutput } from "../../../src/capabilities/schemas.ts"
 import {
-  baseUrlOf,
-  checkUnitPrice,
+  answerDecoder,
   clip,
-  credential,
+  decodeOrUndefined,
   defectsUnavailable,
   type ErrorDetail,
   exchangeJson,
   failure,
-  isRecord,
-  positiveInteger,
-  positiveNumber,
-  providerName,
   redact,
-  type Upstream
-} from "../http.ts"
+  type UpstreamOptions,
+  type UpstreamSettings,
+  upstreamSettings
+} from "../kit/index.ts"
 import { countSegments } from "./segments.ts"
+import { env, invalid, nothing, one, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
 
-export { MAX_UPSTREAM_MESSAGE_CHARS } from "../http.ts"
+export { MAX_UPSTREAM_MESSAGE_CHARS } from "../kit/index.ts"
 
 /**
  * `sms` through Twilio's Messages API.
@@ -60,9 +58,8 @@ const MAX_FIELD_CHARS = 64
 /** Statuses of a message that will not be sent. */
 const NOT_SENT = new Set(["failed", "canceled"])
 
-export interface TwilioOptions {
-  /** Provider name in the catalogue and in failures; default "twilio". */
-  readonly name?: string | undefined
+/** Default name "twilio", base URL https://api.twilio.com, timeout 15 s, answers up to 256 KiB; a price per segment. */
+export interface TwilioOptions extends UpstreamOptions {
   /** `AC` + 32 hex digits. */
   readonly accountSid: string
   readonly authToken: Redacted.Redacted<string>
@@ -70,27 +67,16 @@ export interface TwilioOptions {
   readonly from?: string | undefined
   /** `MG` + 32 hex digits: the Messaging Service picks the sender. */
   readonly messagingServiceSid?: string | undefined
-  /** Scheme, host and optional path prefix; default https://api.twilio.com. */
-  readonly baseUrl?: string | undefined
-  /** Price per segment, from the operator's price card. */
-  readonly unitPrice: UnitPrice
-  /** Limit for the whole call, from connecting to the end of the answer; default 15 s. */
-  readonly timeoutMs?: number | undefined
-  /** Largest answer accepted; default 256 KiB. */
-  readonly maxResponseBytes?: number | undefined
 }
 
 // ---------------------------------------------------------------------------
 // Settings
 
-interface Settings {
-  readonly name: string
+interface Settings extends UpstreamSettings {
   readonly url: string
   readonly accountSid: string
   readonly authToken: string
   readonly sender: { readonly From: string } | { readonly MessagingServiceSid: string }
-  readonly unitPrice: UnitPrice
-  readonly upstream: Upstream
 }
 
 const ACCOUNT_SID = /^AC[0-9a-fA-F]{32}$/
@@ -100,18 +86,33 @@ const SENDER = /^(\+[1-9]\d{1,14}|\d{3,8}|(?=[A-Za-z0-9 ]*[A-Za-z])[A-Za-z0-9 ]{
 /** Twilio's error code for "too many requests", whatever the status says. */
 const RATE_LIMIT_CODE = 20429
 
+const errorBodyOf = decodeOrUndefined(Schema.Struct({ message: Schema.String, code: Schema.optional(Schema.Unknown) }))
+
 /** Twilio's `{ code, message, more_info, status }`. */
 const twilioErrorDetail = (body: unknown): ErrorDetail | undefined => {
-  if (!isRecord(body) || typeof body.message !== "string") return undefined
-  return { message: body.message, code: typeof body.code === "number" && Number.isSafeInteger(body.code) ? body.code : undefined }
+  const decoded = errorBodyOf(body)
+  if (decoded === undefined) return undefined
+  return { message: decoded.message, code: typeof decoded.code === "number" && Number.isSafeInteger(decoded.code) ? decoded.code : undefined }
 }
 
 /** Checks the options once; a bad value is a deployment error (a defect naming it). */
 const settingsOf = (options: TwilioOptions): Settings => {
-  const name = providerName("Twilio", options.name ?? PROVIDER_NAME)
-  const base = baseUrlOf(name, options.baseUrl ?? DEFAULT_BASE_URL)
+  const common = upstreamSettings(options, {
+    label: "Twilio",
+    name: PROVIDER_NAME,
+    baseUrl: DEFAULT_BASE_URL,
+    per: "segment",
+    timeoutMs: DEFAULT_TIMEOUT_MS,
+    maxResponseBytes: DEFAULT_MAX_RESPONSE_BYTES,
+    secret: { label: "auth token", value: options.authToken, printable: true },
+    errors: {
+      errorDetail: twilioErrorDetail,
+      errorText: "page",
+      onErrorStatus: (_, detail) => (detail?.code === RATE_LIMIT_CODE ? { reason: "rate_limited" } : undefined)
+    }
+  })
+  const name = common.name
   if (!ACCOUNT_SID.test(options.accountSid)) throw new RangeError(`${name}: accountSid must be AC followed by 32 hex digits`)
-  const authToken = credential(name, "auth token", options.authToken, { printable: true })
   const from = options.from?.trim()
   const service = options.messagingServiceSid?.trim()
   if ((from === undefined || from === "") === (service === undefined || service === "")) {
@@ -127,24 +128,12 @@ const settingsOf = (options: TwilioOptions): Settings => {
     }
     sender = { From: from! }
   }
-  const unitPrice = checkUnitPrice(name, options.unitPrice, "segment")
-  const upstream: Upstream = {
-    provider: name,
-    timeoutMs: positiveNumber(name, "timeoutMs", options.timeoutMs, DEFAULT_TIMEOUT_MS),
-    maxResponseBytes: positiveInteger(name, "maxResponseBytes", options.maxResponseBytes, DEFAULT_MAX_RESPONSE_BYTES),
-    secrets: [authToken],
-    errorDetail: twilioErrorDetail,
-    errorText: "page",
-    onErrorStatus: (_, detail) => (detail?.code === RATE_LIMIT_CODE ? { reason: "rate_limited" } : undefined)
-  }
   return {
-    name,
-    url: `${base}/2010-04-01/Accounts/${options.accountSid}/Messages.json`,
+    ...common,
+    url: `${common.baseUrl}/2010-04-01/Accounts/${options.accountSid}/Messages.json`,
     accountSid: options.accountSid,
-    authToken,
-    sender,
-    unitPrice,
-    upstream
+    authToken: common.secret,
+    sender
   }
 }
 
@@ -158,10 +147,20 @@ interface Created {
   readonly segments: number | undefined
 }
 
-const printable = (value: unknown): string | undefined =>
-  typeof value === "string" && value !== "" && value.length <= MAX_FIELD_CHARS && !/[\s\u0000-\u001f\u007f]/.test(value)
-    ? value
-    : undefined
+/** A non-empty printable field of at most MAX_FIELD_CHARS characters. */
+const Printable = Schema.String.check(
+  Schema.isMinLength(1),
+  Schema.isMaxLength(MAX_FIELD_CHARS),
+  Schema.makeFilter((value: string) => !/[\s\u0000-\u001f\u007f]/.test(value) || "whitespace or control characters")
+)
+
+const decodeMessage = answerDecoder(Schema.Struct({
+  sid: Printable,
+  status: Printable,
+  num_segments: Schema.optional(Schema.Unknown),
+  error_code: Schema.optional(Schema.Unknown),
+  error_message: Schema.optional(Schema.Unknown)
+}))
 
 /** `num_segments`: a decimal string (a number is taken too); 0 or anything else is no count. */
 const segmentsOf = (value: unknown): number | undefined => {
@@ -171,20 +170,16 @@ const segmentsOf = (value: unknown): number | undefined => {
   return segments > 0 ? segments : undefined
 }
 
-const parseMessage = (settings: Settings, json: unknown): Result.Result<Created, ProviderFailure> => {
-  const malformed = (what: string) => Result.fail(failure(settings.name, "malformed", `${settings.name}'s answer ${what}`))
-  if (!isRecord(json)) return malformed("is not a JSON object")
-  const sid = printable(json.sid)
-  if (sid === undefined) return malformed(`has no usable "sid"`)
-  const status = printable(json.status)
-  if (status === undefined) return malformed(`has no usable "status"`)
-  if (NOT_SENT.has(status)) {
-    const code = typeof json.error_code === "number" || typeof json.error_code === "string" ? ` ${json.error_code}` : ""
-    const why = typeof json.error_message === "string" ? `: ${clip(redact(json.error_message, [settings.authToken]))}` : ""
-    return Result.fail(failure(settings.name, "rejected", `${settings.name} did not send the message (${status}${code})${why}`, [settings.authToken]))
-  }
-  return Result.succeed({ sid, status, segments: segmentsOf(json.num_segments) })
-}
+const parseMessage = (settings: Settings, json: unknown): Result.Result<Created, ProviderFailure> =>
+  Result.flatMap(decodeMessage(settings.name, json, [settings.authToken]), (message) => {
+    const { sid, status } = message
+    if (NOT_SENT.has(status)) {
+      const code = typeof message.error_code === "number" || typeof message.error_code === "string" ? ` ${message.error_code}` : ""
+      const why = typeof message.error_message === "string" ? `: ${clip(redact(message.error_message, [settings.authToken]))}` : ""
+      return Result.fail(failure(settings.name, "rejected", `${settings.name} did not send the message (${status}${code})${why}`, [settings.authToken]))
+    }
+    return Result.succeed({ sid, status, segments: segmentsOf(message.num_segments) })
+  })
 
 // ---------------------------------------------------------------------------
 // The provider
@@ -231,7 +226,7 @@ export const make = (options: TwilioOptions): Effect.Effect<Provider<"sms">, nev
         }
         return { output, actualMicroUsd: metered > quote.microUsd ? quote.microUsd : metered }
       },
-      // No trace headers go to Twilio (http.ts).
+      // No trace headers go to Twilio (exchange.ts).
       defectsUnavailable(settings.name, [settings.authToken])
     )
 
@@ -242,4 +237,31 @@ export const make = (options: TwilioOptions): Effect.Effect<Provider<"sms">, nev
       quote: (input) => Result.succeed({ microUsd: quoteSms(settings.unitPrice, input.body) }),
       run: (input, quote) => run(input, quote)
     } satisfies Provider<"sms">
+  })
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+/**
+ * TWILIO_ACCOUNT_SID with TWILIO_AUTH_TOKEN and exactly one of TWILIO_FROM
+ * and TWILIO_MESSAGING_SERVICE_SID: the `twilio` price card (per segment).
+ */
+export const fromConfig: ProviderConfig = (cards) =>
+  Effect.gen(function*() {
+    const sid = yield* env("TWILIO_ACCOUNT_SID")
+    if (Option.isNone(sid)) return nothing
+    const token = yield* env("TWILIO_AUTH_TOKEN")
+    if (Option.isNone(token)) return yield* invalid("TWILIO_AUTH_TOKEN is required when TWILIO_ACCOUNT_SID is set")
+    const from = yield* env("TWILIO_FROM")
+    const service = yield* env("TWILIO_MESSAGING_SERVICE_SID")
+    if (Option.isSome(from) === Option.isSome(service)) return yield* invalid("set exactly one of TWILIO_FROM and TWILIO_MESSAGING_SERVICE_SID")
+    const unitPrice = yield* unitPriceOf(cards, PROVIDER_NAME, "sms", "segment")
+    const build = make({
+      accountSid: sid.value,
+      authToken: Redacted.make(token.value),
+      ...(Option.isSome(from) ? { from: from.value } : {}),
+      ...(Option.isSome(service) ? { messagingServiceSid: service.value } : {}),
+      unitPrice
+    })
+    return one(PROVIDER_NAME, "sms", build)
   })

@@ -22,14 +22,15 @@
  *
  * Failures are those of the shared OpenAI media exchange (../openaiMedia.ts).
  */
-import { Effect, type Redacted, Result } from "effect"
+import { Effect, Option, Redacted, Result } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
 import type { Metered, Provider, Quote, UnitPrice } from "../../../src/capabilities/Provider.ts"
 import type { SpeakInput, SpeakOutput } from "../../../src/capabilities/schemas.ts"
 import type { ValidationError } from "../../../src/domain/errors.ts"
-import { checkUnitPrice } from "../http.ts"
-import { invalid, mediaFailure, mediaSettings, sendMedia } from "../openaiMedia.ts"
-import { characterCount, priceOfCharacters, readWav, withTrueSizes } from "./espeak.ts"
+import { checkUnitPrice } from "../kit/index.ts"
+import { invalid, mediaFailure, mediaSettings, openAiAccount, sendMedia } from "../kit/openaiMedia.ts"
+import { characterCount, priceOfCharacters, readWav, withTrueSizes } from "../kit/media.ts"
+import { nothing, one, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
 
 export const DEFAULT_NAME = "openai-speech"
 export const SPEECH_PATH = "/audio/speech"
@@ -158,4 +159,16 @@ export const make = (options: Options): Effect.Effect<Provider<"speak">, never, 
       quote,
       run: (input, quoted) => run(input, quoted)
     } satisfies Provider<"speak">
+  })
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+/** OPENAI_API_KEY (OPENAI_BASE_URL): the `openai-speech` price card (per 1k characters). */
+export const fromConfig: ProviderConfig = (cards) =>
+  Effect.gen(function*() {
+    const account = yield* openAiAccount
+    if (Option.isNone(account)) return nothing
+    const unitPrice = yield* unitPriceOf(cards, "openai-speech", "speak", "1k_chars")
+    return one("openai-speech", "speak", make({ ...account.value, unitPrice }))
   })

@@ -38,16 +38,17 @@
  * plus the fetch's: `blocked`, `timeout`, `too_large`, `rejected` (the audio
  * URL answered an error, nothing, or not audio), `network`.
  */
-import { Effect, type Redacted, Result } from "effect"
+import { Effect, Option, Redacted, Result, Schema } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
 import type { Metered, Provider, Quote, UnitPrice } from "../../../src/capabilities/Provider.ts"
 import { ProviderFailure } from "../../../src/capabilities/Provider.ts"
 import type { TranscribeInput, TranscribeOutput } from "../../../src/capabilities/schemas.ts"
 import type { ValidationError } from "../../../src/domain/errors.ts"
 import { type FetchFailed, OutboundHttp, type UnsafeUrl } from "../../../src/ports/Net.ts"
-import { checkUnitPrice, clip, isRecord, positiveInteger } from "../http.ts"
-import { invalid, type MediaSettings, mediaFailure, mediaSettings, sendMediaJson } from "../openaiMedia.ts"
-import { readWav, type WavInfo } from "../speak/espeak.ts"
+import { checkUnitPrice, clip, positiveInteger } from "../kit/index.ts"
+import { invalid, type MediaSettings, mediaFailure, mediaSettings, openAiAccount, sendMediaJson } from "../kit/openaiMedia.ts"
+import { readWav, type WavInfo } from "../kit/media.ts"
+import { type Configured, env, envOr, httpUrl, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
 
 export const DEFAULT_NAME = "openai-transcribe"
 export const TRANSCRIPTIONS_PATH = "/audio/transcriptions"
@@ -207,6 +208,16 @@ const fetchFailure = (settings: MediaSettings, error: UnsafeUrl | FetchFailed, l
   }
 }
 
+/** The parts of a `verbose_json` transcription read here: `{ text, language?, duration?, segments?, ... }`. */
+const Transcription = Schema.Struct({
+  text: Schema.String,
+  language: Schema.optional(Schema.Unknown),
+  duration: Schema.optional(Schema.NullOr(Schema.Number.check(
+    Schema.makeFilter((seconds: number) => (Number.isFinite(seconds) && seconds >= 0) || "a number of seconds")
+  )))
+})
+const decodeTranscription = Schema.decodeUnknownResult(Transcription)
+
 export const make = (options: Options): Effect.Effect<Provider<"transcribe">, never, HttpClient.HttpClient | OutboundHttp> =>
   Effect.gen(function*() {
     const settings = yield* Effect.sync(() =>
@@ -306,18 +317,12 @@ export const make = (options: Options): Effect.Effect<Provider<"transcribe">, ne
       if (language !== undefined) form.append("language", language)
       const request = HttpClientRequest.post(url, { acceptJson: true }).pipe(HttpClientRequest.bodyFormData(form))
 
-      const body = yield* sendMediaJson(client, settings, request)
+      const answer = yield* sendMediaJson(client, settings, request)
       const malformed = (what: string) => new ProviderFailure({ provider: name, reason: "malformed", message: `${name}: ${what}` })
-      if (!isRecord(body)) return yield* malformed("the answer is not a JSON object")
-      if (typeof body.text !== "string") return yield* malformed("the answer has no text")
-      const duration = body.duration
-      let reported: number | undefined
-      if (duration !== undefined && duration !== null) {
-        if (typeof duration !== "number" || !Number.isFinite(duration) || duration < 0) {
-          return yield* malformed("the duration is not a number of seconds")
-        }
-        reported = duration
-      }
+      const decoded = decodeTranscription(answer, { errors: "first" })
+      if (Result.isFailure(decoded)) return yield* malformed(`the answer is not a verbose_json transcription: ${clip(decoded.failure.message, 200)}`)
+      const body = decoded.success
+      const reported = body.duration ?? undefined
       const detected = typeof body.language === "string" && body.language.trim() !== "" ? clip(body.language, 64) : null
       const seconds = reported ?? audio.seconds
       const charge = seconds === undefined ? quoted.microUsd : cost(seconds)
@@ -336,4 +341,40 @@ export const make = (options: Options): Effect.Effect<Provider<"transcribe">, ne
       quote,
       run: (input, quoted) => run(input, quoted)
     } satisfies Provider<"transcribe">
+  })
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+/**
+ * OPENAI_API_KEY (OPENAI_BASE_URL): the `openai-transcribe` price card (per
+ * second); and a self-hosted server at WHISPER_BASE_URL (WHISPER_API_KEY,
+ * WHISPER_MODEL, default whisper-1): the `whisper` price card.
+ */
+export const fromConfig: ProviderConfig = (cards) =>
+  Effect.gen(function*() {
+    const providers: Array<Configured> = []
+    const account = yield* openAiAccount
+    if (Option.isSome(account)) {
+      const unitPrice = yield* unitPriceOf(cards, "openai-transcribe", "transcribe", "second")
+      providers.push({ name: "openai-transcribe", capability: "transcribe", build: make({ ...account.value, unitPrice }) })
+    }
+    const whisper = yield* env("WHISPER_BASE_URL")
+    if (Option.isSome(whisper)) {
+      const baseUrl = yield* httpUrl("WHISPER_BASE_URL", whisper.value)
+      const whisperKey = yield* env("WHISPER_API_KEY")
+      const unitPrice = yield* unitPriceOf(cards, "whisper", "transcribe", "second")
+      providers.push({
+        name: "whisper",
+        capability: "transcribe",
+        build: make({
+          name: "whisper",
+          baseUrl,
+          ...(Option.isSome(whisperKey) ? { apiKey: Redacted.make(whisperKey.value) } : {}),
+          model: yield* envOr("WHISPER_MODEL", "whisper-1"),
+          unitPrice
+        })
+      })
+    }
+    return { providers, services: [] }
   })

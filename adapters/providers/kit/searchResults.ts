@@ -3,7 +3,7 @@
  * hits into `SearchOutput` results, cleaned, bounded and deduplicated.
  */
 import type { SearchOutput } from "../../../src/capabilities/schemas.ts"
-import { clip } from "../http.ts"
+import { clip } from "./text.ts"
 
 export const MAX_TITLE_CHARS = 500
 export const MAX_SNIPPET_CHARS = 2000
@@ -62,3 +62,10 @@ export const normalize = (
 /** What a JSON value is, for a message saying it is not what was expected. */
 export const describe = (value: unknown): string =>
   value === undefined ? "missing" : value === null ? "null" : Array.isArray(value) ? "an array" : typeof value
+
+/** The output of a search: the results found, their number as the total (no upstream here reports a useful one). */
+export const searchOutput = (query: string, results: Array<SearchResult>): SearchOutput => ({
+  results,
+  query,
+  totalResults: results.length
+})

@@ -24,148 +24,14 @@
  * request's headers, bar a few harmless ones, are redacted in traces, and no
  * trace context is sent upstream.
  */
-import { Duration, Effect, Redacted, Result, Stream } from "effect"
+import { Duration, Effect, Result, Schema, Stream } from "effect"
 import { Headers, HttpClient, type HttpClientError, HttpClientRequest, type HttpClientResponse } from "effect/http"
-import { ProviderFailure, type UnitPrice } from "../../src/capabilities/Provider.ts"
+import type { ProviderFailure } from "../../../src/capabilities/Provider.ts"
+import { decodeOrUndefined, NonEmptyText } from "./decode.ts"
+import { clip, defectsUnavailable, describeCause, failure, type FailureReason, redact } from "./text.ts"
 
-export type FailureReason = ProviderFailure["reason"]
-
-/** The upstream's own error message is cut to this many characters. */
-export const MAX_UPSTREAM_MESSAGE_CHARS = 300
 /** An error answer is read this far for its message, and no further. */
 export const MAX_ERROR_BODY_BYTES = 16 * 1024
-/** A key shorter than this is not scrubbed from messages (see `keySecrets`). */
-const MIN_SECRET_CHARS = 8
-
-// ---------------------------------------------------------------------------
-// Text
-// ---------------------------------------------------------------------------
-
-export const isRecord = (value: unknown): value is Record<string, unknown> =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
-
-/**
- * One line (each run of whitespace and control characters as one space), at
- * most `max` characters with the ellipsis, never cut inside a surrogate pair.
- */
-export const clip = (text: string, max: number = MAX_UPSTREAM_MESSAGE_CHARS): string => {
-  const line = text.replace(/[\s\u0000-\u001f\u007f]+/g, " ").trim()
-  if (line.length <= max) return line
-  let end = max - 1
-  const last = line.charCodeAt(end - 1)
-  if (last >= 0xd800 && last <= 0xdbff) end -= 1
-  return `${line.slice(0, end)}…`
-}
-
-/** `text` with every secret replaced by "[redacted]". */
-export const redact = (text: string, secrets: ReadonlyArray<string>): string =>
-  secrets.reduce((acc, secret) => (secret === "" ? acc : acc.split(secret).join("[redacted]")), text)
-
-/**
- * The secrets of an API key, for an upstream that may take none: a key
- * shorter than 8 characters is a placeholder ("none", "x") for a self-hosted
- * server, and replacing it would mangle ordinary text.
- */
-export const keySecrets = (apiKey: Redacted.Redacted<string> | undefined): ReadonlyArray<string> => {
-  const key = apiKey === undefined ? "" : Redacted.value(apiKey)
-  return key.length >= MIN_SECRET_CHARS ? [key] : []
-}
-
-/** A failure of `provider`; no secret appears in its message. */
-export const failure = (
-  provider: string,
-  reason: FailureReason,
-  message: string,
-  secrets: ReadonlyArray<string> = []
-): ProviderFailure => new ProviderFailure({ provider, reason, message: redact(message, secrets) })
-
-/**
- * A defect as an `unavailable` failure, logged. A bug in the HTTP stack (or in
- * an adapter) must not surface as a defect of the call: the hold is released
- * and the next provider tried, as for any upstream failure.
- */
-export const defectsUnavailable = (provider: string, secrets: ReadonlyArray<string> = []) =>
-<A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E | ProviderFailure, R> =>
-  self.pipe(Effect.catchDefect((defect) => {
-    const text = clip(redact(String(defect), secrets), 200)
-    return Effect.logError(`${provider}: unexpected failure`, text).pipe(
-      Effect.andThen(Effect.fail(failure(provider, "unavailable", `unexpected failure: ${text}`)))
-    )
-  }))
-
-// ---------------------------------------------------------------------------
-// Options (a bad value is a deployment error: thrown, and `make` dies naming it)
-// ---------------------------------------------------------------------------
-
-/** A provider name as catalogues and failures show it: 1 to 64 characters. */
-export const providerName = (where: string, name: string): string => {
-  if (name.trim() === "" || name.length > 64) throw new RangeError(`${where}: provider name must be 1 to 64 characters`)
-  return name
-}
-
-/**
- * An http(s) API root without a query or fragment, returned without trailing
- * slashes. Credentials in it are refused unless `allowCredentials`.
- */
-export const baseUrlOf = (where: string, baseUrl: string, options?: { readonly allowCredentials?: boolean }): string => {
-  let url: URL
-  try {
-    url = new URL(baseUrl)
-  } catch {
-    throw new RangeError(`${where}: baseUrl is not a URL: ${JSON.stringify(baseUrl)}`)
-  }
-  if (url.protocol !== "https:" && url.protocol !== "http:") {
-    throw new RangeError(`${where}: baseUrl must be http(s), got ${url.protocol}`)
-  }
-  if (options?.allowCredentials === true) {
-    if (url.search !== "" || url.hash !== "") throw new RangeError(`${where}: baseUrl must not carry a query or a fragment`)
-  } else if (url.search !== "" || url.hash !== "" || url.username !== "" || url.password !== "") {
-    throw new RangeError(`${where}: baseUrl must not carry credentials, a query or a fragment`)
-  }
-  return url.href.replace(/\/+$/, "")
-}
-
-/**
- * A required credential, trimmed. Empty is refused; with `printable`, so is
- * one holding whitespace or control characters.
- */
-export const credential = (
-  where: string,
-  label: string,
-  value: Redacted.Redacted<string>,
-  options?: { readonly printable?: boolean }
-): string => {
-  const secret = Redacted.value(value).trim()
-  if (options?.printable === true) {
-    if (secret === "" || /[\s\u0000-\u001f\u007f]/.test(secret)) throw new RangeError(`${where}: the ${label} is empty or has whitespace`)
-  } else if (secret === "") {
-    throw new RangeError(`${where}: the ${label} is empty`)
-  }
-  return secret
-}
-
-/** A unit price for `per`, not negative. */
-export const checkUnitPrice = (where: string, unitPrice: UnitPrice, per: string): UnitPrice => {
-  if (unitPrice.per !== per) throw new RangeError(`${where}: the price must be per ${per}, got per ${unitPrice.per}`)
-  if (unitPrice.priceMicroUsd < 0n) throw new RangeError(`${where}: the price must not be negative`)
-  return unitPrice
-}
-
-/** A positive safe integer option, or its default. */
-export const positiveInteger = (where: string, field: string, value: number | undefined, fallback: number): number => {
-  const resolved = value ?? fallback
-  if (!Number.isSafeInteger(resolved) || resolved <= 0) {
-    throw new RangeError(`${where}: ${field} must be a positive integer, got ${resolved}`)
-  }
-  return resolved
-}
-
-/** A positive finite number option (fractions allowed), or its default. */
-export const positiveNumber = (where: string, field: string, value: number | undefined, fallback: number): number => {
-  const resolved = value ?? fallback
-  if (!Number.isFinite(resolved) || resolved <= 0) throw new RangeError(`${where}: ${field} must be a positive number, got ${resolved}`)
-  return resolved
-}
 
 // ---------------------------------------------------------------------------
 // Requests
@@ -252,14 +118,6 @@ export const reasonForStatus = (status: number): FailureReason =>
   : status >= 400 ? "rejected"
   : "unavailable"
 
-/** The failing part of a transport error: its code (ECONNREFUSED, UND_ERR_SOCKET, ...), on it or an inner cause, else its message. */
-const describeCause = (cause: unknown): string | undefined => {
-  if (!(cause instanceof Error)) return undefined
-  const code = (cause as { code?: unknown }).code
-  if (typeof code === "string") return code
-  return describeCause((cause as { cause?: unknown }).cause) ?? cause.message
-}
-
 const transportFailure = (upstream: Upstream, error: HttpClientError.HttpClientError): ProviderFailure => {
   const reason = error.reason
   const cause = describeCause("cause" in reason ? reason.cause : undefined)
@@ -278,7 +136,7 @@ const transportFailure = (upstream: Upstream, error: HttpClientError.HttpClientE
 }
 
 /** Body bytes up to `limit`; `overflow` when more was on its way (reading stops there). */
-const readBody = (
+export const readBody = (
   response: HttpClientResponse.HttpClientResponse,
   limit: number
 ): Effect.Effect<{ readonly bytes: Uint8Array; readonly overflow: boolean }, HttpClientError.HttpClientError> =>
@@ -433,20 +291,24 @@ export const exchangeJson = (
  * compatible servers answer instead: `{ error: "text" }`, FastAPI's
  * `{ detail: "text" }` (self-hosted Whisper servers) or `{ message }`.
  */
+const OpenAiErrorBody = Schema.Struct({
+  error: Schema.optional(Schema.Unknown),
+  detail: Schema.optional(Schema.Unknown),
+  message: Schema.optional(Schema.Unknown)
+})
+const OpenAiError = Schema.Struct({ message: NonEmptyText, code: Schema.optional(Schema.Unknown), type: Schema.optional(Schema.Unknown) })
+const openAiErrorBodyOf = decodeOrUndefined(OpenAiErrorBody)
+const openAiErrorOf = decodeOrUndefined(OpenAiError)
+const nonEmptyTextOf = decodeOrUndefined(NonEmptyText)
+
 export const openAiErrorDetail = (body: unknown): ErrorDetail | undefined => {
-  if (!isRecord(body)) return undefined
-  const error = body.error
-  const text = (value: unknown): value is string => typeof value === "string" && value.trim() !== ""
-  if (isRecord(error) && text(error.message)) {
-    const type = typeof error.code === "string" && error.code !== ""
-      ? error.code
-      : typeof error.type === "string" && error.type !== ""
-      ? error.type
-      : undefined
-    return { message: error.message, type }
+  const decoded = openAiErrorBodyOf(body)
+  if (decoded === undefined) return undefined
+  const error = openAiErrorOf(decoded.error)
+  if (error !== undefined) {
+    const named = (value: unknown) => (typeof value === "string" && value !== "" ? value : undefined)
+    return { message: error.message, type: named(error.code) ?? named(error.type) }
   }
-  if (text(error)) return { message: error }
-  if (text(body.detail)) return { message: body.detail }
-  if (text(body.message)) return { message: body.message }
-  return undefined
+  const text = nonEmptyTextOf(decoded.error) ?? nonEmptyTextOf(decoded.detail) ?? nonEmptyTextOf(decoded.message)
+  return text === undefined ? undefined : { message: text }
 }

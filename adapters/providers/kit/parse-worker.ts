@@ -5,8 +5,8 @@
  */
 import { parentPort } from "node:worker_threads"
 import { Result } from "effect"
-import { scrapeHtml } from "../scrape/builtin.ts"
-import { makeTurndown, readHtml } from "./builtin.ts"
+import { scrapeHtml } from "./scrapePage.ts"
+import { makeTurndown, readHtml } from "./readPage.ts"
 import type { ParseTask, WorkerReply } from "./parse-pool.ts"
 
 const turndown = makeTurndown()

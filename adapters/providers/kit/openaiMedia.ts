@@ -1,15 +1,16 @@
 /**
  * What the adapters over OpenAI's media APIs share (imagine/openaiImages.ts,
  * speak/openaiSpeech.ts, transcribe/openaiTranscribe.ts): their common
- * options, and the exchange (http.ts) with the key as a bearer token and
+ * options, and the exchange (exchange.ts) with the key as a bearer token and
  * OpenAI's error bodies read for their message.
  *
  * Failures are the exchange's, with a refused connection `unavailable`.
  */
-import { type Effect, Redacted } from "effect"
+import { Effect, Option, Redacted } from "effect"
 import { type HttpClient, HttpClientRequest } from "effect/http"
-import type { ProviderFailure } from "../../src/capabilities/Provider.ts"
-import { ValidationError } from "../../src/domain/errors.ts"
+import type { ProviderFailure } from "../../../src/capabilities/Provider.ts"
+import { ValidationError } from "../../../src/domain/errors.ts"
+import { env, envOr } from "./config.ts"
 import {
   baseUrlOf,
   exchange,
@@ -22,7 +23,7 @@ import {
   providerName,
   type Reply,
   type Upstream
-} from "./http.ts"
+} from "./index.ts"
 
 export const DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -33,7 +34,7 @@ export interface MediaSettings {
   readonly apiKey: Redacted.Redacted<string> | undefined
   readonly timeoutMs: number
   readonly maxResponseBytes: number
-  /** How the upstream is called (http.ts). */
+  /** How the upstream is called (exchange.ts). */
   readonly upstream: Upstream
 }
 
@@ -86,7 +87,7 @@ const authorized = (settings: MediaSettings, request: HttpClientRequest.HttpClie
 
 /**
  * Sends one request, with the API key as a bearer token when there is one,
- * and reads its successful answer (http.ts `exchange`).
+ * and reads its successful answer (`exchange`).
  */
 export const sendMedia = (
   client: HttpClient.HttpClient,
@@ -104,3 +105,10 @@ export const sendMediaJson = (
 /** A ValidationError on one input field. */
 export const invalid = (path: string, message: string): ValidationError =>
   new ValidationError({ message: `${path}: ${message}`, issues: [{ path, message }] })
+
+/** The operator's OpenAI account (OPENAI_API_KEY, OPENAI_BASE_URL) for the media adapters, when a key is set. */
+export const openAiAccount = Effect.gen(function*() {
+  const key = yield* env("OPENAI_API_KEY")
+  if (Option.isNone(key)) return Option.none<{ readonly apiKey: Redacted.Redacted<string>; readonly baseUrl: string }>()
+  return Option.some({ apiKey: Redacted.make(key.value), baseUrl: yield* envOr("OPENAI_BASE_URL", DEFAULT_BASE_URL) })
+})
