@@ -8,6 +8,7 @@ import { AgentResponse } from "./resources.ts"
 import { AdminApi } from "./AdminApi.ts"
 import { CapabilitiesApi } from "./CapabilitiesApi.ts"
 import { ServicesApi } from "./ServicesApi.ts"
+import { OpenAiApi } from "./openai/OpenAiApi.ts"
 import { FundingApi } from "./FundingApi.ts"
 import { WalletApi } from "./WalletApi.ts"
 import { BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable, TooManyRequests, Unauthorized } from "./errors.ts"
@@ -179,6 +180,7 @@ export class Api extends HttpApi.make("spendgate")
   .add(AdminApi)
   .add(CapabilitiesApi)
   .add(ServicesApi)
+  .add(OpenAiApi)
   .annotate(HttpApi.ParseOptions, { onExcessProperty: "error" })
   .annotate(HttpApi.HeadersParseOptions, {})
   .annotateMerge(OpenApi.annotations({

@@ -14,6 +14,8 @@ import { AdminAuthenticationLive, AdminHandlers } from "./adminHandlers.ts"
 import { CapabilitiesHandlers } from "./capabilitiesHandlers.ts"
 import { mountRailRoutes } from "./railRoutes.ts"
 import { ServicesHandlers } from "./servicesHandlers.ts"
+import { OpenAiHandlers } from "./openai/openaiHandlers.ts"
+import { openAiErrorsMiddleware } from "./openai/wire.ts"
 import { Api } from "./Api.ts"
 import { envelopeMiddleware } from "./envelope.ts"
 import { AgentsHandlers, PublicHandlers } from "./handlers.ts"
@@ -49,10 +51,11 @@ export const routes = (options: Omit<HttpOptions, "port" | "host"> = {}) => {
   return Layer.mergeAll(
     mountRailRoutes(options.railRoutes ?? [], options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }),
     HttpApiBuilder.layer(Api, { openapiPath: "/v1/openapi.json" }).pipe(
-      Layer.provide([PublicHandlers, AgentsHandlers, WalletHandlers, FundingHandlers, AdminHandlers, CapabilitiesHandlers, ServicesHandlers])
+      Layer.provide([PublicHandlers, AgentsHandlers, WalletHandlers, FundingHandlers, AdminHandlers, CapabilitiesHandlers, ServicesHandlers, OpenAiHandlers])
     ),
     HttpApiScalar.layer(Api, { path: "/docs" }),
-    envelopeMiddleware(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes })
+    envelopeMiddleware(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }),
+    openAiErrorsMiddleware(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes })
   ).pipe(
     Layer.provideMerge(RateLimitedAuthenticationLive({ ...options.rateLimits, limiter })),
     Layer.provideMerge(SignupAdmissionLive),

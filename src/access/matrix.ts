@@ -135,6 +135,10 @@ export const accessMatrix = {
     proxy: entry("POST", "/v1/proxy/:slug", { access: "agent", capability: "service" }, "use the proxy"),
     submit: entry("POST", "/v1/registry/submit", { access: "owner" }, "submit services"),
     submissions: entry("GET", "/v1/registry/submissions", { access: "owner" }, "list registry submissions")
+  },
+  openai: {
+    chatCompletions: entry("POST", "/v1/chat/completions", { access: "agent", capability: "reason" }, "create chat completions"),
+    models: entry("GET", "/v1/models", { access: "agent" }, "list models")
   }
 } as const satisfies Record<string, Record<string, MatrixEntry>>
 

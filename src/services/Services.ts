@@ -10,7 +10,8 @@ import { makeCatalogue } from "./catalogue.ts"
 import { makeProxy, type ProxyCall, type ProxyError, type ProxyResult } from "./proxy.ts"
 import { makeRegistry } from "./registry.ts"
 import type { Service, Submission, SubmissionInput } from "./Service.ts"
-import { makeProxyStream, type StreamedProxy } from "./stream.ts"
+import { type ChatBody, type ChatModel, type ChatResult, makeChat, type StreamedChat } from "./chat.ts"
+import { makeProxyStream, type StreamedProxy, type StreamOptions } from "./stream.ts"
 
 /**
  * Services reachable through the proxy, as one service: the catalogue
@@ -21,7 +22,9 @@ import { makeProxyStream, type StreamedProxy } from "./stream.ts"
 // The call shape and its result, where the HTTP adapter and the package entry point find them.
 export { ProxyCall, proxyCapability } from "./proxy.ts"
 export type { ProxyError, ProxyResult } from "./proxy.ts"
-export type { StreamedProxy } from "./stream.ts"
+export type { StreamedProxy, StreamOptions } from "./stream.ts"
+export { CHAT_CAPABILITY } from "./chat.ts"
+export type { ChatBody, ChatModel, ChatResult, StreamedChat } from "./chat.ts"
 
 export class Services extends Context.Service<Services, {
   readonly list: Effect.Effect<ReadonlyArray<Service>>
@@ -33,7 +36,13 @@ export class Services extends Context.Service<Services, {
   readonly review: (id: string, status: "approved" | "rejected", note: string | null) => Effect.Effect<Submission, NotFound | Conflict>
   readonly proxy: (principal: Principal, slug: string, call: ProxyCall) => Effect.Effect<ProxyResult, ProxyError>
   /** A `stream: true` chat call: the answer streams through as it arrives. */
-  readonly proxyStream: (principal: Principal, slug: string, call: ProxyCall) => Effect.Effect<StreamedProxy, ProxyError>
+  readonly proxyStream: (principal: Principal, slug: string, call: ProxyCall, options?: StreamOptions) => Effect.Effect<StreamedProxy, ProxyError>
+  /** A chat completion by model (chat.ts): routed to the operator service that prices it, then proxied. */
+  readonly chat: (principal: Principal, body: ChatBody) => Effect.Effect<ChatResult, ProxyError>
+  /** The same with `stream: true`, in OpenAI's stream shape (no Spendgate events). */
+  readonly chatStream: (principal: Principal, body: ChatBody) => Effect.Effect<StreamedChat, ProxyError>
+  /** The models a chat completion may name. */
+  readonly chatModels: Effect.Effect<ReadonlyArray<ChatModel>>
 }>()("spendgate/Services") {
   static readonly layer = Layer.effect(
     Services,
@@ -47,11 +56,14 @@ export class Services extends Context.Service<Services, {
 
       const catalogue = makeCatalogue({ operatorServices, registry })
       const submissions = makeRegistry({ registry, operatorServices, outbound, now })
+      const proxy = makeProxy({ catalogue, transport, spend })
+      const proxyStream = makeProxyStream({ catalogue, transport, spend })
       return Services.of({
         ...catalogue,
         ...submissions,
-        proxy: makeProxy({ catalogue, transport, spend }),
-        proxyStream: makeProxyStream({ catalogue, transport, spend })
+        proxy,
+        proxyStream,
+        ...makeChat({ catalogue, proxy, proxyStream: (principal, slug, call) => proxyStream(principal, slug, call, { trailer: "openai" }) })
       })
     })
   )

@@ -16,6 +16,52 @@ export type GatewayEvent =
   | { readonly event: "spendgate.metadata"; readonly data: CallReceipt }
   | { readonly event: "spendgate.error"; readonly data: ErrorEnvelope }
 
+/**
+ * OpenAI's error `type` for a Spendgate error code (its `code` stays the
+ * Spendgate code): the routes that speak OpenAI's wire format, and the late
+ * refusal of a stream on them.
+ */
+export const openAiErrorType = (code: string): string => {
+  switch (code) {
+    case "UNAUTHORIZED":
+      return "authentication_error"
+    case "BUDGET_EXCEEDED":
+    case "PER_CALL_LIMIT_EXCEEDED":
+    case "INSUFFICIENT_BALANCE":
+      return "insufficient_quota"
+    case "AGENT_KILLED":
+    case "CAPABILITY_NOT_ALLOWED":
+    case "FORBIDDEN":
+      return "permission_error"
+    case "NOT_FOUND":
+      return "not_found_error"
+    case "RATE_LIMITED":
+      return "rate_limit_error"
+    case "INTERNAL":
+    case "PROVIDER_ERROR":
+    case "PROVIDER_UNAVAILABLE":
+    case "RATE_UNAVAILABLE":
+      return "api_error"
+    default:
+      return "invalid_request_error"
+  }
+}
+
+/**
+ * A refusal after the stream began, in OpenAI's stream shape: a `data:` event
+ * holding `{ error: { message, type, code, param } }`, which OpenAI's clients
+ * raise as an API error.
+ */
+export const openAiErrorEvent = (error: { readonly message: string }): Uint8Array => {
+  const { code: raw, details } = error as { readonly code?: unknown; readonly details?: unknown }
+  const code = typeof raw === "string" ? raw : "PROVIDER_ERROR"
+  return encoder.encode(`data: ${
+    JSON.stringify({
+      error: { message: error.message, type: openAiErrorType(code), code, param: null, ...(details === undefined ? {} : { details }) }
+    })
+  }\n\n`)
+}
+
 /** The one writer of the gateway's own events. */
 export const gatewayEvent = (event: GatewayEvent): Uint8Array =>
   encoder.encode(`event: ${event.event}\ndata: ${JSON.stringify(event.data)}\n\n`)

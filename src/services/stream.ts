@@ -16,7 +16,7 @@ import {
   resolveCall,
   upstreamRequest
 } from "./proxy.ts"
-import { errorEvent, metadataEvent, usageTracker } from "./sse.ts"
+import { errorEvent, metadataEvent, openAiErrorEvent, usageTracker } from "./sse.ts"
 
 /**
  * A streamed proxied call (`stream: true` to a token-priced chat endpoint):
@@ -41,6 +41,19 @@ export interface StreamedProxy {
    * stream with `event: spendgate.error` instead of the metadata.
    */
   readonly body: Stream.Stream<Uint8Array>
+  /** The upper bound held for the call, µUSD. */
+  readonly quotedMicroUsd: bigint
+}
+
+export interface StreamOptions {
+  /**
+   * "spendgate" (the proxy): the receipt follows as `event: spendgate.metadata`
+   * and a late refusal as `event: spendgate.error`. "openai" (the
+   * OpenAI-compatible route): the upstream's events only, ending with its usage
+   * chunk, so that OpenAI's stream parsers see nothing they do not know; a late
+   * refusal is `data: {"error": ...}`, which they raise as an API error.
+   */
+  readonly trailer?: "spendgate" | "openai"
 }
 
 export const makeProxyStream = (deps: {
@@ -48,9 +61,10 @@ export const makeProxyStream = (deps: {
   readonly transport: ServiceTransport["Service"]
   readonly spend: Spend["Service"]
 }) =>
-(principal: Principal, slug: string, call: ProxyCall): Effect.Effect<StreamedProxy, ProxyError> =>
+(principal: Principal, slug: string, call: ProxyCall, options: StreamOptions = {}): Effect.Effect<StreamedProxy, ProxyError> =>
   Effect.gen(function*() {
     const { catalogue, transport, spend } = deps
+    const openAi = options.trailer === "openai"
     const { service, quote } = yield* resolveCall(catalogue, slug, call)
     const tokens = quote.tokens
     if (tokens === undefined || !tokens.stream) {
@@ -97,12 +111,14 @@ export const makeProxyStream = (deps: {
       description: describeCall(service, call, quote, " stream"),
       run
     }).pipe(
-      Effect.flatMap(({ receipt }) => Queue.offer(queue, metadataEvent(callReceipt(receipt, { provider: service.slug, model: quote.model })))),
+      Effect.flatMap(({ receipt }) =>
+        openAi ? Effect.void : Queue.offer(queue, metadataEvent(callReceipt(receipt, { provider: service.slug, model: quote.model })))
+      ),
       Effect.catch((error) =>
         Deferred.fail(head, blockedAsCallerError(error)).pipe(
           // The answer already started (e.g. the call outlived its hold and could not be
           // charged): the refusal ends the stream as its last event, in the error envelope.
-          Effect.flatMap((first) => first ? Effect.void : Queue.offer(queue, errorEvent(error)).pipe(Effect.asVoid))
+          Effect.flatMap((first) => first ? Effect.void : Queue.offer(queue, openAi ? openAiErrorEvent(error) : errorEvent(error)).pipe(Effect.asVoid))
         )),
       Effect.ensuring(Queue.end(queue)),
       Effect.forkDetach
@@ -110,6 +126,7 @@ export const makeProxyStream = (deps: {
     const started = yield* Deferred.await(head)
     return {
       ...started,
+      quotedMicroUsd: quote.microUsd,
       body: Stream.fromQueue(queue).pipe(
         Stream.ensuring(Effect.andThen(Queue.shutdown(queue), Deferred.succeed(gone, undefined)))
       )

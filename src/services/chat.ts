@@ -1,0 +1,141 @@
+import { Effect } from "effect"
+import type { Principal } from "../domain/Agent.ts"
+import type { Capability } from "../domain/Capability.ts"
+import { NotFound, ValidationError } from "../domain/errors.ts"
+import type { Catalogue } from "./catalogue.ts"
+import { type ProxyCall, proxyCapability, type ProxyError, type ProxyResult } from "./proxy.ts"
+import type { Service } from "./Service.ts"
+import type { StreamedProxy } from "./stream.ts"
+
+/**
+ * Chat completions by model (the OpenAI-compatible `POST /v1/chat/completions`):
+ * the model named in the body is resolved to one of the operator's services
+ * that prices it in OpenAI's chat format, and the call runs through the proxy
+ * of that service unchanged: the same quote, hold, metering from the upstream's
+ * usage, settlement and receipt, under the capability `reason`.
+ *
+ * A model is named `service/model` (e.g. `openai/gpt-4o-mini`), or bare
+ * (`gpt-4o-mini`): the cheapest service that prices it then answers (input
+ * plus output price per 1000 tokens; ties go to the first configured). Only
+ * the operator's services are routed to (registry services stay behind
+ * /v1/proxy/:slug), and only chat endpoints priced in OpenAI's format
+ * (Anthropic's messages format is not served here).
+ */
+
+/** The capability a chat completion counts as. */
+export const CHAT_CAPABILITY: Capability = "reason"
+
+export interface ChatRoute {
+  readonly service: Service
+  readonly path: string
+  /** The model id the service prices (what is sent upstream). */
+  readonly model: string
+  readonly inputPer1kMicroUsd: bigint
+  readonly outputPer1kMicroUsd: bigint
+}
+
+/** Every (service, endpoint, model) a chat completion may be routed to, in configuration order. */
+export const chatRoutes = (services: ReadonlyArray<Service>): ReadonlyArray<ChatRoute> =>
+  services
+    .filter((s) => s.origin === "operator" && proxyCapability(s) === CHAT_CAPABILITY)
+    .flatMap((service) =>
+      service.endpoints.flatMap((e) =>
+        e.method === "POST" && e.price !== null && e.price.kind === "tokens" && e.price.format === "openai-chat"
+          ? e.price.models.map((m) => ({
+            service,
+            path: e.path,
+            model: m.id,
+            inputPer1kMicroUsd: m.inputPer1kMicroUsd,
+            outputPer1kMicroUsd: m.outputPer1kMicroUsd
+          }))
+          : []
+      )
+    )
+
+const perKilo = (r: ChatRoute) => r.inputPer1kMicroUsd + r.outputPer1kMicroUsd
+
+/**
+ * The route of a model name: `service/model` first (a model id that itself
+ * holds a `/`, as OpenRouter's do, is tried whole as a bare name too), then
+ * the cheapest service pricing the bare name. Undefined: no service prices it.
+ */
+export const resolveChatModel = (routes: ReadonlyArray<ChatRoute>, name: string): ChatRoute | undefined => {
+  const slash = name.indexOf("/")
+  if (slash > 0) {
+    const slug = name.slice(0, slash)
+    const model = name.slice(slash + 1)
+    const named = routes.find((r) => r.service.slug === slug && r.model === model)
+    if (named !== undefined) return named
+  }
+  let best: ChatRoute | undefined
+  for (const r of routes) {
+    if (r.model === name && (best === undefined || perKilo(r) < perKilo(best))) best = r
+  }
+  return best
+}
+
+export interface ChatModel {
+  /** `service/model`, or the bare model id (then answered by the cheapest service pricing it). */
+  readonly id: string
+  /** The service that answers it. */
+  readonly ownedBy: string
+}
+
+/** The models a chat completion may name: each bare id once, then each `service/model`. */
+export const chatModels = (routes: ReadonlyArray<ChatRoute>): ReadonlyArray<ChatModel> => {
+  const bare = new Map<string, ChatModel>()
+  for (const r of routes) {
+    const route = resolveChatModel(routes, r.model)
+    if (route !== undefined && !bare.has(r.model)) bare.set(r.model, { id: r.model, ownedBy: route.service.slug })
+  }
+  const named = routes.map((r) => ({ id: `${r.service.slug}/${r.model}`, ownedBy: r.service.slug }))
+  return [...bare.values(), ...named.filter((m) => !bare.has(m.id))]
+}
+
+/** The body of a chat completion: a JSON object naming its model. */
+export type ChatBody = Readonly<Record<string, unknown>> & { readonly model: string }
+
+/** The proxied call a chat completion becomes, and the service it goes to. */
+export const chatCall = (catalogue: Catalogue, body: ChatBody) =>
+  Effect.gen(function*() {
+    const routes = chatRoutes(yield* catalogue.list)
+    const route = resolveChatModel(routes, body.model)
+    if (route === undefined) {
+      return yield* new NotFound({
+        resource: `Model ${body.model.slice(0, 200)} (GET /v1/models lists the models that may be used)`
+      })
+    }
+    if (body["stream"] !== undefined && typeof body["stream"] !== "boolean") {
+      return yield* new ValidationError({ message: "stream must be true or false", issues: [{ path: "stream", message: "Expected a boolean" }] })
+    }
+    const call: ProxyCall = { method: "POST", path: route.path, body: { ...body, model: route.model } }
+    return { route, call }
+  })
+
+export interface ChatResult extends ProxyResult {
+  /** The service that answered. */
+  readonly service: string
+}
+
+export interface StreamedChat extends StreamedProxy {
+  readonly service: string
+  /** The upper bound held for the call, µUSD. */
+  readonly quotedMicroUsd: bigint
+}
+
+export const makeChat = (deps: {
+  readonly catalogue: Catalogue
+  readonly proxy: (principal: Principal, slug: string, call: ProxyCall) => Effect.Effect<ProxyResult, ProxyError>
+  readonly proxyStream: (principal: Principal, slug: string, call: ProxyCall) => Effect.Effect<StreamedProxy, ProxyError>
+}) => ({
+  chat: (principal: Principal, body: ChatBody): Effect.Effect<ChatResult, ProxyError> =>
+    Effect.flatMap(chatCall(deps.catalogue, body), ({ route, call }) =>
+      Effect.map(deps.proxy(principal, route.service.slug, call), (result) => ({ ...result, service: route.service.slug }))),
+  chatStream: (principal: Principal, body: ChatBody): Effect.Effect<StreamedChat, ProxyError> =>
+    Effect.flatMap(chatCall(deps.catalogue, body), ({ route, call }) =>
+      Effect.map(deps.proxyStream(principal, route.service.slug, call), (streamed) => ({
+        ...streamed,
+        service: route.service.slug
+      }))),
+  chatModels: Effect.map(deps.catalogue.list, (services) => chatModels(chatRoutes(services)))
+})
