@@ -13,6 +13,9 @@ import type { EndpointPrice } from "./Service.ts"
 /** Completion tokens asked for when a token-priced call names no budget. */
 export const DEFAULT_PROXY_MAX_TOKENS = 1024
 
+/** The most choices (OpenAI's `n`) a proxied chat call may ask for; each is held its completion budget. */
+export const MAX_PROXY_CHOICES = 128
+
 export interface ProxyQuote {
   readonly microUsd: bigint
   readonly body: unknown
@@ -85,11 +88,22 @@ export const quoteProxy = (
       issues: [{ path: `body.${maxKey}`, message: `must be 1 to ${model.maxTokens}` }]
     }))
   }
+  // OpenAI's `n`: that many choices, each with its own completion budget. The charge is
+  // clamped to the quote, so an unbounded `n` would make every choice past the first free.
+  const choicesAsked = price.format === "openai-chat" ? request["n"] : undefined
+  const choices = choicesAsked === undefined || choicesAsked === null ? 1 : choicesAsked
+  if (typeof choices !== "number" || !Number.isInteger(choices) || choices < 1 || choices > MAX_PROXY_CHOICES) {
+    return Result.fail(new ValidationError({
+      message: `n must be a whole number from 1 to ${MAX_PROXY_CHOICES}`,
+      issues: [{ path: "body.n", message: `must be 1 to ${MAX_PROXY_CHOICES}` }]
+    }))
+  }
   // The prompt is bounded by the bytes of everything but the answer's budget.
   const promptText = JSON.stringify({ ...request, [maxKey]: undefined })
   const inputBound = promptTokenBound({ prompt: promptText.length === 0 ? " " : promptText })
   const inputMicroUsd = tokenCost(inputBound, model.inputPer1kMicroUsd)
-  const microUsd = inputMicroUsd + tokenCost(maxTokens, model.outputPer1kMicroUsd)
+  const completionBound = maxTokens * choices
+  const microUsd = inputMicroUsd + tokenCost(completionBound, model.outputPer1kMicroUsd)
   const cost = (usage: { readonly input: number; readonly output: number }) =>
     tokenCost(usage.input, model.inputPer1kMicroUsd) + tokenCost(usage.output, model.outputPer1kMicroUsd)
   const forwarded: Record<string, unknown> = { ...request, [maxKey]: maxTokens }
@@ -110,7 +124,7 @@ export const quoteProxy = (
       inputMicroUsd,
       cost,
       counted: (streamedBytes) =>
-        countedStreamCost({ inputMicroUsd, maxTokens, outputPer1kMicroUsd: model.outputPer1kMicroUsd, streamedBytes })
+        countedStreamCost({ inputMicroUsd, maxTokens: completionBound, outputPer1kMicroUsd: model.outputPer1kMicroUsd, streamedBytes })
     }
   })
 }
