@@ -330,6 +330,10 @@ for (const [backend, store] of storeBackends.slice(0, 2)) {
       const denied = await stranger.models.list().catch((e: unknown) => e)
       expect(denied).toBeInstanceOf(OpenAI.AuthenticationError)
       expect(denied).toMatchObject({ code: "UNAUTHORIZED", type: "authentication_error" })
+      // The rest of the API keeps its own envelope.
+      const elsewhere = await api.get("/v1/wallet", "sk_agt_nope")
+      expect(elsewhere.status).toBe(401)
+      expect(Object.keys(elsewhere.body.error).sort()).toEqual(["code", "message"])
       const agent = await funded()
       const unknown = await agent.openai.chat.completions.create({ model: "nope", messages: [{ role: "user", content: "hi" }] })
         .catch((e: unknown) => e)
