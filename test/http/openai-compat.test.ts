@@ -5,6 +5,8 @@ import type { AddressInfo } from "node:net"
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Transport from "../../adapters/services/transport.ts"
+import { loadProvidersConfig } from "../../adapters/providersConfig.ts"
+import { ConfigProvider } from "effect"
 import type { AccountId } from "../../src/domain/ids.ts"
 import type { EndpointPrice } from "../../src/services/Service.ts"
 import { Wallets } from "../../src/wallet/Wallets.ts"
@@ -122,7 +124,7 @@ const service = (slug: string, baseUrl: string, endpointPrice: EndpointPrice) =>
 /** The charge of one call metered from USAGE at the cheap service's prices. */
 const CHARGE_CENTS = 0.006
 
-for (const [backend, store] of storeBackends.slice(0, 2)) {
+for (const [backend, store] of storeBackends) {
   describe(`OpenAI-compatible API through the official client (${backend})`, () => {
     let upstream: Upstream
     let server: RunningServer
@@ -364,6 +366,40 @@ for (const [backend, store] of storeBackends.slice(0, 2)) {
     })
   })
 }
+
+describe("OpenAI-compatible API over the operator's configured providers", () => {
+  it("OPENAI_API_KEY with OPENAI_BASE_URL: its price card's models are listed and answered with the operator's key", async () => {
+    const upstream = await startUpstream()
+    const config = await Effect.runPromise(loadProvidersConfig.pipe(
+      Effect.provide(ConfigProvider.layer(ConfigProvider.fromEnvRecord({ OPENAI_API_KEY: OPERATOR_KEY, OPENAI_BASE_URL: `${upstream.url}/v1` })))
+    ))
+    const transport = Transport.layer({ operatorServices: config.operatorServices }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+    const server = await startServer(storeBackends[0]![1](), { transport })
+    try {
+      const api = client(server.baseUrl)
+      const { apiKey, accountId } = (await api.post("/v1/signup", { name: "configured" })).body as { apiKey: string; accountId: string }
+      await server.run(Effect.gen(function*() {
+        yield* (yield* Wallets).credit({ accountId: accountId as AccountId, key: "seed", pocket: "usd", amount: 1_000_000n, description: "seed" })
+      }))
+      const openai = new OpenAI({ baseURL: `${server.baseUrl}/v1`, apiKey, maxRetries: 0 })
+      const ids = (await openai.models.list()).data.map((m) => m.id)
+      expect(ids).toContain("gpt-4o-mini")
+      expect(ids).toContain("openai/gpt-4o-mini")
+      const { response } = await openai.chat.completions.create({ model: "openai/gpt-4o-mini", messages: [{ role: "user", content: "hi" }] })
+        .withResponse()
+      expect(upstream.requests.at(-1)).toMatchObject({
+        path: "/v1/chat/completions",
+        authorization: `Bearer ${OPERATOR_KEY}`,
+        body: { model: "gpt-4o-mini" }
+      })
+      // The card's prices: 40 × 0.015 / 1000 + 10 × 0.06 / 1000 cents = 0.0012 cents.
+      expect(response.headers.get("x-spendgate-charged-usd-cents")).toBe("0.0012")
+    } finally {
+      await server.close()
+      await upstream.close()
+    }
+  })
+})
 
 describe("OpenAI-compatible API: rate limits", () => {
   it("429 is RateLimitError with Retry-After kept", async () => {
