@@ -1,6 +1,7 @@
 import { Effect } from "effect"
 import type { Principal } from "../domain/Agent.ts"
 import type { Capability } from "../domain/Capability.ts"
+import { ProviderFailure } from "../capabilities/Provider.ts"
 import { NotFound, ValidationError } from "../domain/errors.ts"
 import type { Catalogue } from "./catalogue.ts"
 import { type ProxyCall, proxyCapability, type ProxyError, type ProxyResult } from "./proxy.ts"
@@ -16,7 +17,9 @@ import type { StreamedProxy } from "./stream.ts"
  *
  * A model is named `service/model` (e.g. `openai/gpt-4o-mini`), or bare
  * (`gpt-4o-mini`): the cheapest service that prices it then answers (input
- * plus output price per 1000 tokens; ties go to the first configured). Only
+ * plus output price per 1000 tokens; ties go to the first configured), and
+ * when it cannot be reached or answers 5xx (nothing charged), the next
+ * cheapest, and so on. Only
  * the operator's services are routed to (registry services stay behind
  * /v1/proxy/:slug), and only chat endpoints priced in OpenAI's format
  * (Anthropic's messages format is not served here).
@@ -55,24 +58,40 @@ export const chatRoutes = (services: ReadonlyArray<Service>): ReadonlyArray<Chat
 const perKilo = (r: ChatRoute) => r.inputPer1kMicroUsd + r.outputPer1kMicroUsd
 
 /**
- * The route of a model name: `service/model` first (a model id that itself
- * holds a `/`, as OpenRouter's do, is tried whole as a bare name too), then
- * the cheapest service pricing the bare name. Undefined: no service prices it.
+ * The routes of a model name, in the order they are tried: `service/model`
+ * names one route (a model id that itself holds a `/`, as OpenRouter's do,
+ * is tried whole as a bare name when no service has that slug and model);
+ * a bare name every service pricing it, cheapest first (input plus output
+ * price per 1000 tokens; ties in configuration order). Empty: no service
+ * prices it.
  */
-export const resolveChatModel = (routes: ReadonlyArray<ChatRoute>, name: string): ChatRoute | undefined => {
+export const chatRoutesFor = (routes: ReadonlyArray<ChatRoute>, name: string): ReadonlyArray<ChatRoute> => {
   const slash = name.indexOf("/")
   if (slash > 0) {
     const slug = name.slice(0, slash)
     const model = name.slice(slash + 1)
     const named = routes.find((r) => r.service.slug === slug && r.model === model)
-    if (named !== undefined) return named
+    if (named !== undefined) return [named]
   }
-  let best: ChatRoute | undefined
-  for (const r of routes) {
-    if (r.model === name && (best === undefined || perKilo(r) < perKilo(best))) best = r
-  }
-  return best
+  return routes
+    .map((r, i) => [r, i] as const)
+    .filter(([r]) => r.model === name)
+    .sort(([a, i], [b, j]) => (perKilo(a) < perKilo(b) ? -1 : perKilo(a) > perKilo(b) ? 1 : i - j))
+    .map(([r]) => r)
 }
+
+/** The route a model name is answered by first (see `chatRoutesFor`). */
+export const resolveChatModel = (routes: ReadonlyArray<ChatRoute>, name: string): ChatRoute | undefined =>
+  chatRoutesFor(routes, name)[0]
+
+/**
+ * Whether a failed call may be tried at the next service pricing the model:
+ * only when the upstream could not be reached or answered 5xx, which did no
+ * billable work (nothing was charged: a failed call's hold is released). A
+ * timeout is not retried elsewhere (the first upstream may still be working).
+ */
+export const fallsBack = (error: ProxyError): boolean =>
+  error instanceof ProviderFailure && (error.reason === "unavailable" || error.reason === "network")
 
 export interface ChatModel {
   /** `service/model`, or the bare model id (then answered by the cheapest service pricing it). */
@@ -95,12 +114,11 @@ export const chatModels = (routes: ReadonlyArray<ChatRoute>): ReadonlyArray<Chat
 /** The body of a chat completion: a JSON object naming its model. */
 export type ChatBody = Readonly<Record<string, unknown>> & { readonly model: string }
 
-/** The proxied call a chat completion becomes, and the service it goes to. */
-export const chatCall = (catalogue: Catalogue, body: ChatBody) =>
+/** The proxied calls a chat completion may become, in the order they are tried, or why it cannot be made. */
+export const chatCalls = (catalogue: Catalogue, body: ChatBody) =>
   Effect.gen(function*() {
-    const routes = chatRoutes(yield* catalogue.list)
-    const route = resolveChatModel(routes, body.model)
-    if (route === undefined) {
+    const routes = chatRoutesFor(chatRoutes(yield* catalogue.list), body.model)
+    if (routes.length === 0) {
       return yield* new NotFound({
         resource: `Model ${body.model.slice(0, 200)} (GET /v1/models lists the models that may be used)`
       })
@@ -108,9 +126,23 @@ export const chatCall = (catalogue: Catalogue, body: ChatBody) =>
     if (body["stream"] !== undefined && typeof body["stream"] !== "boolean") {
       return yield* new ValidationError({ message: "stream must be true or false", issues: [{ path: "stream", message: "Expected a boolean" }] })
     }
-    const call: ProxyCall = { method: "POST", path: route.path, body: { ...body, model: route.model } }
-    return { route, call }
+    return routes.map((route) => ({
+      route,
+      call: { method: "POST", path: route.path, body: { ...body, model: route.model } } satisfies ProxyCall as ProxyCall
+    }))
   })
+
+/** Runs `attempt` on each call in turn while it fails in a way that `fallsBack`. */
+const firstAnswer = <A>(
+  calls: ReadonlyArray<{ readonly route: ChatRoute; readonly call: ProxyCall }>,
+  attempt: (slug: string, call: ProxyCall) => Effect.Effect<A, ProxyError>
+): Effect.Effect<A & { readonly service: string }, ProxyError> => {
+  const [first, ...rest] = calls
+  const tried = Effect.map(attempt(first!.route.service.slug, first!.call), (a) => ({ ...a, service: first!.route.service.slug }))
+  return rest.length === 0
+    ? tried
+    : Effect.catchIf(tried, fallsBack, () => firstAnswer(rest, attempt))
+}
 
 export interface ChatResult extends ProxyResult {
   /** The service that answered. */
@@ -129,13 +161,10 @@ export const makeChat = (deps: {
   readonly proxyStream: (principal: Principal, slug: string, call: ProxyCall) => Effect.Effect<StreamedProxy, ProxyError>
 }) => ({
   chat: (principal: Principal, body: ChatBody): Effect.Effect<ChatResult, ProxyError> =>
-    Effect.flatMap(chatCall(deps.catalogue, body), ({ route, call }) =>
-      Effect.map(deps.proxy(principal, route.service.slug, call), (result) => ({ ...result, service: route.service.slug }))),
+    Effect.flatMap(chatCalls(deps.catalogue, body), (calls) =>
+      firstAnswer(calls, (slug, call) => deps.proxy(principal, slug, call))),
   chatStream: (principal: Principal, body: ChatBody): Effect.Effect<StreamedChat, ProxyError> =>
-    Effect.flatMap(chatCall(deps.catalogue, body), ({ route, call }) =>
-      Effect.map(deps.proxyStream(principal, route.service.slug, call), (streamed) => ({
-        ...streamed,
-        service: route.service.slug
-      }))),
+    Effect.flatMap(chatCalls(deps.catalogue, body), (calls) =>
+      firstAnswer(calls, (slug, call) => deps.proxyStream(principal, slug, call))),
   chatModels: Effect.map(deps.catalogue.list, (services) => chatModels(chatRoutes(services)))
 })

@@ -6,6 +6,7 @@ import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Transport from "../../adapters/services/transport.ts"
 import { loadProvidersConfig } from "../../adapters/providersConfig.ts"
+import { closedPort } from "../providers/fakeLlm.ts"
 import { ConfigProvider } from "effect"
 import type { AccountId } from "../../src/domain/ids.ts"
 import type { EndpointPrice } from "../../src/services/Service.ts"
@@ -394,6 +395,50 @@ describe("OpenAI-compatible API over the operator's configured providers", () =>
       })
       // The card's prices: 40 × 0.015 / 1000 + 10 × 0.06 / 1000 cents = 0.0012 cents.
       expect(response.headers.get("x-spendgate-charged-usd-cents")).toBe("0.0012")
+    } finally {
+      await server.close()
+      await upstream.close()
+    }
+  })
+})
+
+describe("OpenAI-compatible API: fallback", () => {
+  it("a bare model whose cheapest service cannot be reached is answered by the next; one charge; a named one is not rerouted", async () => {
+    const upstream = await startUpstream()
+    const port = await Effect.runPromise(closedPort)
+    const transport = Transport.layer({
+      operatorServices: [
+        service("cheap", upstream.url, price(1_000n, 2_000n)),
+        service("down", `http://127.0.0.1:${port}`, price(100n, 200n))
+      ]
+    }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+    const server = await startServer(storeBackends[0]![1](), { transport })
+    try {
+      const api = client(server.baseUrl)
+      const { apiKey, accountId } = (await api.post("/v1/signup", { name: "fallback" })).body as { apiKey: string; accountId: string }
+      await server.run(Effect.gen(function*() {
+        yield* (yield* Wallets).credit({ accountId: accountId as AccountId, key: "seed", pocket: "usd", amount: 1_000_000n, description: "seed" })
+      }))
+      const openai = new OpenAI({ baseURL: `${server.baseUrl}/v1`, apiKey, maxRetries: 0 })
+      expect((await openai.models.list()).data[0]).toMatchObject({ id: "m-1", owned_by: "down" })
+      const { response } = await openai.chat.completions.create({ model: "m-1", messages: [{ role: "user", content: "hi" }] }).withResponse()
+      expect(response.headers.get("x-spendgate-provider")).toBe("cheap")
+      expect(response.headers.get("x-spendgate-charged-usd-cents")).toBe(String(CHARGE_CENTS))
+      const stream = await openai.chat.completions.create({ model: "m-1", messages: [{ role: "user", content: "hi" }], stream: true })
+      let text = ""
+      for await (const c of stream) text += c.choices[0]?.delta.content ?? ""
+      expect(text).toBe("Hello")
+      const named = await openai.chat.completions.create({ model: "down/m-1", messages: [{ role: "user", content: "hi" }] })
+        .catch((e: unknown) => e)
+      expect(named).toBeInstanceOf(OpenAI.APIError)
+      expect(named).toMatchObject({ code: "PROVIDER_ERROR", type: "api_error" })
+      let listed: Array<{ type: string; amountUsdCents: number }> = []
+      for (let i = 0; i < 100 && listed.length < 2; i++) {
+        listed = ((await api.get("/v1/wallet/transactions?limit=100", apiKey)).body.transactions as typeof listed).filter((t) => t.type === "charge")
+        if (listed.length < 2) await new Promise((r) => setTimeout(r, 20))
+      }
+      expect(listed.map((t) => t.amountUsdCents)).toEqual([CHARGE_CENTS, CHARGE_CENTS])
+      expect((await api.get("/v1/wallet", apiKey)).body.balanceUsdCents).toBe(100 - 2 * CHARGE_CENTS)
     } finally {
       await server.close()
       await upstream.close()
