@@ -1,0 +1,158 @@
+import { Server } from "@modelcontextprotocol/sdk/server/index.js"
+import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema, type Tool } from "@modelcontextprotocol/sdk/types.js"
+import { Schema } from "effect"
+import { capabilityInfo } from "../../src/capabilities/catalog.ts"
+import { type BuiltCapability, inputSchemas } from "../../src/capabilities/schemas.ts"
+import type { ApiAnswer, Backend } from "./backend.ts"
+
+/**
+ * Spendgate as an MCP server: one tool per capability with a configured
+ * provider (its input's JSON Schema from src/capabilities/schemas.ts), plus
+ * `wallet_balance` and `list_transactions`. Each tool is one call of the HTTP
+ * API with the agent's key (backend.ts), so a tool call is metered, held and
+ * settled like any other. A refusal (policy, caps, kill switch, empty wallet,
+ * rate limit, bad input) is a tool result with `isError: true` carrying the
+ * API's error code, message and details (the cap, what remains), which the
+ * model can read — never a protocol error.
+ */
+
+export const SERVER_NAME = "spendgate"
+export const SERVER_VERSION = "0.1.0"
+
+type JsonObject = { readonly [key: string]: unknown }
+
+const inputJsonSchema = (capability: BuiltCapability): Tool["inputSchema"] => {
+  const document = Schema.toJsonSchemaDocument(inputSchemas[capability])
+  const definitions = document.definitions as JsonObject
+  return {
+    ...(document.schema as JsonObject),
+    ...(Object.keys(definitions).length > 0 ? { $defs: definitions } : {}),
+    type: "object"
+  } as Tool["inputSchema"]
+}
+
+const capabilityTool = (capability: BuiltCapability): Tool => ({
+  name: capability,
+  title: capability,
+  description: `${capabilityInfo[capability].description}. Paid from the wallet (priced per ${capabilityInfo[capability].per}); ` +
+    "the agent's policy (allowed capabilities, per-call and daily caps) applies.",
+  inputSchema: inputJsonSchema(capability)
+})
+
+export const walletBalanceTool: Tool = {
+  name: "wallet_balance",
+  title: "Wallet balance",
+  description: "The account's wallet: balance in USD cents and sats, and what can be spent now.",
+  inputSchema: { type: "object", properties: {}, additionalProperties: false }
+}
+
+export const listTransactionsTool: Tool = {
+  name: "list_transactions",
+  title: "List transactions",
+  description: "This agent's charges, credits and refunds, newest first.",
+  inputSchema: {
+    type: "object",
+    properties: {
+      type: { type: "string", enum: ["charge", "credit", "refund"] },
+      limit: { type: "integer", minimum: 1, maximum: 100, description: "Default 20" },
+      offset: { type: "integer", minimum: 0, maximum: 1_000_000_000 }
+    },
+    additionalProperties: false
+  }
+}
+
+const isCapability = (name: string): name is BuiltCapability => Object.hasOwn(inputSchemas, name)
+
+const text = (value: unknown): CallToolResult["content"] => [{ type: "text", text: JSON.stringify(value) }]
+
+/** An API refusal as a tool error: `{ error: { code, message, details? }, status, retryAfterSeconds? }`. */
+const refusal = (answer: ApiAnswer): CallToolResult => {
+  const body = answer.body as { readonly error?: JsonObject } | null
+  const error = typeof body === "object" && body !== null && typeof body.error === "object"
+    ? body.error
+    : { code: "UPSTREAM_ERROR", message: typeof answer.body === "string" ? answer.body.slice(0, 500) : `HTTP ${answer.status}` }
+  return {
+    isError: true,
+    content: text({
+      error,
+      status: answer.status,
+      ...(answer.retryAfter === null ? {} : { retryAfterSeconds: Number(answer.retryAfter) })
+    })
+  }
+}
+
+const answerOf = (answer: ApiAnswer): CallToolResult =>
+  answer.status >= 200 && answer.status < 300
+    ? { content: text(answer.body), structuredContent: answer.body as { [key: string]: unknown } }
+    : refusal(answer)
+
+const badArguments = (message: string): CallToolResult => ({
+  isError: true,
+  content: text({ error: { code: "VALIDATION_ERROR", message } })
+})
+
+const transactionsPath = (args: JsonObject): string | CallToolResult => {
+  const query = new URLSearchParams()
+  for (const name of ["type", "limit", "offset"] as const) {
+    const value = args[name]
+    if (value === undefined) continue
+    if (typeof value !== "string" && typeof value !== "number") return badArguments(`${name} must be a string or a number`)
+    query.set(name, String(value))
+  }
+  if (!query.has("limit")) query.set("limit", "20")
+  return `/v1/wallet/transactions?${query.toString()}`
+}
+
+/** The capabilities the server has a provider for (GET /v1/capabilities), or the refusal. */
+export const configuredCapabilities = async (backend: Backend): Promise<ReadonlyArray<BuiltCapability> | ApiAnswer> => {
+  const answer = await backend.get("/v1/capabilities")
+  if (answer.status !== 200 || !Array.isArray(answer.body)) return answer
+  return (answer.body as ReadonlyArray<{ readonly name?: unknown; readonly providers?: unknown }>)
+    .filter((c) => typeof c.name === "string" && isCapability(c.name) && Array.isArray(c.providers) && c.providers.length > 0)
+    .map((c) => c.name as BuiltCapability)
+}
+
+/** An MCP server (not yet connected) answering with this backend, i.e. as this agent. */
+export const makeMcpServer = (backend: Backend): Server => {
+  const server = new Server(
+    { name: SERVER_NAME, version: SERVER_VERSION },
+    {
+      capabilities: { tools: {} },
+      instructions: "Paid capabilities behind a spending gateway. Every tool call is charged to the wallet under " +
+        "this agent's policy; a refused call returns isError with a code (e.g. CAPABILITY_NOT_ALLOWED, " +
+        "PER_CALL_CAP_EXCEEDED, DAILY_CAP_EXCEEDED, INSUFFICIENT_FUNDS, AGENT_KILLED) and details."
+    }
+  )
+
+  server.setRequestHandler(ListToolsRequestSchema, async () => {
+    const capabilities = await configuredCapabilities(backend)
+    if (!Array.isArray(capabilities)) {
+      const answer = capabilities as ApiAnswer
+      throw new Error(`Spendgate refused to list capabilities (HTTP ${answer.status}): ${JSON.stringify(answer.body).slice(0, 500)}`)
+    }
+    return { tools: [...capabilities.map(capabilityTool), walletBalanceTool, listTransactionsTool] }
+  })
+
+  server.setRequestHandler(CallToolRequestSchema, async (request): Promise<CallToolResult> => {
+    const name = request.params.name
+    const args = (request.params.arguments ?? {}) as JsonObject
+    try {
+      if (name === walletBalanceTool.name) return answerOf(await backend.get("/v1/wallet"))
+      if (name === listTransactionsTool.name) {
+        const path = transactionsPath(args)
+        return typeof path === "string" ? answerOf(await backend.get(path)) : path
+      }
+      if (isCapability(name)) return answerOf(await backend.post(`/v1/capabilities/${name}`, args))
+      return badArguments(`Unknown tool ${JSON.stringify(name.slice(0, 64))}`)
+    } catch (cause) {
+      return {
+        isError: true,
+        content: text({
+          error: { code: "GATEWAY_UNREACHABLE", message: `Spendgate did not answer: ${cause instanceof Error ? cause.message : String(cause)}` }
+        })
+      }
+    }
+  })
+
+  return server
+}
