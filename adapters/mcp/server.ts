@@ -7,7 +7,8 @@ import type { ApiAnswer, Backend } from "./backend.ts"
 
 /**
  * Spendgate as an MCP server: one tool per capability with a configured
- * provider (its input's JSON Schema from src/capabilities/schemas.ts), plus
+ * provider that the agent's policy allows (its input's JSON Schema from
+ * src/capabilities/schemas.ts), plus
  * `wallet_balance` and `list_transactions`. Each tool is one call of the HTTP
  * API with the agent's key (backend.ts), so a tool call is metered, held and
  * settled like any other. A refusal (policy, caps, kill switch, empty wallet,
@@ -112,6 +113,25 @@ export const configuredCapabilities = async (backend: Backend): Promise<Readonly
     .map((c) => c.name as BuiltCapability)
 }
 
+/**
+ * Of the configured capabilities, those this agent may use. The API checks
+ * access (the agent's allowedCapabilities: 403 CAPABILITY_NOT_ALLOWED) before
+ * it reads the input (docs/access.md, order of checks), so an empty call of
+ * each capability answers the question without running or charging anything:
+ * 400 means allowed. Any other answer (a rate limit, say) keeps the tool
+ * listed; the call itself is then refused as usual.
+ */
+export const allowedCapabilities = async (
+  backend: Backend,
+  configured: ReadonlyArray<BuiltCapability>
+): Promise<ReadonlyArray<BuiltCapability>> => {
+  const answers = await Promise.all(configured.map((capability) => backend.post(`/v1/capabilities/${capability}`, {})))
+  return configured.filter((_, i) => {
+    const body = answers[i]!.body as { readonly error?: { readonly code?: unknown } } | null
+    return !(answers[i]!.status === 403 && body?.error?.code === "CAPABILITY_NOT_ALLOWED")
+  })
+}
+
 /** An MCP server (not yet connected) answering with this backend, i.e. as this agent. */
 export const makeMcpServer = (backend: Backend): Server => {
   const server = new Server(
@@ -130,7 +150,8 @@ export const makeMcpServer = (backend: Backend): Server => {
       const answer = capabilities as ApiAnswer
       throw new Error(`Spendgate refused to list capabilities (HTTP ${answer.status}): ${JSON.stringify(answer.body).slice(0, 500)}`)
     }
-    return { tools: [...capabilities.map(capabilityTool), walletBalanceTool, listTransactionsTool] }
+    const allowed = await allowedCapabilities(backend, capabilities)
+    return { tools: [...allowed.map(capabilityTool), walletBalanceTool, listTransactionsTool] }
   })
 
   server.setRequestHandler(CallToolRequestSchema, async (request): Promise<CallToolResult> => {

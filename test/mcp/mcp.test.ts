@@ -111,6 +111,22 @@ describe.each([
     }
   }, 30_000)
 
+  it("lists only the capabilities the agent's policy allows", async () => {
+    const { owner, worker } = await account(0n)
+    expect((await policy(worker.id, owner.apiKey, { allowedCapabilities: ["reason"] })).status).toBe(200)
+    const mcp = await connect(worker.apiKey)
+    try {
+      expect((await mcp.listTools()).tools.map((t) => t.name).sort()).toEqual(["list_transactions", "wallet_balance"])
+      expect((await policy(worker.id, owner.apiKey, { allowedCapabilities: ["reason", "speak"] })).status).toBe(200)
+      expect((await mcp.listTools()).tools.map((t) => t.name).sort()).toEqual(["list_transactions", "speak", "wallet_balance"])
+      // Asking charged nothing.
+      const listed = await mcp.callTool({ name: "list_transactions", arguments: {} })
+      expect((listed.structuredContent as { transactions: ReadonlyArray<unknown> }).transactions).toEqual([])
+    } finally {
+      await mcp.close()
+    }
+  }, 30_000)
+
   it("charges a tool call to the wallet, once, and lists it", async () => {
     const { worker } = await account(100n)
     const mcp = await connect(worker.apiKey)
