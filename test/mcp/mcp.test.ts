@@ -244,6 +244,26 @@ describe("/mcp authentication", () => {
     expect(killed.body.error.code).toBe("AGENT_KILLED")
   })
 
+  it("answers bad input with a 4xx, never a 500", async () => {
+    const { worker } = await account(0n)
+    const auth = { authorization: `Bearer ${worker.apiKey}`, accept: "application/json, text/event-stream" }
+    const garbled = await api.call("POST", "/mcp", { raw: "{not json", headers: { ...auth, "content-type": "application/json" } })
+    expect(garbled.status).toBeGreaterThanOrEqual(400)
+    expect(garbled.status).toBeLessThan(500)
+    const tooLarge = await api.call("POST", "/mcp", {
+      raw: JSON.stringify({ ...initialize, padding: "x".repeat(1024 * 1024 + 1) }),
+      headers: { ...auth, "content-type": "application/json" }
+    })
+    expect(tooLarge.status).toBe(413)
+    expect(tooLarge.body.error.code).toBe("PAYLOAD_TOO_LARGE")
+    const unknownTool = await api.call("POST", "/mcp", {
+      body: { jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "mine_bitcoin", arguments: {} } },
+      headers: auth
+    })
+    expect(unknownTool.status).toBe(200)
+    expect(unknownTool.body.result.isError).toBe(true)
+  })
+
   it("answers GET and DELETE with 405 (stateless: no streams, no sessions)", async () => {
     const res = await api.call("GET", "/mcp", { headers: { accept: "text/event-stream" } })
     expect(res.status).toBe(405)
