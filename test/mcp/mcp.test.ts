@@ -183,6 +183,25 @@ describe.each([
   }, 30_000)
 })
 
+describe("npm run -s mcp", () => {
+  it("starts the stdio server a desktop host configures, and lists its tools", async () => {
+    const { worker } = await account(0n)
+    const mcp = new Client({ name: "test", version: "1.0.0" })
+    await mcp.connect(new StdioClientTransport({
+      command: "npm",
+      args: ["run", "-s", "mcp"],
+      cwd: fileURLToPath(new URL("../..", import.meta.url)),
+      env: { SPENDGATE_API_KEY: worker.apiKey, SPENDGATE_URL: server.baseUrl, PATH: process.env["PATH"] ?? "", HOME: process.env["HOME"] ?? "" },
+      stderr: "ignore"
+    }))
+    try {
+      expect((await mcp.listTools()).tools.map((t) => t.name).sort()).toEqual(["list_transactions", "speak", "wallet_balance"])
+    } finally {
+      await mcp.close()
+    }
+  }, 30_000)
+})
+
 describe("/mcp authentication", () => {
   const initialize = {
     jsonrpc: "2.0",
