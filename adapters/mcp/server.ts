@@ -22,15 +22,36 @@ export const SERVER_VERSION = "0.1.0"
 
 type JsonObject = { readonly [key: string]: unknown }
 
+/**
+ * An optional key is rendered `anyOf: [X, { type: "null" }]` (undefined has
+ * no JSON form), which tells a model little about X. The tool shows X, the
+ * type the API documents; a null argument still sent is dropped before the
+ * call (`withoutNulls`), as absent: no capability input has a nullable field.
+ */
+const optionalAsAbsent = (property: unknown): unknown => {
+  if (typeof property !== "object" || property === null) return property
+  const { anyOf, ...rest } = property as { readonly anyOf?: ReadonlyArray<JsonObject> } & JsonObject
+  if (!Array.isArray(anyOf)) return property
+  const others = anyOf.filter((member) => member["type"] !== "null")
+  return others.length === 1 && others.length < anyOf.length ? { ...others[0], ...rest } : property
+}
+
 const inputJsonSchema = (capability: BuiltCapability): Tool["inputSchema"] => {
   const document = Schema.toJsonSchemaDocument(inputSchemas[capability])
   const definitions = document.definitions as JsonObject
+  const schema = document.schema as JsonObject
+  const properties = (schema["properties"] ?? {}) as JsonObject
   return {
-    ...(document.schema as JsonObject),
-    ...(Object.keys(definitions).length > 0 ? { $defs: definitions } : {}),
-    type: "object"
+    ...schema,
+    type: "object",
+    properties: Object.fromEntries(Object.entries(properties).map(([name, property]) => [name, optionalAsAbsent(property)])),
+    ...(Object.keys(definitions).length > 0 ? { $defs: definitions } : {})
   } as Tool["inputSchema"]
 }
+
+/** Top-level null arguments are absent keys (see optionalAsAbsent). */
+const withoutNulls = (args: JsonObject): JsonObject =>
+  Object.fromEntries(Object.entries(args).filter(([, value]) => value !== null))
 
 const capabilityTool = (capability: BuiltCapability): Tool => ({
   name: capability,
@@ -163,7 +184,7 @@ export const makeMcpServer = (backend: Backend): Server => {
         const path = transactionsPath(args)
         return typeof path === "string" ? answerOf(await backend.get(path)) : path
       }
-      if (isCapability(name)) return answerOf(await backend.post(`/v1/capabilities/${name}`, args))
+      if (isCapability(name)) return answerOf(await backend.post(`/v1/capabilities/${name}`, withoutNulls(args)))
       return badArguments(`Unknown tool ${JSON.stringify(name.slice(0, 64))}`)
     } catch (cause) {
       return {

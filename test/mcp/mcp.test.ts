@@ -106,6 +106,9 @@ describe.each([
         properties: { text: { type: "string", minLength: 1, maxLength: 4096 } },
         required: ["text"]
       })
+      // An optional key is just its type: the API takes it absent, not null.
+      const voice = (speak.inputSchema.properties as Record<string, unknown>)["voice"]
+      expect(voice).toEqual({ type: "string", minLength: 1, maxLength: 64 })
     } finally {
       await mcp.close()
     }
@@ -132,7 +135,8 @@ describe.each([
     const mcp = await connect(worker.apiKey)
     try {
       const before = await spendable(worker.apiKey)
-      const result = await mcp.callTool({ name: "speak", arguments: { text: "Hello from the gateway" } })
+      // A model that sends null for an optional argument is not refused for it.
+      const result = await mcp.callTool({ name: "speak", arguments: { text: "Hello from the gateway", voice: null } })
       expect(result.isError).toBeFalsy()
       const body = result.structuredContent as { data: { mimeType: string; audio: string }; metadata: { chargedUsdCents: number } }
       expect(body.data.mimeType).toBe("audio/wav")
