@@ -12,9 +12,10 @@ import { makeMcpServer } from "../mcp/server.ts"
  * authenticates as on the rest of the API, `Authorization: Bearer sk_agt_…`;
  * the key is checked by the API itself (one GET /v1/capabilities per /mcp
  * request, which also counts against the agent's rate limit) and every tool
- * call is a request of the API with the same key (backend.ts), so a missing,
- * unknown or killed key and a spent rate limit get the API's own 401, 403 or
- * 429 in its envelope, and the spend pipeline is the one every call takes.
+ * call is a request of the API with the same key (backend.ts), so a missing
+ * or unknown key gets the API's own 401, a killed key and a spent rate limit
+ * its 403 or 429 (on a tool call: a tool error with the same code, which the
+ * model can read), and the spend pipeline is the one every call takes.
  * GET and DELETE (server-sent streams, sessions) are 405: there are none.
  */
 
@@ -29,6 +30,19 @@ const bearerOf = (header: string | undefined): string | undefined => {
 const passThrough = (status: number, body: unknown, retryAfter: string | null) =>
   HttpServerResponse.jsonUnsafe(body, { status, headers: retryAfter === null ? {} : { "retry-after": retryAfter } })
 
+/** Whether the body is one `tools/call` request, or a batch of nothing else. */
+const onlyToolCalls = (body: Uint8Array): boolean => {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(new TextDecoder().decode(body))
+  } catch {
+    return false
+  }
+  const messages = Array.isArray(parsed) ? parsed : [parsed]
+  return messages.length > 0 &&
+    messages.every((m) => typeof m === "object" && m !== null && (m as { readonly method?: unknown }).method === "tools/call")
+}
+
 const handle = (selfUrl: string, limitBytes: number, backendFor: (key: string) => Backend) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
@@ -42,14 +56,17 @@ const handle = (selfUrl: string, limitBytes: number, backendFor: (key: string) =
     if (declared !== undefined && Number(declared) > limitBytes) {
       return envelopeResponse("PAYLOAD_TOO_LARGE", "Request body is too large", { limitBytes }, { connection: "close" })
     }
-    const backend = backendFor(key)
-    const probe = yield* Effect.promise(() => backend.get("/v1/capabilities"))
-    if (probe.status === 401 || probe.status === 403 || probe.status === 429) {
-      return passThrough(probe.status, probe.body, probe.retryAfter)
-    }
     const body = new Uint8Array(
       yield* request.arrayBuffer.pipe(Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(limitBytes)))
     )
+    const backend = backendFor(key)
+    const probe = yield* Effect.promise(() => backend.get("/v1/capabilities"))
+    // An unknown key never gets in. A killed or rate-limited agent is refused here too, except on
+    // tool calls: there the tool's own call of the API is refused the same way, and the model
+    // reads that refusal as a tool error instead of a failed connection.
+    if (probe.status === 401 || ((probe.status === 403 || probe.status === 429) && !onlyToolCalls(body))) {
+      return passThrough(probe.status, probe.body, probe.retryAfter)
+    }
     const headers = new Headers()
     for (const [name, value] of Object.entries(request.headers)) if (typeof value === "string") headers.set(name, value)
     const webRequest = new Request(`${selfUrl}${MCP_PATH}`, { method: "POST", headers, body })

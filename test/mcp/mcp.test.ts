@@ -176,11 +176,44 @@ describe.each([
       expect(overCap.error.code).toBe("PER_CALL_LIMIT_EXCEEDED")
       expect(overCap.error.details).toMatchObject({ perCallCap: 0.0001, quotedCost: expect.any(Number) })
 
+      expect((await policy(worker.id, owner.apiKey, { maxPerDayUsdCents: 0.0001 })).status).toBe(200)
+      const overDaily = errorOf(await mcp.callTool({ name: "speak", arguments: { text: "Hello" } }))
+      expect(overDaily.status).toBe(402)
+      expect(overDaily.error.code).toBe("BUDGET_EXCEEDED")
+      expect(overDaily.error.details).toMatchObject({ dailySpent: 0, dailyCap: 0.0001 })
+      expect((await policy(worker.id, owner.apiKey, {})).status).toBe(200)
+
       const invalid = errorOf(await mcp.callTool({ name: "speak", arguments: { text: "" } }))
       expect(invalid.status).toBe(400)
       expect(invalid.error.code).toBe("VALIDATION_ERROR")
 
       expect(await spendable(worker.apiKey)).toBe(before)
+    } finally {
+      await mcp.close()
+    }
+  }, 30_000)
+})
+
+describe.each([
+  ["Streamable HTTP at /mcp", httpClient],
+  ["stdio", stdioClient]
+] as const)("MCP over %s, wallet and kill switch", (name, connect) => {
+  it("returns an empty wallet and a killed agent as tool errors", async () => {
+    const { owner, worker } = await account(0n)
+    const mcp = await connect(worker.apiKey)
+    try {
+      const empty = errorOf(await mcp.callTool({ name: "speak", arguments: { text: "Hello" } }))
+      expect(empty.status).toBe(402)
+      expect(empty.error.code).toBe("INSUFFICIENT_BALANCE")
+      expect(empty.error.details).toMatchObject({ balance: 0, quotedCost: expect.any(Number) })
+
+      // Killed while connected: the next call is a tool error the model reads.
+      expect((await api.patch(`/v1/agents/${worker.id}`, { killed: true }, owner.apiKey)).status).toBe(200)
+      const killed = errorOf(await mcp.callTool({ name: "speak", arguments: { text: "Hello" } }))
+      expect(killed.status).toBe(403)
+      expect(killed.error.code).toBe("AGENT_KILLED")
+      // Anything else than a tool call is refused outright over HTTP (the client raises the 403).
+      if (name !== "stdio") await expect(mcp.listTools()).rejects.toThrow(/AGENT_KILLED/)
     } finally {
       await mcp.close()
     }
