@@ -271,7 +271,7 @@ describe("/mcp authentication", () => {
     }
   })
 
-  it("refuses a spent rate limit with the API's 429 and Retry-After", async () => {
+  it("refuses a spent rate limit with the API's 429 and Retry-After (a tool call: as a tool error)", async () => {
     const limited = await startServer(MemoryStore.layer, { rateLimits: { agentPerMinute: 2 } })
     try {
       const signup = await client(limited.baseUrl).post("/v1/signup", { name: "ops" })
@@ -281,7 +281,17 @@ describe("/mcp authentication", () => {
           headers: { accept: "application/json, text/event-stream", authorization: `Bearer ${signup.body.apiKey}` }
         })
       expect((await send()).status).toBe(200)
-      expect((await send()).status).toBe(200)
+      // A tool call: /mcp's own check takes the second request of the minute, the tool's call
+      // of the API the third, which is refused: a tool error the model reads, with its wait.
+      const toolCall = await client(limited.baseUrl).call("POST", "/mcp", {
+        body: { jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "wallet_balance", arguments: {} } },
+        headers: { accept: "application/json, text/event-stream", authorization: `Bearer ${signup.body.apiKey}` }
+      })
+      expect(toolCall.status).toBe(200)
+      expect(toolCall.body.result.isError).toBe(true)
+      const toolError = JSON.parse(toolCall.body.result.content[0].text)
+      expect(toolError).toMatchObject({ status: 429, error: { code: "RATE_LIMITED" } })
+      expect(toolError.retryAfterSeconds).toBeGreaterThan(0)
       const refused = await send()
       expect(refused.status).toBe(429)
       expect(refused.body.error.code).toBe("RATE_LIMITED")
