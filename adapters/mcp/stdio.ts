@@ -6,14 +6,14 @@ import { makeMcpServer } from "./server.ts"
  * The MCP server over stdio, for desktop agent hosts: `npm run mcp` (or
  * `node adapters/mcp/stdio.ts`) with SPENDGATE_API_KEY (the agent's
  * `sk_agt_` key) and SPENDGATE_URL (a running Spendgate, default
- * http://127.0.0.1:3000). It talks to that server's API with the key, so the
+ * http://127.0.0.1:8080). It talks to that server's API with the key, so the
  * server keeps sole hold of its storage and every tool call goes through its
  * authentication, rate limits and spend pipeline. stdout carries only MCP
  * messages; diagnostics go to stderr.
  */
 
 const key = process.env["SPENDGATE_API_KEY"]?.trim() ?? ""
-const url = process.env["SPENDGATE_URL"]?.trim() || "http://127.0.0.1:3000"
+const url = process.env["SPENDGATE_URL"]?.trim() || "http://127.0.0.1:8080"
 
 if (!/^sk_agt_[A-Za-z0-9]{32}$/.test(key)) {
   process.stderr.write("spendgate mcp: set SPENDGATE_API_KEY to the agent's key (sk_agt_ followed by 32 letters and digits)\n")
