@@ -25,6 +25,7 @@ import { FundingHandlers } from "./fundingHandlers.ts"
 import { WalletHandlers } from "./walletHandlers.ts"
 import { IdempotencyKeysLive } from "./idempotency.ts"
 import { AccessControlLive } from "./access.ts"
+import { mountMcp } from "./mcpRoute.ts"
 
 export interface HttpOptions {
   readonly port: number
@@ -44,12 +45,13 @@ export interface HttpOptions {
   readonly railRoutes?: ReadonlyArray<RailRoute>
 }
 
-/** All routes of the API: /v1, /health, /v1/openapi.json and /docs. */
+/** All routes of the API: /v1, /health, /v1/openapi.json, /docs and /mcp. */
 export const routes = (options: Omit<HttpOptions, "port" | "host"> = {}) => {
   // One limiter (one Redis connection) for the request and the signup limits.
   const limiter = options.rateLimits?.limiter ?? MemoryRateLimiter.layer()
   return Layer.mergeAll(
     mountRailRoutes(options.railRoutes ?? [], options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }),
+    mountMcp(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }),
     HttpApiBuilder.layer(Api, { openapiPath: "/v1/openapi.json" }).pipe(
       Layer.provide([PublicHandlers, AgentsHandlers, WalletHandlers, FundingHandlers, AdminHandlers, CapabilitiesHandlers, ServicesHandlers, OpenAiHandlers])
     ),

@@ -120,5 +120,11 @@ capability is needed and not allowed.
 | Endpoint | Route | Who | Owner | Owner, another account | Agent, own id | Agent, other agent | Agent, another account | Killed agent | No key | Admin token | Notes |
 |---|---|---|---|---|---|---|---|---|---|---|---|
 ${rows.join("\n")}
+
+Beside the API (\`routesOutsideApi\` in \`src/access/matrix.ts\`):
+
+| Route | Who | Owner | Agent | Killed agent | No key | Unknown key, admin token | Notes |
+|---|---|---|---|---|---|---|---|
+| \`POST /mcp\` | any agent key | yes | yes | 403 | 401 | 401 | the MCP server (Streamable HTTP, stateless; GET and DELETE 405); each tool call is the API endpoint of the same name with the caller's key, under that endpoint's cell, a refusal being a tool error (\`isError\`) with the API's code and details; on a \`tools/call\` a killed agent or a spent rate limit is such a tool error too (\`AGENT_KILLED\`, \`RATE_LIMITED\`), not an HTTP 403/429 |
 `
 }

@@ -154,3 +154,18 @@ export const matrixEntries = (): ReadonlyArray<{ readonly group: string; readonl
   Object.entries(accessMatrix as Record<string, Record<string, MatrixEntry>>).flatMap(([group, endpoints]) =>
     Object.entries(endpoints).map(([endpoint, e]) => ({ group, endpoint, ...e }))
   )
+
+/**
+ * Routes mounted beside the HTTP API rather than in it, with the same rule.
+ * `/mcp` (adapters/http/mcpRoute.ts) takes an agent key like any agent
+ * endpoint: the key, the kill switch and the rate limit are checked by the
+ * API itself (the route asks `GET /v1/capabilities` with the caller's key and
+ * answers its 401, 403 or 429), and each tool is a call of the API endpoint
+ * of the same name (`capabilities.<name>`, `wallet.wallet`,
+ * `wallet.transactions`), so that endpoint's cell of the matrix (its
+ * capability included) applies to the tool call; a refusal there is a tool
+ * error, not an HTTP status. test/mcp/mcp.test.ts holds /mcp to these cells.
+ */
+export const routesOutsideApi = {
+  mcp: entry("POST", "/mcp", { access: "agent" }, "use the MCP server")
+} as const satisfies Record<string, MatrixEntry>
