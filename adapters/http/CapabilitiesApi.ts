@@ -22,7 +22,7 @@ import {
   SearchInput,
   SearchOutput
 } from "../../src/capabilities/schemas.ts"
-import { BadGateway, BadRequest, Forbidden, NotFound, PaymentRequired, ServiceUnavailable } from "./errors.ts"
+import { BadGateway, BadRequest, ErrorBody, Forbidden, NotFound, PaymentRequired, ServiceUnavailable } from "./errors.ts"
 import { AccessControl, Authentication, IdempotencyKeys } from "./middleware.ts"
 
 /** Capabilities: the catalogue with prices, and metered execution. */
@@ -70,6 +70,28 @@ export const CapabilityDetail = Schema.Struct({
     reason: Schema.optional(Schema.String)
   }))
 })
+
+export const EstimateResult = Schema.Struct({
+  capability: Schema.String,
+  provider: Schema.String.annotate({ description: "The provider execute would start with (the pinned one, else the cheapest healthy one)" }),
+  model: Schema.optional(Schema.String),
+  quotedUsdCents: Schema.Number.annotate({ description: "The quote execute would hold, USD cents" }),
+  allowed: Schema.Boolean.annotate({ description: "Whether the spend rules would hold this quote now" }),
+  refusal: Schema.optional(ErrorBody).annotate({
+    description: "When not allowed: the code, message and details execute would answer (BUDGET_EXCEEDED, PER_CALL_LIMIT_EXCEEDED, INSUFFICIENT_BALANCE, CAPABILITY_NOT_ALLOWED, AGENT_KILLED, RATE_UNAVAILABLE)"
+  }),
+  remainingTodayUsdCents: Schema.NullOr(Schema.Number).annotate({
+    description: "The daily cap less today's held and settled spend (UTC day), USD cents; null when there is no daily cap"
+  })
+}).annotate({
+  description:
+    "A report, not the call: 200 even when refused; nothing is held or charged and no provider is called. A concurrent call may change the answer before execute."
+})
+
+const estimateErrors = [BadRequest, Forbidden, NotFound, ServiceUnavailable] as const
+
+const estimate = <Name extends string, P extends Schema.Top>(name: Name, path: `/${string}`, payload: P) =>
+  HttpApiEndpoint.post(name, path, { payload, success: EstimateResult, error: estimateErrors })
 
 const executeErrors = [BadRequest, PaymentRequired, Forbidden, NotFound, BadGateway, ServiceUnavailable] as const
 
@@ -133,6 +155,22 @@ export class CapabilitiesApi extends HttpApiGroup.make("capabilities")
       success: result(SmsOutput),
       error: executeErrors
     }).middleware(IdempotencyKeys),
+    estimate("estimateReason", "/v1/capabilities/reason/estimate", ReasonInput),
+    estimate("estimateSearch", "/v1/capabilities/search/estimate", SearchInput),
+    estimate("estimateRead", "/v1/capabilities/read/estimate", ReadInput),
+    estimate("estimateScrape", "/v1/capabilities/scrape/estimate", ScrapeInput),
+    estimate("estimateExecute", "/v1/capabilities/execute/estimate", ExecuteInput),
+    estimate("estimateImagine", "/v1/capabilities/imagine/estimate", ImagineInput),
+    estimate("estimateSpeak", "/v1/capabilities/speak/estimate", SpeakInput),
+    estimate("estimateTranscribe", "/v1/capabilities/transcribe/estimate", TranscribeInput),
+    estimate("estimateEmail", "/v1/capabilities/email/estimate", EmailInput),
+    estimate("estimateSms", "/v1/capabilities/sms/estimate", SmsInput),
+    HttpApiEndpoint.post("estimateOther", "/v1/capabilities/:capability/estimate", {
+      params: { capability: CapabilityParam },
+      payload: Schema.Unknown,
+      success: EstimateResult,
+      error: estimateErrors
+    }),
     HttpApiEndpoint.post("other", "/v1/capabilities/:capability", {
       params: { capability: CapabilityParam },
       payload: Schema.Unknown,

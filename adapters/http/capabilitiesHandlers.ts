@@ -1,6 +1,6 @@
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
-import { Capabilities, type CapabilitySummary, type ExecutionResult } from "../../src/capabilities/Capabilities.ts"
+import { Capabilities, type CapabilitySummary, type Estimate, type ExecutionResult } from "../../src/capabilities/Capabilities.ts"
 import { priceKey } from "../../src/capabilities/catalog.ts"
 import type { AnyProvider } from "../../src/capabilities/Provider.ts"
 import type { ProviderAvailability } from "../../src/capabilities/ProviderHealth.ts"
@@ -64,6 +64,19 @@ export const resultJson = <O>(result: ExecutionResult<O>) => ({
   metadata: callReceipt(result.receipt, { provider: result.provider, model: result.model })
 })
 
+/** An estimate on the wire: USD cents, and the refusal exactly as execute would put it in the error envelope. */
+export const estimateJson = (estimate: Estimate) => ({
+  capability: estimate.capability,
+  provider: estimate.provider,
+  ...(estimate.model !== undefined ? { model: estimate.model } : {}),
+  quotedUsdCents: microUsdToCents(estimate.quotedMicroUsd),
+  allowed: estimate.refusal === null,
+  ...(estimate.refusal !== null
+    ? { refusal: toHttpError(estimate.refusal).error }
+    : {}),
+  remainingTodayUsdCents: estimate.remainingTodayMicroUsd === null ? null : microUsdToCents(estimate.remainingTodayMicroUsd)
+})
+
 export const CapabilitiesHandlers = HttpApiBuilder.group(
   Api,
   "capabilities",
@@ -72,6 +85,9 @@ export const CapabilitiesHandlers = HttpApiBuilder.group(
     const execute = <C extends BuiltCapability>(capability: C, input: CapabilityIO[C]["input"]) =>
       Effect.flatMap(CurrentPrincipal, (principal) =>
         capabilities.execute(principal, capability, input).pipe(Effect.map(resultJson), Effect.mapError(toHttpError)))
+    const estimate = <C extends BuiltCapability>(capability: C, input: CapabilityIO[C]["input"]) =>
+      Effect.flatMap(CurrentPrincipal, (principal) =>
+        capabilities.estimate(principal, capability, input).pipe(Effect.map(estimateJson), Effect.mapError(toHttpError)))
     return handlers
       .handle("list", () => Effect.map(capabilities.list, (all) => all.map(listItem)))
       .handle("describe", ({ params }) =>
@@ -86,6 +102,18 @@ export const CapabilitiesHandlers = HttpApiBuilder.group(
       .handle("transcribe", ({ payload }) => execute("transcribe", payload))
       .handle("email", ({ payload }) => execute("email", payload))
       .handle("sms", ({ payload }) => execute("sms", payload))
+      .handle("estimateReason", ({ payload }) => estimate("reason", payload))
+      .handle("estimateSearch", ({ payload }) => estimate("search", payload))
+      .handle("estimateRead", ({ payload }) => estimate("read", payload))
+      .handle("estimateScrape", ({ payload }) => estimate("scrape", payload))
+      .handle("estimateExecute", ({ payload }) => estimate("execute", payload))
+      .handle("estimateImagine", ({ payload }) => estimate("imagine", payload))
+      .handle("estimateSpeak", ({ payload }) => estimate("speak", payload))
+      .handle("estimateTranscribe", ({ payload }) => estimate("transcribe", payload))
+      .handle("estimateEmail", ({ payload }) => estimate("email", payload))
+      .handle("estimateSms", ({ payload }) => estimate("sms", payload))
+      .handle("estimateOther", ({ params }) =>
+        Effect.fail(toHttpError(new NotFound({ resource: `Capability ${params.capability.slice(0, 64)}` }))))
       .handle("other", ({ params }) =>
         Effect.fail(toHttpError(new NotFound({ resource: `Capability ${params.capability.slice(0, 64)}` }))))
   })

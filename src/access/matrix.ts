@@ -54,6 +54,9 @@ const pathAgent = { in: "path", name: "id" } as const
 const capabilityCall = (name: Capability) =>
   entry("POST", `/v1/capabilities/${name}`, { access: "agent", capability: name }, `use ${name}`)
 
+const capabilityEstimate = (name: Capability) =>
+  entry("POST", `/v1/capabilities/${name}/estimate`, { access: "agent" }, `estimate ${name} calls`)
+
 export const accessMatrix = {
   public: {
     health: entry("GET", "/health", { access: "public" }, "check health"),
@@ -127,6 +130,18 @@ export const accessMatrix = {
     transcribe: capabilityCall("transcribe"),
     email: capabilityCall("email"),
     sms: capabilityCall("sms"),
+    // An estimate is a report: a capability the policy does not allow is its answer (CAPABILITY_NOT_ALLOWED), not a 403.
+    estimateReason: capabilityEstimate("reason"),
+    estimateSearch: capabilityEstimate("search"),
+    estimateRead: capabilityEstimate("read"),
+    estimateScrape: capabilityEstimate("scrape"),
+    estimateExecute: capabilityEstimate("execute"),
+    estimateImagine: capabilityEstimate("imagine"),
+    estimateSpeak: capabilityEstimate("speak"),
+    estimateTranscribe: capabilityEstimate("transcribe"),
+    estimateEmail: capabilityEstimate("email"),
+    estimateSms: capabilityEstimate("sms"),
+    estimateOther: entry("POST", "/v1/capabilities/:capability/estimate", { access: "agent" }, "estimate calls"),
     other: entry("POST", "/v1/capabilities/:capability", { access: "agent" }, "use capabilities")
   },
   services: {

@@ -50,6 +50,25 @@ export class NoProvider extends Schema.TaggedError<NoProvider>()("NoProvider", {
   }
 }
 
+interface Choice<C extends BuiltCapability> {
+  readonly pinned: string | undefined
+  /** In the order execute tries them. */
+  readonly ordered: ReadonlyArray<{ readonly provider: Provider<C>; readonly quote: Quote; readonly healthy: boolean }>
+}
+
+/** What a call would cost and whether it would be allowed now, with nothing held or charged. */
+export interface Estimate {
+  readonly capability: Capability
+  readonly provider: string
+  readonly model: string | undefined
+  readonly quotedMicroUsd: bigint
+  /** Null when allowed; else the refusal the spend pipeline would answer. */
+  readonly refusal: SpendRefusal | null
+  readonly remainingTodayMicroUsd: bigint | null
+}
+
+export type EstimateError = NotFound | ValidationError | UnsafeUrl | NoProvider
+
 export interface CapabilitySummary {
   readonly name: Capability
   readonly description: string
@@ -73,6 +92,16 @@ export class Capabilities extends Context.Service<Capabilities, {
     capability: C,
     input: CapabilityIO[C]["input"]
   ) => Effect.Effect<ExecutionResult<CapabilityIO[C]["output"]>, ExecuteError>
+  /**
+   * The provider and quote execute would start with, and the spend
+   * pipeline's decision on that quote now (`Spend.estimate`): nothing held,
+   * nothing charged, no provider called.
+   */
+  readonly estimate: <C extends BuiltCapability>(
+    principal: Principal,
+    capability: C,
+    input: CapabilityIO[C]["input"]
+  ) => Effect.Effect<Estimate, EstimateError>
 }>()("spendgate/Capabilities") {
   static readonly layer = Layer.effect(
     Capabilities,
@@ -167,11 +196,17 @@ export class Capabilities extends Context.Service<Capabilities, {
           return { data: value, receipt, provider: provider.name, model }
         })
 
-      const execute = <C extends BuiltCapability>(
-        principal: Principal,
+      /**
+       * The "choose provider and quote" step, shared by execute and estimate:
+       * the pinned provider or every configured one, the unusable ones
+       * dropped, the caller's URL checked, each quoted, then (unpinned)
+       * healthy first and cheapest first. Execute tries them in this order,
+       * so the first is the one it would run (and estimate reports).
+       */
+      const choose = <C extends BuiltCapability>(
         capability: C,
         input: CapabilityIO[C]["input"]
-      ): Effect.Effect<ExecutionResult<CapabilityIO[C]["output"]>, ExecuteError> =>
+      ): Effect.Effect<Choice<C>, NotFound | ValidationError | UnsafeUrl | NoProvider> =>
         Effect.gen(function*() {
           const configured = providersFor(capability) as ReadonlyArray<Provider<C>>
           const pinned = pinnedOf(input)
@@ -212,7 +247,17 @@ export class Capabilities extends Context.Service<Capabilities, {
                 : 0
             )
           if (pinned === undefined && !ordered.some((o) => o.healthy)) return yield* Effect.fail(new NoProvider({ capability }))
+          return { pinned, ordered }
 
+        })
+
+      const execute = <C extends BuiltCapability>(
+        principal: Principal,
+        capability: C,
+        input: CapabilityIO[C]["input"]
+      ): Effect.Effect<ExecutionResult<CapabilityIO[C]["output"]>, ExecuteError> =>
+        Effect.gen(function*() {
+          const { pinned, ordered } = yield* choose(capability, input)
           let lastFailure: ProviderFailure | undefined
           for (const { provider, quote, healthy } of ordered) {
             if (!healthy && pinned === undefined) continue
@@ -233,7 +278,26 @@ export class Capabilities extends Context.Service<Capabilities, {
           )
         })
 
-      return Capabilities.of({ list, describe, execute })
+      const estimate = <C extends BuiltCapability>(
+        principal: Principal,
+        capability: C,
+        input: CapabilityIO[C]["input"]
+      ): Effect.Effect<Estimate, EstimateError> =>
+        Effect.gen(function*() {
+          const { ordered } = yield* choose(capability, input)
+          const { provider, quote } = ordered[0]!
+          const { decision, remainingTodayMicroUsd } = yield* spend.estimate(principal, capability, quote.microUsd)
+          return {
+            capability,
+            provider: provider.name,
+            model: quote.model,
+            quotedMicroUsd: quote.microUsd,
+            refusal: Result.isFailure(decision) ? decision.failure : null,
+            remainingTodayMicroUsd
+          } satisfies Estimate
+        })
+
+      return Capabilities.of({ list, describe, execute, estimate })
     })
   )
 }

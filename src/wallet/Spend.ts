@@ -1,12 +1,12 @@
 import { Cause, Clock, Context, Duration, Effect, Exit, Layer, Option, Result, Schedule } from "effect"
 import type { Principal } from "../domain/Agent.ts"
 import type { Capability } from "../domain/Capability.ts"
-import type { SpendRefusal } from "../domain/errors.ts"
+import { AgentKilled, type SpendRefusal } from "../domain/errors.ts"
 import { newAuditId, newReservationId, newTransactionId, utcDay } from "../domain/Ledger.ts"
 import { MicroUsd, msatToMicroUsdValue, usdToMsatForCharge } from "../domain/Money.ts"
 import { RateSource } from "../ports/RateSource.ts"
 import { Store } from "../ports/Store.ts"
-import { planHold, planLateSettle, planSettle } from "./decide.ts"
+import { type HoldPlan, planHold, planLateSettle, planSettle } from "./decide.ts"
 
 /**
  * The one way money is spent: authorize → quote → reserve (atomic hold) →
@@ -62,11 +62,30 @@ export const defaultSpendOptions: SpendOptions = {
   sweepBatch: 500
 }
 
+/** What `spend` would decide for a quote now, with nothing held or charged. */
+export interface SpendEstimate {
+  readonly decision: Result.Result<HoldPlan, SpendRefusal>
+  readonly dailySpentMicroUsd: bigint
+  /** The daily cap less the day's spend (never below zero); null when the policy has no daily cap. */
+  readonly remainingTodayMicroUsd: bigint | null
+}
+
 export class Spend extends Context.Service<Spend, {
   readonly spend: <A, E, R>(
     principal: Principal,
     request: SpendRequest<A, E, R>
   ) => Effect.Effect<{ readonly value: A; readonly receipt: SpendReceipt }, SpendRefusal | E, R>
+  /**
+   * The decision `spend` would make for this quote now: the same rules
+   * (`planHold`) over the same snapshot (agent, policy, the day's held and
+   * settled spend, wallet), read without the wallet lock. Holds and charges
+   * nothing; a concurrent call may change the answer before a real spend.
+   */
+  readonly estimate: (
+    principal: Principal,
+    capability: Capability,
+    quotedMicroUsd: bigint
+  ) => Effect.Effect<SpendEstimate>
   /** Releases holds older than their expiry; idempotent; returns how many it released. */
   readonly sweep: Effect.Effect<number>
 }>()("spendgate/Spend") {
@@ -181,7 +200,28 @@ export class Spend extends Context.Service<Spend, {
           return total
         })
 
-        return Spend.of({ spend, sweep })
+        const estimate = (principal: Principal, capability: Capability, quotedMicroUsd: bigint) =>
+          Effect.gen(function*() {
+            const quote = MicroUsd.make(quotedMicroUsd)
+            const rate = Option.getOrNull(yield* rates.current)
+            const at = yield* now
+            const { accountId, id: agentId } = principal.agent
+            const stored = yield* store.getAgent(accountId, agentId)
+            const { dailySpentMicroUsd } = yield* store.agentSpend(accountId, agentId, utcDay(at))
+            // Gone since it authenticated: it can spend nothing, as reserve would find.
+            if (Option.isNone(stored)) {
+              return { decision: Result.fail(new AgentKilled()), dailySpentMicroUsd, remainingTodayMicroUsd: 0n } satisfies SpendEstimate
+            }
+            // Read again, as reserve reads it, so a kill or policy change since authentication is seen.
+            const { agent, policy } = stored.value
+            const wallet = yield* store.getWallet(accountId)
+            const decision = planHold({ agent, policy, dailySpentMicroUsd, wallet }, capability, quote, rate?.rate ?? null)
+            const cap = policy.maxPerDayMicroUsd
+            const remainingTodayMicroUsd = cap === null ? null : cap > dailySpentMicroUsd ? cap - dailySpentMicroUsd : 0n
+            return { decision, dailySpentMicroUsd, remainingTodayMicroUsd } satisfies SpendEstimate
+          })
+
+        return Spend.of({ spend, estimate, sweep })
       })
     )
 

@@ -94,7 +94,7 @@ interface Caller {
 
 /** Path parameters that name something other than an agent, which these tests do not create: 404 is the endpoint's own answer. */
 const foreignResourcePath = (entry: MatrixEntry & { group: string; endpoint: string }) =>
-  entry.path.includes(":slug") || (entry.group === "capabilities" && entry.endpoint === "other") ||
+  entry.path.includes(":slug") || (entry.group === "capabilities" && (entry.endpoint === "other" || entry.endpoint === "estimateOther")) ||
   (entry.group === "admin" && entry.path.includes(":id"))
 
 describe.each(storeBackends)("every endpoint × caller × target over %s", (_name, store) => {
