@@ -56,6 +56,18 @@ export const PolicyResponse = Schema.Struct({
   dailySpentUsdCents: Schema.Number
 })
 
+export const MeResponse = Schema.Struct({
+  ...AgentResponse.fields,
+  policy: PolicyResponse,
+  spentTodayUsdCents: Schema.Number.annotate({ description: "Held and settled spend of the current UTC day, USD cents" }),
+  remainingTodayUsdCents: Schema.NullOr(Schema.Number).annotate({
+    description: "The daily cap less today's spend (never below 0), USD cents; null when there is no daily cap"
+  }),
+  allowedCapabilities: Schema.Array(Capability).annotate({
+    description: "The capabilities this agent may call now (the policy's list, or all when it is empty)"
+  })
+}).annotate({ description: "The calling agent, its policy and what it may still spend today" })
+
 const CapList = Schema.Array(Capability).check(Schema.isMaxLength(10))
 
 const PerCallCap = Schema.NullOr(Cents).annotate({ description: "USD cents per call; 0 or null means no limit" })
@@ -137,6 +149,11 @@ export class AgentsApi extends HttpApiGroup.make("agents")
       success: CreatedAgentResponse.pipe(HttpApiSchema.status(201)),
       error: accessErrors
     }).middleware(IdempotencyKeys),
+    // Declared before "/:id": "me" is the caller, never an agent id.
+    HttpApiEndpoint.get("me", "/me", {
+      success: MeResponse,
+      error: accessErrors
+    }),
     HttpApiEndpoint.get("get", "/:id", {
       params: { id: PathId },
       success: AgentResponse,

@@ -3,6 +3,7 @@ import { HttpApiBuilder } from "effect/http-api"
 import { Agents } from "../../src/agents/Agents.ts"
 import { Policies, type PolicyView } from "../../src/agents/Policies.ts"
 import type { Agent } from "../../src/domain/Agent.ts"
+import { capabilityNames } from "../../src/domain/Capability.ts"
 import type { AgentId } from "../../src/domain/ids.ts"
 import { microUsdToCents } from "../../src/domain/Money.ts"
 import type { PolicyPatch } from "../../src/ports/Store.ts"
@@ -88,6 +89,24 @@ export const AgentsHandlers = HttpApiBuilder.group(
           const created = yield* mapCore(agents.create(principal, payload))
           const { lastActiveAt: _, ...agent } = agentJson(created.agent)
           return { ...agent, apiKey: created.apiKey }
+        }))
+      .handle("me", () =>
+        Effect.gen(function*() {
+          const principal = yield* CurrentPrincipal
+          // Always the caller's own id: no parameter names another agent.
+          const self = principal.agent.id
+          const agent = yield* mapCore(agents.get(principal, self))
+          const policy = yield* mapCore(policies.get(principal, self))
+          const cap = policy.maxPerDayMicroUsd
+          return {
+            ...agentJson(agent),
+            policy: policyJson(policy),
+            spentTodayUsdCents: microUsdToCents(policy.dailySpentMicroUsd),
+            remainingTodayUsdCents: cap === null
+              ? null
+              : microUsdToCents(cap > policy.dailySpentMicroUsd ? cap - policy.dailySpentMicroUsd : 0n),
+            allowedCapabilities: policy.allowedCapabilities.length === 0 ? [...capabilityNames] : policy.allowedCapabilities
+          }
         }))
       .handle("get", ({ params }) =>
         Effect.flatMap(CurrentPrincipal, (principal) =>

@@ -65,6 +65,7 @@ export const accessMatrix = {
   agents: {
     list: entry("GET", "/v1/agents", { access: "owner" }, "list agents"),
     create: entry("POST", "/v1/agents", { access: "owner" }, "create agents"),
+    me: entry("GET", "/v1/agents/me", { access: "agent" }, "read themselves"),
     get: entry("GET", "/v1/agents/:id", { access: "selfOrOwner", target: pathAgent }, "read"),
     update: entry("PATCH", "/v1/agents/:id", { access: "owner", target: pathAgent }, "change agents"),
     getPolicy: entry("GET", "/v1/agents/:id/policy", { access: "selfOrOwner", target: pathAgent }, "read the policy of"),

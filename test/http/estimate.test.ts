@@ -204,4 +204,44 @@ describe.each(storeBackends.slice(0, 2))("estimate over HTTP (%s)", (_name, stor
     const estimate = await api.post("/v1/capabilities/search/estimate", { query: "q" }, a.workerKey)
     expect(estimate.headers.get("x-ratelimit-limit")).not.toBeNull()
   })
+
+  it("GET /v1/agents/me: the worker sees itself, its policy, today's spend and what is left", async () => {
+    const a = await account(100n)
+    await setPolicy(a, { maxPerDayUsdCents: 12, maxPerCallUsdCents: 9, allowedCapabilities: ["search", "reason"] })
+    expect((await api.post("/v1/capabilities/search", { query: "q" }, a.workerKey)).status).toBe(200)
+    const me = await api.get("/v1/agents/me", a.workerKey)
+    expect(me.status).toBe(200)
+    const byId = await api.get(`/v1/agents/${a.workerId}`, a.workerKey)
+    expect(me.body).toMatchObject(byId.body)
+    expect(me.body).toMatchObject({
+      id: a.workerId,
+      role: "agent",
+      policy: { maxPerCallUsdCents: 9, maxPerDayUsdCents: 12, allowedCapabilities: ["reason", "search"], dailySpentUsdCents: 5 },
+      spentTodayUsdCents: 5,
+      remainingTodayUsdCents: 7,
+      allowedCapabilities: ["reason", "search"]
+    })
+    // The estimate and /me agree on what is left today.
+    expect((await api.post("/v1/capabilities/search/estimate", { query: "q" }, a.workerKey)).body.remainingTodayUsdCents).toBe(7)
+  })
+
+  it("GET /v1/agents/me: the owner sees itself, never the worker; no cap is null and all capabilities listed", async () => {
+    const a = await account(100n)
+    const me = await api.get("/v1/agents/me", a.ownerKey)
+    expect(me.status).toBe(200)
+    expect(me.body.id).not.toBe(a.workerId)
+    expect(me.body).toMatchObject({
+      role: "owner",
+      killed: false,
+      spentTodayUsdCents: 0,
+      remainingTodayUsdCents: null,
+      policy: { maxPerCallUsdCents: 0, maxPerDayUsdCents: 0, allowedCapabilities: [] }
+    })
+    expect(me.body.allowedCapabilities).toHaveLength(10)
+    // Nothing in the request names another agent: it is always the caller.
+    const withQuery = await api.get(`/v1/agents/me?id=${a.workerId}`, a.ownerKey)
+    expect(withQuery.status === 400 || withQuery.body.id === me.body.id).toBe(true)
+    expect((await api.get("/v1/agents/me", a.workerKey)).body.id).toBe(a.workerId)
+    expect((await api.get("/v1/agents/me")).status).toBe(401)
+  })
 })
