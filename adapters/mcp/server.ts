@@ -9,7 +9,7 @@ import type { ApiAnswer, Backend } from "./backend.ts"
  * Spendgate as an MCP server: one tool per capability with a configured
  * provider that the agent's policy allows (its input's JSON Schema from
  * src/capabilities/schemas.ts), plus
- * `wallet_balance` and `list_transactions`. Each tool is one call of the HTTP
+ * `wallet_balance`, `list_transactions` and `estimate_cost`. Each tool is one call of the HTTP
  * API with the agent's key (backend.ts), so a tool call is metered, held and
  * settled like any other. A refusal (policy, caps, kill switch, empty wallet,
  * rate limit, bad input) is a tool result with `isError: true` carrying the
@@ -82,6 +82,24 @@ export const listTransactionsTool: Tool = {
     additionalProperties: false
   }
 }
+
+/** The estimate of a call of any configured capability: POST /v1/capabilities/{capability}/estimate. */
+export const estimateCostTool = (capabilities: ReadonlyArray<BuiltCapability>): Tool => ({
+  name: "estimate_cost",
+  title: "Estimate cost",
+  description: "What a call would cost and whether it would be allowed now, without making it: the provider that " +
+    "would be chosen, the quote in USD cents, allowed or the refusal it would meet (code, message, details), and " +
+    "what is left of the daily cap (null: no cap). Nothing is held or charged.",
+  inputSchema: {
+    type: "object",
+    properties: {
+      capability: { type: "string", enum: [...capabilities], description: "The capability tool to estimate" },
+      input: { type: "object", description: "The arguments that capability's tool would be called with" }
+    },
+    required: ["capability", "input"],
+    additionalProperties: false
+  }
+})
 
 const isCapability = (name: string): name is BuiltCapability => Object.hasOwn(inputSchemas, name)
 
@@ -172,7 +190,7 @@ export const makeMcpServer = (backend: Backend): Server => {
       throw new Error(`Spendgate refused to list capabilities (HTTP ${answer.status}): ${JSON.stringify(answer.body).slice(0, 500)}`)
     }
     const allowed = await allowedCapabilities(backend, capabilities)
-    return { tools: [...allowed.map(capabilityTool), walletBalanceTool, listTransactionsTool] }
+    return { tools: [...allowed.map(capabilityTool), walletBalanceTool, listTransactionsTool, estimateCostTool(capabilities)] }
   })
 
   server.setRequestHandler(CallToolRequestSchema, async (request): Promise<CallToolResult> => {
@@ -183,6 +201,14 @@ export const makeMcpServer = (backend: Backend): Server => {
       if (name === listTransactionsTool.name) {
         const path = transactionsPath(args)
         return typeof path === "string" ? answerOf(await backend.get(path)) : path
+      }
+      if (name === "estimate_cost") {
+        const capability = args["capability"]
+        const input = args["input"]
+        if (typeof capability !== "string" || !isCapability(capability)) return badArguments("capability must be a capability name")
+        if (typeof input !== "object" || input === null || Array.isArray(input)) return badArguments("input must be an object")
+        // A report, not the call: a refusal is in the answer (allowed: false), not a tool error.
+        return answerOf(await backend.post(`/v1/capabilities/${capability}/estimate`, withoutNulls(input as JsonObject)))
       }
       if (isCapability(name)) return answerOf(await backend.post(`/v1/capabilities/${name}`, withoutNulls(args)))
       return badArguments(`Unknown tool ${JSON.stringify(name.slice(0, 64))}`)

@@ -178,7 +178,7 @@ export const matrixEntries = (): ReadonlyArray<{ readonly group: string; readonl
  * API itself (the route asks `GET /v1/capabilities` with the caller's key and
  * answers its 401, 403 or 429), and each tool is a call of the API endpoint
  * of the same name (`capabilities.<name>`, `wallet.wallet`,
- * `wallet.transactions`), so that endpoint's cell of the matrix (its
+ * `wallet.transactions`; `estimate_cost`: `capabilities.estimate<Name>`), so that endpoint's cell of the matrix (its
  * capability included) applies to the tool call; a refusal there is a tool
  * error, not an HTTP status. test/mcp/mcp.test.ts holds /mcp to these cells.
  */

@@ -99,7 +99,7 @@ describe.each([
       const { tools } = await mcp.listTools()
       const names = tools.map((t) => t.name).sort()
       // Only capabilities with a configured provider: here speak.
-      expect(names).toEqual(["list_transactions", "speak", "wallet_balance"])
+      expect(names).toEqual(["estimate_cost", "list_transactions", "speak", "wallet_balance"])
       const speak = tools.find((t) => t.name === "speak")!
       expect(speak.inputSchema).toMatchObject({
         type: "object",
@@ -119,9 +119,9 @@ describe.each([
     expect((await policy(worker.id, owner.apiKey, { allowedCapabilities: ["reason"] })).status).toBe(200)
     const mcp = await connect(worker.apiKey)
     try {
-      expect((await mcp.listTools()).tools.map((t) => t.name).sort()).toEqual(["list_transactions", "wallet_balance"])
+      expect((await mcp.listTools()).tools.map((t) => t.name).sort()).toEqual(["estimate_cost", "list_transactions", "wallet_balance"])
       expect((await policy(worker.id, owner.apiKey, { allowedCapabilities: ["reason", "speak"] })).status).toBe(200)
-      expect((await mcp.listTools()).tools.map((t) => t.name).sort()).toEqual(["list_transactions", "speak", "wallet_balance"])
+      expect((await mcp.listTools()).tools.map((t) => t.name).sort()).toEqual(["estimate_cost", "list_transactions", "speak", "wallet_balance"])
       // Asking charged nothing.
       const listed = await mcp.callTool({ name: "list_transactions", arguments: {} })
       expect((listed.structuredContent as { transactions: ReadonlyArray<unknown> }).transactions).toEqual([])
@@ -154,6 +154,39 @@ describe.each([
       const { transactions } = listed.structuredContent as { transactions: ReadonlyArray<{ capability: string; agentId: string }> }
       expect(transactions).toHaveLength(1)
       expect(transactions[0]).toMatchObject({ capability: "speak", agentId: worker.id })
+    } finally {
+      await mcp.close()
+    }
+  }, 30_000)
+
+  it("estimates a call with estimate_cost, charging nothing, and the call that follows agrees", async () => {
+    const { owner, worker } = await account(100n)
+    const mcp = await connect(worker.apiKey)
+    try {
+      const listed = (await mcp.listTools()).tools.find((t) => t.name === "estimate_cost")!
+      expect(listed.inputSchema).toMatchObject({ required: ["capability", "input"], properties: { capability: { enum: ["speak"] } } })
+      const before = await spendable(worker.apiKey)
+      const estimate = await mcp.callTool({ name: "estimate_cost", arguments: { capability: "speak", input: { text: "Hello", voice: null } } })
+      expect(estimate.isError).toBeFalsy()
+      const body = estimate.structuredContent as { provider: string; quotedUsdCents: number; allowed: boolean; remainingTodayUsdCents: number | null }
+      expect(body).toMatchObject({ capability: "speak", provider: "espeak", allowed: true, remainingTodayUsdCents: null })
+      expect(await spendable(worker.apiKey)).toBe(before)
+      const called = await mcp.callTool({ name: "speak", arguments: { text: "Hello" } })
+      expect(called.isError).toBeFalsy()
+      expect((called.structuredContent as { metadata: { provider: string; quotedUsdCents: number } }).metadata)
+        .toMatchObject({ provider: body.provider, quotedUsdCents: body.quotedUsdCents })
+
+      // A refusal is the estimate's answer, not a tool error; the call then meets the same code.
+      expect((await policy(worker.id, owner.apiKey, { allowedCapabilities: ["reason"] })).status).toBe(200)
+      const refused = await mcp.callTool({ name: "estimate_cost", arguments: { capability: "speak", input: { text: "Hello" } } })
+      expect(refused.isError).toBeFalsy()
+      expect(refused.structuredContent).toMatchObject({ allowed: false, refusal: { code: "CAPABILITY_NOT_ALLOWED" } })
+      expect(errorOf(await mcp.callTool({ name: "speak", arguments: { text: "Hello" } })).error.code).toBe("CAPABILITY_NOT_ALLOWED")
+
+      expect(errorOf(await mcp.callTool({ name: "estimate_cost", arguments: { capability: "nope", input: {} } })).error.code)
+        .toBe("VALIDATION_ERROR")
+      expect(errorOf(await mcp.callTool({ name: "estimate_cost", arguments: { capability: "speak", input: { text: "" } } })).error.code)
+        .toBe("VALIDATION_ERROR")
     } finally {
       await mcp.close()
     }
@@ -232,7 +265,7 @@ describe("npm run -s mcp", () => {
       stderr: "ignore"
     }))
     try {
-      expect((await mcp.listTools()).tools.map((t) => t.name).sort()).toEqual(["list_transactions", "speak", "wallet_balance"])
+      expect((await mcp.listTools()).tools.map((t) => t.name).sort()).toEqual(["estimate_cost", "list_transactions", "speak", "wallet_balance"])
     } finally {
       await mcp.close()
     }
