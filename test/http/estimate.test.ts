@@ -244,4 +244,12 @@ describe.each(storeBackends.slice(0, 2))("estimate over HTTP (%s)", (_name, stor
     expect((await api.get("/v1/agents/me", a.workerKey)).body.id).toBe(a.workerId)
     expect((await api.get("/v1/agents/me")).status).toBe(401)
   })
+
+  it("documents both routes in the OpenAPI document", async () => {
+    const paths = (await api.get("/v1/openapi.json")).body.paths as Record<string, Record<string, unknown>>
+    expect(paths["/v1/agents/me"]?.["get"]).toBeDefined()
+    for (const name of ["reason", "search", "read", "scrape", "execute", "imagine", "speak", "transcribe", "email", "sms"]) {
+      expect(paths[`/v1/capabilities/${name}/estimate`]?.["post"], name).toBeDefined()
+    }
+  })
 })
