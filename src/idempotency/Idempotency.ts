@@ -270,7 +270,8 @@ export class Idempotency extends Context.Service<Idempotency, {
             yield* validateKey(request.key)
             const { scope } = request
             const key = yield* storageKeyOf(scope, request.key)
-            const sealingKey = yield* sealingKeyOf(request)
+            // Derived only when an answer is stored or replayed, not on the way to the claim.
+            const sealingKey = yield* Effect.cached(sealingKeyOf(request))
             const requestHash = yield* hashRequest(request)
             const deadline = (yield* Clock.currentTimeMillis) + settings.maxWaitMs
             let interval = settings.pollIntervalMs
@@ -282,7 +283,7 @@ export class Idempotency extends Context.Service<Idempotency, {
                 if (Option.isSome(captured)) {
                   const { status, body } = captured.value
                   if (isReplayableStatus(status) && utf8.encode(body).length <= settings.maxStoredBodyBytes) {
-                    return Effect.flatMap(seal(sealingKey, body), (sealed) =>
+                    return Effect.flatMap(Effect.flatMap(sealingKey, (k) => seal(k, body)), (sealed) =>
                       store.complete({ scope, key, status, body: sealed, expiresAt: new Date(claimedMs + settings.ttlMs) }))
                   }
                 }
@@ -315,7 +316,7 @@ export class Idempotency extends Context.Service<Idempotency, {
                 case "Replay": {
                   // The same request hash under this (scope, key) seals with the same key; an
                   // answer that does not open was stored by another caller secret: a conflict.
-                  const body = yield* unseal(sealingKey, attempt.body)
+                  const body = yield* unseal(yield* sealingKey, attempt.body)
                   if (Option.isNone(body)) return yield* new IdempotencyConflict()
                   return {
                     _tag: "Replayed",

@@ -54,7 +54,7 @@ const asStored = (response: StoredResponse) => Option.some(response)
  * Lets forked requests get past the request hashing (a Web Crypto promise,
  * outside TestClock's control) and reach their claim before time moves.
  */
-const settle = TestClock.withLive(Effect.sleep(50))
+const settle = TestClock.withLive(Effect.sleep(200))
 
 const created: StoredResponse = { status: 201, body: JSON.stringify({ id: "agt_1" }) }
 
@@ -164,8 +164,12 @@ describe("Idempotency", () => {
         Array.from({ length: 10 }),
         () => Effect.forkChild(idempotency.run(request(), slow, asStored))
       )
-      yield* settle
-      yield* TestClock.adjust(6_000)
+      // Each request reaches its claim only after a few Web Crypto promises
+      // (outside TestClock): move time in steps until every one has answered.
+      for (let step = 0; step < 60 && fibers.some((fiber) => fiber.pollUnsafe() === undefined); step++) {
+        yield* settle
+        yield* TestClock.adjust(1_000)
+      }
       const results = yield* Effect.forEach(fibers, Fiber.join)
       assert.strictEqual(yield* Ref.get(runs), 1)
       assert.deepStrictEqual(results.map((r) => r._tag).sort(), ["Executed", ...Array(9).fill("Replayed")])
