@@ -44,19 +44,27 @@ export const reserveAudit = (input: ReserveInput, plan: HoldPlan): AuditDraft =>
   createdAt: input.now
 })
 
-export const settleEntries = (
+/** The charge of a settled call and its settle record: what a settle and a late settle share. */
+const chargeEntries = (
   reservation: Reservation,
-  plan: SettlePlan,
-  input: SettleInput
+  charge: {
+    readonly chargedMicroUsd: MicroUsd
+    readonly chargeUsdMicroUsd: MicroUsd
+    readonly chargeSatsMsat: Msat
+  },
+  /** What the settle record moves in each pocket. */
+  delta: { readonly usdMicroUsd: bigint; readonly satsMsat: bigint },
+  input: SettleInput,
+  late: boolean
 ): { readonly transaction: Transaction; readonly audit: AuditDraft; readonly reservation: Reservation } => ({
   transaction: {
     id: input.transactionId,
     accountId: reservation.accountId,
     agentId: reservation.agentId,
     type: "charge",
-    amountMicroUsd: plan.chargedMicroUsd,
-    usdMicroUsd: plan.chargeUsdMicroUsd,
-    satsMsat: plan.chargeSatsMsat,
+    amountMicroUsd: charge.chargedMicroUsd,
+    usdMicroUsd: charge.chargeUsdMicroUsd,
+    satsMsat: charge.chargeSatsMsat,
     rateMicroUsdPerBtc: reservation.rateMicroUsdPerBtc,
     description: input.description,
     capability: reservation.capability,
@@ -71,51 +79,29 @@ export const settleEntries = (
     agentId: reservation.agentId,
     reservationId: reservation.id,
     transactionId: input.transactionId,
-    amountMicroUsd: plan.chargedMicroUsd,
-    usdDeltaMicroUsd: plan.refundUsdMicroUsd,
-    satsDeltaMsat: plan.refundSatsMsat,
-    details: JSON.stringify({ capability: reservation.capability, provider: reservation.provider }),
+    amountMicroUsd: charge.chargedMicroUsd,
+    usdDeltaMicroUsd: delta.usdMicroUsd,
+    satsDeltaMsat: delta.satsMsat,
+    details: JSON.stringify({
+      capability: reservation.capability,
+      provider: reservation.provider,
+      ...(late ? { late: true } : {})
+    }),
     createdAt: input.now
   },
-  reservation: { ...reservation, status: "settled", settledMicroUsd: plan.chargedMicroUsd }
+  reservation: { ...reservation, status: "settled", settledMicroUsd: charge.chargedMicroUsd }
 })
+
+/** A settle: the charge, and the rest of the hold returned to the pockets. */
+export const settleEntries = (reservation: Reservation, plan: SettlePlan, input: SettleInput) =>
+  chargeEntries(reservation, plan, { usdMicroUsd: plan.refundUsdMicroUsd, satsMsat: plan.refundSatsMsat }, input, false)
 
 /** A settle after the sweep released the hold: the charge is a new debit of the pockets. */
 export const lateSettleEntries = (
   reservation: Reservation,
   plan: Extract<LateSettlePlan, { readonly _tag: "Charge" }>,
   input: SettleInput
-): { readonly transaction: Transaction; readonly audit: AuditDraft; readonly reservation: Reservation } => ({
-  transaction: {
-    id: input.transactionId,
-    accountId: reservation.accountId,
-    agentId: reservation.agentId,
-    type: "charge",
-    amountMicroUsd: plan.chargedMicroUsd,
-    usdMicroUsd: plan.chargeUsdMicroUsd,
-    satsMsat: plan.chargeSatsMsat,
-    rateMicroUsdPerBtc: reservation.rateMicroUsdPerBtc,
-    description: input.description,
-    capability: reservation.capability,
-    provider: reservation.provider,
-    auditId: input.auditId,
-    createdAt: input.now
-  },
-  audit: {
-    id: input.auditId,
-    accountId: reservation.accountId,
-    kind: "settle",
-    agentId: reservation.agentId,
-    reservationId: reservation.id,
-    transactionId: input.transactionId,
-    amountMicroUsd: plan.chargedMicroUsd,
-    usdDeltaMicroUsd: -plan.chargeUsdMicroUsd,
-    satsDeltaMsat: -plan.chargeSatsMsat,
-    details: JSON.stringify({ capability: reservation.capability, provider: reservation.provider, late: true }),
-    createdAt: input.now
-  },
-  reservation: { ...reservation, status: "settled", settledMicroUsd: plan.chargedMicroUsd }
-})
+) => chargeEntries(reservation, plan, { usdMicroUsd: -plan.chargeUsdMicroUsd, satsMsat: -plan.chargeSatsMsat }, input, true)
 
 /** A settle after the sweep that could not be charged: the owed amount, recorded; nothing moves. */
 export const unpaidEntries = (
