@@ -1,10 +1,11 @@
-import { type ChildProcess, spawn } from "node:child_process"
+import { spawn } from "node:child_process"
 import { createHash } from "node:crypto"
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { client } from "../support/server.ts"
+import { type ServerProcess, startServerProcess } from "../support/server-process.ts"
 
 /**
  * The real `npm start` entry point as a process: configuration errors,
@@ -15,50 +16,7 @@ import { client } from "../support/server.ts"
 const root = join(import.meta.dirname, "..", "..")
 const nodeBin = process.execPath
 
-interface Started {
-  readonly child: ChildProcess
-  readonly baseUrl: string
-  output: () => string
-  stop: () => Promise<void>
-}
-
-const start = (env: Record<string, string>): Promise<Started> =>
-  new Promise((resolve, reject) => {
-    const child = spawn(nodeBin, [join(root, "adapters/http/main.ts")], {
-      cwd: root,
-      env: { PATH: process.env["PATH"] ?? "", PORT: "0", ...env },
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    let out = ""
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL")
-      reject(new Error(`server did not start:\n${out}`))
-    }, 60_000)
-    const onData = (chunk: Buffer) => {
-      out += chunk.toString()
-      const match = /Listening on (http:\/\/[^\s]+)/.exec(out)
-      if (match) {
-        clearTimeout(timer)
-        resolve({
-          child,
-          baseUrl: match[1]!.replace("[::]", "127.0.0.1").replace("0.0.0.0", "127.0.0.1"),
-          output: () => out,
-          stop: () =>
-            new Promise((done) => {
-              if (child.exitCode !== null) return done()
-              child.once("exit", () => done())
-              child.kill("SIGTERM")
-            })
-        })
-      }
-    }
-    child.stdout!.on("data", onData)
-    child.stderr!.on("data", onData)
-    child.once("exit", (code) => {
-      clearTimeout(timer)
-      reject(new Error(`server exited with ${code}:\n${out}`))
-    })
-  })
+const start = (env: Record<string, string>): Promise<ServerProcess> => startServerProcess(env, 60_000)
 
 const runToExit = (env: Record<string, string>) =>
   new Promise<{ code: number | null; output: string }>((resolve) => {
