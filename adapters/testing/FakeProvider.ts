@@ -109,7 +109,9 @@ export interface FakeProvider<C extends BuiltCapability> extends Provider<C> {
   readonly awaitCalls: (count: number) => Effect.Effect<void>
   /** Appends outcomes to the script. */
   readonly script: (...outcomes: ReadonlyArray<Outcome<Output<C>>>) => void
-  /** Forgets the calls and the unused script. */
+  /** From now on, what every call gets once the script has run out (e.g. `always(fail("unavailable"))`: the upstream is down). */
+  readonly always: (outcome: Outcome<Output<C>>) => void
+  /** Forgets the calls and the unused script, and restores `otherwise`. */
   readonly reset: () => void
 }
 
@@ -163,7 +165,8 @@ export const make = <C extends BuiltCapability>(capability: C, options: Options<
   const name = options.name ?? `fake-${capability}`
   const models = capability === "reason" ? options.models ?? [FAKE_MODEL] : undefined
   const priceMicroUsd = options.priceMicroUsd ?? DEFAULT_PRICE_MICRO_USD
-  const otherwise: Outcome<Output<C>> = options.otherwise ?? succeed()
+  const initialOtherwise: Outcome<Output<C>> = options.otherwise ?? succeed()
+  let otherwise = initialOtherwise
   const queue: Array<Outcome<Output<C>>> = [...(options.script ?? [])]
   const calls: Array<Call<C>> = []
   const waiters = new Set<{ readonly count: number; readonly wake: () => void }>()
@@ -247,9 +250,13 @@ export const make = <C extends BuiltCapability>(capability: C, options: Options<
     script: (...outcomes: ReadonlyArray<Outcome<Output<C>>>) => {
       queue.push(...outcomes)
     },
+    always: (outcome: Outcome<Output<C>>) => {
+      otherwise = outcome
+    },
     reset: () => {
       calls.length = 0
       queue.length = 0
+      otherwise = initialOtherwise
     }
   }
   return provider as FakeProvider<C>
