@@ -34,8 +34,8 @@ import { Sweeps } from "./TestTime.ts"
 /** What the layer provides: the ready gateway and the rails a test pays through (`yield* TestRails`). */
 export type Provided = Spendgate.Provided | TestRails | Sweeps
 
-export interface Options extends Omit<Spendgate.Options, "rails" | "background"> {
-  /** The rails to pay through (default: new ones, reachable as `yield* TestRails`). */
+export interface Options extends Omit<Spendgate.Options, "rails" | "background" | "publicUrl"> {
+  /** The rails to pay through (default: new ones, reachable as `yield* TestRails`; `FakeRails.make({ publicUrl })` sets checkout links). */
   readonly rails?: FakeRails.FakeRails
   /** Where the clock starts (default 2026-01-01T12:00:00Z, noon UTC). */
   readonly startAt?: Date | string | number
