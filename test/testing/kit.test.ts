@@ -178,6 +178,18 @@ describe("FakeRails", () => {
       assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicroUsd, 0n)
     }).pipe(Effect.provide(TestGateway.layer())))
 
+  it.effect("with background: false, moving the clock runs no sweep: an expired invoice is only shown expired", () =>
+    Effect.gen(function*() {
+      const owner = yield* TestGateway.signup()
+      const funding = yield* Funding
+      const invoice = yield* funding.fundCard(owner, 1_000)
+      yield* TestTime.advanceToExpiry(invoice)
+      yield* TestTime.advance("5 minutes")
+      const stored = yield* (yield* Store).findInvoice({ type: "card", externalId: invoice.externalId })
+      assert.strictEqual(Option.getOrThrow(stored).status, "pending")
+      assert.strictEqual((yield* funding.invoices(owner, "expired", { limit: 10, offset: 0 })).total, 1)
+    }).pipe(Effect.provide(TestGateway.layer({ background: false }))))
+
   it.effect("a rail told to refuse fails the funding request with the rail's error, and creates no invoice", () =>
     Effect.gen(function*() {
       const owner = yield* TestGateway.signup()
