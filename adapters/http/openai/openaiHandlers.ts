@@ -1,11 +1,10 @@
 import { Effect, Option, Result } from "effect"
-import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { checkCapability } from "../../../src/agents/Access.ts"
-import { microUsdToCents } from "../../../src/domain/Money.ts"
 import { Store } from "../../../src/ports/Store.ts"
 import { CHAT_CAPABILITY, type ChatBody, Services } from "../../../src/services/Services.ts"
 import { Api } from "../Api.ts"
+import { chatResponse, streamedChatResponse } from "../chatResponses.ts"
 import { toHttpError } from "../errors.ts"
 import { CurrentPrincipal } from "../middleware.ts"
 
@@ -16,8 +15,6 @@ const NULLABLE = ["stream", "stream_options", "max_tokens", "max_completion_toke
 
 export const chatBody = (payload: Readonly<Record<string, unknown>> & { readonly model: string }): ChatBody =>
   Object.fromEntries(Object.entries(payload).filter(([k, v]) => !(v === null && (NULLABLE as ReadonlyArray<string>).includes(k)))) as ChatBody
-
-const cents = (microUsd: bigint) => String(microUsdToCents(microUsd))
 
 export const OpenAiHandlers = HttpApiBuilder.group(
   Api,
@@ -31,34 +28,9 @@ export const OpenAiHandlers = HttpApiBuilder.group(
           const principal = yield* CurrentPrincipal
           const body = chatBody(payload)
           if (body["stream"] === true) {
-            const streamed = yield* services.chatStream(principal, body).pipe(Effect.mapError(toHttpError))
-            return HttpServerResponse.stream(streamed.body, {
-              status: streamed.status,
-              headers: {
-                ...streamed.headers,
-                "cache-control": "no-cache",
-                "x-spendgate-quoted-usd-cents": cents(streamed.quotedMicroUsd),
-                "x-spendgate-provider": streamed.service
-              },
-              contentType: streamed.headers["content-type"] ?? "text/event-stream"
-            })
+            return streamedChatResponse(yield* services.chatStream(principal, { body }).pipe(Effect.mapError(toHttpError)))
           }
-          const result = yield* services.chat(principal, body).pipe(Effect.mapError(toHttpError))
-          const { status, headers, body: answer } = result.response
-          const { ["content-type"]: _contentType, ...rest } = headers
-          const options = {
-            status,
-            headers: {
-              ...rest,
-              "x-spendgate-charged-usd-cents": cents(result.receipt.chargedMicroUsd),
-              "x-spendgate-quoted-usd-cents": cents(result.receipt.quotedMicroUsd),
-              "x-spendgate-audit-id": result.receipt.auditId,
-              "x-spendgate-provider": result.service
-            }
-          }
-          return typeof answer === "string"
-            ? HttpServerResponse.text(answer, { ...options, contentType: headers["content-type"] ?? "text/plain" })
-            : HttpServerResponse.jsonUnsafe(answer, options)
+          return chatResponse(yield* services.chat(principal, { body }).pipe(Effect.mapError(toHttpError)))
         }))
       .handle("models", () =>
         Effect.gen(function*() {
@@ -66,7 +38,7 @@ export const OpenAiHandlers = HttpApiBuilder.group(
           // The models of the capability this agent may use; none when its policy leaves `reason` out.
           const self = yield* store.getAgent(agent.accountId, agent.id)
           const allowed = Option.isSome(self) && Result.isSuccess(checkCapability(self.value.policy, CHAT_CAPABILITY))
-          const models = allowed ? yield* services.chatModels : []
+          const models = allowed ? yield* services.chatModels("openai-chat") : []
           return {
             object: "list" as const,
             data: models.map((m) => ({ id: m.id, object: "model" as const, created: 0, owned_by: m.ownedBy }))
