@@ -47,6 +47,19 @@ export const Message = Schema.Record(Schema.String, Schema.Unknown).annotate({
     "x-spendgate-charged-usd-cents and x-spendgate-audit-id"
 })
 
+/** `GET /v1/models` as Anthropic's clients read it (asked with `anthropic-version`): one page holding every model. */
+export const AnthropicModelList = Schema.Struct({
+  data: Schema.Array(Schema.Struct({
+    type: Schema.Literal("model"),
+    id: Schema.String,
+    display_name: Schema.String,
+    created_at: Schema.String
+  })),
+  has_more: Schema.Boolean,
+  first_id: Schema.NullOr(Schema.String),
+  last_id: Schema.NullOr(Schema.String)
+}).annotate({ description: "With an anthropic-version header: the Messages models, in Anthropic's list shape" })
+
 export class AnthropicApi extends HttpApiGroup.make("anthropic")
   .add(
     HttpApiEndpoint.post("messages", "/v1/messages", {
