@@ -274,13 +274,13 @@ for (const [backend, store] of storeBackends) {
     it("service/model picks that service; its pinned anthropic-version wins, anthropic-beta goes through", async () => {
       const agent = await funded()
       const { response } = await agent.anthropic.messages.create(
-        { model: "dear/claude-m", max_tokens: 100, messages: hi, temperature: 0.5 },
+        { model: "dear/claude-m", max_tokens: 100, messages: hi, service_tier: "auto" },
         { headers: { "anthropic-beta": "token-efficient-tools-2025-02-19" } }
       ).withResponse()
       expect(response.headers.get("x-spendgate-provider")).toBe("dear")
       const sent = upstream.requests.at(-1)!
       expect(sent).toMatchObject({ version: "2023-06-01", beta: "token-efficient-tools-2025-02-19", apiKey: OPERATOR_KEY })
-      expect(sent.body).toMatchObject({ model: "claude-m", temperature: 0.5 })
+      expect(sent.body).toMatchObject({ model: "claude-m", service_tier: "auto" })
       // 40 × 5000/1000 + 10 × 9000/1000 = 290 µUSD.
       expect((await charges(agent.apiKey)).map((c) => c.amountUsdCents)).toEqual([0.029])
     })
