@@ -478,6 +478,9 @@ for (const [backend, store] of storeBackends) {
       expect(unknownRoute.status).toBe(404)
       expect(errorCode(unknownRoute)).toBe("NOT_FOUND")
       expect(unknownRoute.body.type).toBe("error")
+      const countTokens = await agent.anthropic.messages.countTokens({ model: "claude-m", messages: hi }).catch((e: unknown) => e)
+      expect(countTokens).toBeInstanceOf(Anthropic.NotFoundError)
+      expect(countTokens).toMatchObject({ type: "not_found_error", errorCode: "NOT_FOUND" })
       expect(await charges(agent.apiKey)).toHaveLength(0)
     })
 

@@ -14,7 +14,8 @@ import { wireErrorsMiddleware } from "../wireErrors.ts"
  * RateLimitError. An upstream's own error (a 4xx it answered) passes
  * through as it came.
  *
- * The routes: `POST /v1/messages`, and `GET /v1/models` when the request
+ * The routes: `POST /v1/messages` (and the 404 of anything under it, such as
+ * `count_tokens`, which is not served), and `GET /v1/models` when the request
  * carries `anthropic-version` (Anthropic's clients always send it; the
  * models are then listed in Anthropic's shape too).
  */
@@ -24,7 +25,8 @@ const pathOf = (url: string) => url.split("?")[0]!.replace(/\/+$/, "")
 /** Whether a request is answered in Anthropic's wire format. */
 export const speaksAnthropic = (request: HttpServerRequest.HttpServerRequest): boolean => {
   const path = pathOf(request.url)
-  return path === "/v1/messages" || (path === "/v1/models" && request.headers["anthropic-version"] !== undefined)
+  return path === "/v1/messages" || path.startsWith("/v1/messages/") ||
+    (path === "/v1/models" && request.headers["anthropic-version"] !== undefined)
 }
 
 /** An envelope `{ error: { code, message, details? } }` as Anthropic's error; anything else unchanged. */
