@@ -155,6 +155,9 @@ export const accessMatrix = {
   openai: {
     chatCompletions: entry("POST", "/v1/chat/completions", { access: "agent", capability: "reason" }, "create chat completions"),
     models: entry("GET", "/v1/models", { access: "agent" }, "list models")
+  },
+  anthropic: {
+    messages: entry("POST", "/v1/messages", { access: "agent", capability: "reason" }, "create messages")
   }
 } as const satisfies Record<string, Record<string, MatrixEntry>>
 

@@ -1,6 +1,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import { BadGateway, BadRequest, Forbidden, NotFound, PaymentRequired, ServiceUnavailable } from "../errors.ts"
+import { AnthropicModelList } from "../anthropic/AnthropicApi.ts"
 import { AccessControl, Authentication } from "../middleware.ts"
 
 /**
@@ -35,6 +36,7 @@ export const ChatCompletion = Schema.Record(Schema.String, Schema.Unknown).annot
     "Headers: x-spendgate-quoted-usd-cents, and on a non-streamed answer x-spendgate-charged-usd-cents and x-spendgate-audit-id"
 })
 
+/** The models a chat completion may name; a request with `anthropic-version` gets the Messages models in Anthropic's shape instead. */
 export const ModelList = Schema.Struct({
   object: Schema.Literal("list"),
   data: Schema.Array(Schema.Struct({
@@ -52,7 +54,7 @@ export class OpenAiApi extends HttpApiGroup.make("openai")
       success: ChatCompletion,
       error: [BadRequest, PaymentRequired, Forbidden, NotFound, BadGateway, ServiceUnavailable]
     }),
-    HttpApiEndpoint.get("models", "/v1/models", { success: ModelList, error: BadRequest })
+    HttpApiEndpoint.get("models", "/v1/models", { success: Schema.Union([ModelList, AnthropicModelList]), error: BadRequest })
   )
   .middleware(AccessControl)
   .middleware(Authentication)

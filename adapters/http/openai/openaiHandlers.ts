@@ -1,15 +1,19 @@
 import { Effect, Option, Result } from "effect"
-import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { checkCapability } from "../../../src/agents/Access.ts"
-import { microUsdToCents } from "../../../src/domain/Money.ts"
 import { Store } from "../../../src/ports/Store.ts"
 import { CHAT_CAPABILITY, type ChatBody, Services } from "../../../src/services/Services.ts"
+import { speaksAnthropic } from "../anthropic/wire.ts"
 import { Api } from "../Api.ts"
+import { chatResponse, streamedChatResponse } from "../chatResponses.ts"
 import { toHttpError } from "../errors.ts"
 import { CurrentPrincipal } from "../middleware.ts"
 
-/** The handlers of the OpenAI-compatible routes (OpenAiApi.ts). */
+/**
+ * The handlers of the OpenAI-compatible routes (OpenAiApi.ts). `GET /v1/models`
+ * also answers Anthropic's clients (a request with `anthropic-version`): the
+ * Messages models, in Anthropic's list shape.
+ */
 
 /** Fields OpenAI's clients may send as null to mean "not set": dropped, so that the quote applies its defaults. */
 const NULLABLE = ["stream", "stream_options", "max_tokens", "max_completion_tokens"] as const
@@ -17,7 +21,8 @@ const NULLABLE = ["stream", "stream_options", "max_tokens", "max_completion_toke
 export const chatBody = (payload: Readonly<Record<string, unknown>> & { readonly model: string }): ChatBody =>
   Object.fromEntries(Object.entries(payload).filter(([k, v]) => !(v === null && (NULLABLE as ReadonlyArray<string>).includes(k)))) as ChatBody
 
-const cents = (microUsd: bigint) => String(microUsdToCents(microUsd))
+/** Anthropic's model objects carry a creation time; the gateway knows none (OpenAI's list says 0). */
+const EPOCH = new Date(0).toISOString()
 
 export const OpenAiHandlers = HttpApiBuilder.group(
   Api,
@@ -31,42 +36,26 @@ export const OpenAiHandlers = HttpApiBuilder.group(
           const principal = yield* CurrentPrincipal
           const body = chatBody(payload)
           if (body["stream"] === true) {
-            const streamed = yield* services.chatStream(principal, body).pipe(Effect.mapError(toHttpError))
-            return HttpServerResponse.stream(streamed.body, {
-              status: streamed.status,
-              headers: {
-                ...streamed.headers,
-                "cache-control": "no-cache",
-                "x-spendgate-quoted-usd-cents": cents(streamed.quotedMicroUsd),
-                "x-spendgate-provider": streamed.service
-              },
-              contentType: streamed.headers["content-type"] ?? "text/event-stream"
-            })
+            return streamedChatResponse(yield* services.chatStream(principal, { body }).pipe(Effect.mapError(toHttpError)))
           }
-          const result = yield* services.chat(principal, body).pipe(Effect.mapError(toHttpError))
-          const { status, headers, body: answer } = result.response
-          const { ["content-type"]: _contentType, ...rest } = headers
-          const options = {
-            status,
-            headers: {
-              ...rest,
-              "x-spendgate-charged-usd-cents": cents(result.receipt.chargedMicroUsd),
-              "x-spendgate-quoted-usd-cents": cents(result.receipt.quotedMicroUsd),
-              "x-spendgate-audit-id": result.receipt.auditId,
-              "x-spendgate-provider": result.service
-            }
-          }
-          return typeof answer === "string"
-            ? HttpServerResponse.text(answer, { ...options, contentType: headers["content-type"] ?? "text/plain" })
-            : HttpServerResponse.jsonUnsafe(answer, options)
+          return chatResponse(yield* services.chat(principal, { body }).pipe(Effect.mapError(toHttpError)))
         }))
-      .handle("models", () =>
+      .handle("models", ({ request }) =>
         Effect.gen(function*() {
           const { agent } = yield* CurrentPrincipal
+          const anthropic = speaksAnthropic(request)
           // The models of the capability this agent may use; none when its policy leaves `reason` out.
           const self = yield* store.getAgent(agent.accountId, agent.id)
           const allowed = Option.isSome(self) && Result.isSuccess(checkCapability(self.value.policy, CHAT_CAPABILITY))
-          const models = allowed ? yield* services.chatModels : []
+          const models = allowed ? yield* services.chatModels(anthropic ? "anthropic-messages" : "openai-chat") : []
+          if (anthropic) {
+            return {
+              data: models.map((m) => ({ type: "model" as const, id: m.id, display_name: m.id, created_at: EPOCH })),
+              has_more: false,
+              first_id: models[0]?.id ?? null,
+              last_id: models.at(-1)?.id ?? null
+            }
+          }
           return {
             object: "list" as const,
             data: models.map((m) => ({ id: m.id, object: "model" as const, created: 0, owned_by: m.ownedBy }))
