@@ -1,13 +1,26 @@
 import { Effect, Option, Result } from "effect"
-import { HttpServerResponse } from "effect/http"
+import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { checkCapability } from "../../../src/agents/Access.ts"
+import { Capabilities, Providers } from "../../../src/capabilities/Capabilities.ts"
+import type { BuiltCapability, CapabilityIO } from "../../../src/capabilities/schemas.ts"
+import { ValidationError } from "../../../src/domain/errors.ts"
+import type { SpendReceipt } from "../../../src/wallet/Spend.ts"
 import { microUsdToCents } from "../../../src/domain/Money.ts"
 import { Store } from "../../../src/ports/Store.ts"
 import { CHAT_CAPABILITY, type ChatBody, Services } from "../../../src/services/Services.ts"
 import { Api } from "../Api.ts"
 import { toHttpError } from "../errors.ts"
 import { CurrentPrincipal } from "../middleware.ts"
+import {
+  imagesAnswer,
+  imagineInput,
+  providerForModel,
+  speakInput,
+  transcriptionAnswer,
+  transcriptionForm,
+  unknownModel
+} from "./media.ts"
 
 /** The handlers of the OpenAI-compatible routes (OpenAiApi.ts). */
 
@@ -19,12 +32,43 @@ export const chatBody = (payload: Readonly<Record<string, unknown>> & { readonly
 
 const cents = (microUsd: bigint) => String(microUsdToCents(microUsd))
 
+/** The Spendgate headers of a settled call. */
+export const spendHeaders = (receipt: SpendReceipt, provider: string) => ({
+  "x-spendgate-charged-usd-cents": cents(receipt.chargedMicroUsd),
+  "x-spendgate-quoted-usd-cents": cents(receipt.quotedMicroUsd),
+  "x-spendgate-audit-id": receipt.auditId,
+  "x-spendgate-provider": provider
+})
+
+const fromResult = <A, E>(result: Result.Result<A, E>): Effect.Effect<A, E> =>
+  Result.isSuccess(result) ? Effect.succeed(result.success) : Effect.fail(result.failure)
+
+/** The request's body as a form; a body that is not one is a 400. */
+const readForm = Effect.gen(function*() {
+  const request = yield* HttpServerRequest.HttpServerRequest
+  const contentType = request.headers["content-type"] ?? ""
+  // A body over the limit is a defect the envelope answers 413.
+  const bytes = yield* Effect.orDie(request.arrayBuffer)
+  return yield* Effect.tryPromise({
+    try: () => new Response(bytes, { headers: { "content-type": contentType } }).formData(),
+    catch: () =>
+      new ValidationError({
+        message: "The request body is not a readable multipart/form-data form",
+        issues: [{ path: "", message: "Expected multipart/form-data with a file part" }]
+      })
+  })
+})
+
 export const OpenAiHandlers = HttpApiBuilder.group(
   Api,
   "openai",
   Effect.fn(function*(handlers) {
     const services = yield* Services
     const store = yield* Store
+    const capabilities = yield* Capabilities
+    const providers = yield* Providers
+    const run = <C extends BuiltCapability>(capability: C, input: CapabilityIO[C]["input"]) =>
+      Effect.flatMap(CurrentPrincipal, (principal) => capabilities.execute(principal, capability, input))
     return handlers
       .handle("chatCompletions", ({ payload }) =>
         Effect.gen(function*() {
@@ -72,5 +116,39 @@ export const OpenAiHandlers = HttpApiBuilder.group(
             data: models.map((m) => ({ id: m.id, object: "model" as const, created: 0, owned_by: m.ownedBy }))
           }
         }))
+      .handle("imagesGenerations", ({ payload }) =>
+        Effect.gen(function*() {
+          const input = yield* fromResult(imagineInput(payload))
+          const result = yield* run("imagine", input)
+          return HttpServerResponse.jsonUnsafe(imagesAnswer(result.data, Math.floor(Date.now() / 1000)), {
+            headers: spendHeaders(result.receipt, result.provider)
+          })
+        }).pipe(Effect.mapError(toHttpError)))
+      .handle("audioSpeech", ({ payload }) =>
+        Effect.gen(function*() {
+          const sample = { text: "a", voice: payload.voice }
+          const provider = providerForModel(providers.all, "speak", payload.model, sample) ??
+            providerForModel(providers.all, "speak", payload.model, { text: "a" })
+          if (provider === undefined) return yield* unknownModel(payload.model, "speak")
+          const input = yield* fromResult(speakInput(provider, payload))
+          const result = yield* run("speak", input)
+          return HttpServerResponse.uint8Array(Buffer.from(result.data.audio, "base64"), {
+            contentType: result.data.mimeType,
+            headers: spendHeaders(result.receipt, result.provider)
+          })
+        }).pipe(Effect.mapError(toHttpError)))
+      .handle("audioTranscriptions", () =>
+        Effect.gen(function*() {
+          const form = yield* readForm
+          const read = yield* fromResult(yield* Effect.promise(() => transcriptionForm(form)))
+          const provider = providerForModel(providers.all, "transcribe", read.model, read.input)
+          if (provider === undefined) return yield* unknownModel(read.model, "transcribe")
+          const result = yield* run("transcribe", { ...read.input, provider: provider.name })
+          const answer = transcriptionAnswer(result.data, read.format)
+          const headers = spendHeaders(result.receipt, result.provider)
+          return typeof answer === "string"
+            ? HttpServerResponse.text(answer, { headers, contentType: "text/plain; charset=utf-8" })
+            : HttpServerResponse.jsonUnsafe(answer, { headers })
+        }).pipe(Effect.mapError(toHttpError)))
   })
 )

@@ -15,7 +15,13 @@ import { DEFAULT_BODY_LIMIT_BYTES, fromCause } from "../envelope.ts"
  */
 
 /** The routes that speak OpenAI's wire format. */
-export const OPENAI_PATHS: ReadonlySet<string> = new Set(["/v1/chat/completions", "/v1/models"])
+export const OPENAI_PATHS: ReadonlySet<string> = new Set([
+  "/v1/chat/completions",
+  "/v1/models",
+  "/v1/images/generations",
+  "/v1/audio/speech",
+  "/v1/audio/transcriptions"
+])
 
 const isOpenAiPath = (url: string) => OPENAI_PATHS.has(url.split("?")[0]!.replace(/\/+$/, ""))
 
