@@ -153,6 +153,28 @@ const TYPES_BY_EXTENSION: Readonly<Record<string, string>> = {
   flac: "audio/flac"
 }
 
+/**
+ * A WAV of one silent sample: what each transcribe provider is asked to
+ * quote to learn the model it serves (see `providerForModel`), so that the
+ * caller's own file, if unreadable, is refused by the provider it names.
+ */
+export const PROBE_WAV: TranscribeInput = (() => {
+  const wav = Buffer.alloc(46)
+  wav.write("RIFF", 0, "latin1")
+  wav.writeUInt32LE(38, 4)
+  wav.write("WAVEfmt ", 8, "latin1")
+  wav.writeUInt32LE(16, 16)
+  wav.writeUInt16LE(1, 20)
+  wav.writeUInt16LE(1, 22)
+  wav.writeUInt32LE(16_000, 24)
+  wav.writeUInt32LE(32_000, 28)
+  wav.writeUInt16LE(2, 32)
+  wav.writeUInt16LE(16, 34)
+  wav.write("data", 36, "latin1")
+  wav.writeUInt32LE(2, 40)
+  return { audio: wav.toString("base64"), mimeType: "audio/wav" }
+})()
+
 export type TranscriptionFormat = "json" | "text" | "verbose_json"
 
 export interface TranscriptionForm {

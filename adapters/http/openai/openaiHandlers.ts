@@ -14,6 +14,7 @@ import { toHttpError } from "../errors.ts"
 import { CurrentPrincipal } from "../middleware.ts"
 import {
   imagesAnswer,
+  PROBE_WAV,
   imagineInput,
   providerForModel,
   speakInput,
@@ -141,7 +142,7 @@ export const OpenAiHandlers = HttpApiBuilder.group(
         Effect.gen(function*() {
           const form = yield* readForm
           const read = yield* fromResult(yield* Effect.promise(() => transcriptionForm(form)))
-          const provider = providerForModel(providers.all, "transcribe", read.model, read.input)
+          const provider = providerForModel(providers.all, "transcribe", read.model, PROBE_WAV)
           if (provider === undefined) return yield* unknownModel(read.model, "transcribe")
           const result = yield* run("transcribe", { ...read.input, provider: provider.name })
           const answer = transcriptionAnswer(result.data, read.format)
