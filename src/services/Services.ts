@@ -11,6 +11,7 @@ import { makeProxy, type ProxyCall, type ProxyError, type ProxyResult } from "./
 import { makeRegistry } from "./registry.ts"
 import type { Service, Submission, SubmissionInput } from "./Service.ts"
 import { type ChatBody, type ChatModel, type ChatResult, makeChat, type StreamedChat } from "./chat.ts"
+import { type EmbeddingModel, type EmbeddingsBody, type EmbeddingsResult, makeEmbeddings } from "./embeddings.ts"
 import { makeProxyStream, type StreamedProxy, type StreamOptions } from "./stream.ts"
 
 /**
@@ -25,6 +26,8 @@ export type { ProxyError, ProxyResult } from "./proxy.ts"
 export type { StreamedProxy, StreamOptions } from "./stream.ts"
 export { CHAT_CAPABILITY } from "./chat.ts"
 export type { ChatBody, ChatModel, ChatResult, StreamedChat } from "./chat.ts"
+export { EMBEDDINGS_CAPABILITY } from "./embeddings.ts"
+export type { EmbeddingModel, EmbeddingsBody, EmbeddingsResult } from "./embeddings.ts"
 
 export class Services extends Context.Service<Services, {
   readonly list: Effect.Effect<ReadonlyArray<Service>>
@@ -43,6 +46,10 @@ export class Services extends Context.Service<Services, {
   readonly chatStream: (principal: Principal, body: ChatBody) => Effect.Effect<StreamedChat, ProxyError>
   /** The models a chat completion may name. */
   readonly chatModels: Effect.Effect<ReadonlyArray<ChatModel>>
+  /** Embeddings by model (embeddings.ts): routed to the operator service that prices the model, then proxied. */
+  readonly embeddings: (principal: Principal, body: EmbeddingsBody) => Effect.Effect<EmbeddingsResult, ProxyError>
+  /** The models an embeddings call may name. */
+  readonly embeddingModels: Effect.Effect<ReadonlyArray<EmbeddingModel>>
 }>()("spendgate/Services") {
   static readonly layer = Layer.effect(
     Services,
@@ -63,7 +70,8 @@ export class Services extends Context.Service<Services, {
         ...submissions,
         proxy,
         proxyStream,
-        ...makeChat({ catalogue, proxy, proxyStream: (principal, slug, call) => proxyStream(principal, slug, call, { trailer: "openai" }) })
+        ...makeChat({ catalogue, proxy, proxyStream: (principal, slug, call) => proxyStream(principal, slug, call, { trailer: "openai" }) }),
+        ...makeEmbeddings({ catalogue, proxy })
       })
     })
   )

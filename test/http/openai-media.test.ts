@@ -1,8 +1,10 @@
 import { NodeHttpClient } from "@effect/platform-node"
-import { Effect, Exit, Layer, Redacted, Scope } from "effect"
+import { ConfigProvider, Effect, Exit, Layer, Redacted, Scope } from "effect"
 import OpenAI, { toFile } from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as SafeHttp from "../../adapters/net/SafeHttp.ts"
+import { loadProvidersConfig } from "../../adapters/providersConfig.ts"
+import * as Transport from "../../adapters/services/transport.ts"
 import * as OpenAiImages from "../../adapters/providers/imagine/openaiImages.ts"
 import * as Espeak from "../../adapters/providers/speak/espeak.ts"
 import * as OpenAiSpeech from "../../adapters/providers/speak/openaiSpeech.ts"
@@ -10,14 +12,16 @@ import * as OpenAiTranscribe from "../../adapters/providers/transcribe/openaiTra
 import { Providers } from "../../src/capabilities/Capabilities.ts"
 import type { AccountId } from "../../src/domain/ids.ts"
 import { Wallets } from "../../src/wallet/Wallets.ts"
-import { type Fake, fakeMp3, PNG_1X1, startFake, toneWav } from "../providers/fakeOpenAiMedia.ts"
+import { type Fake, fakeEmbedding, fakeMp3, PNG_1X1, startFake, toneWav } from "../providers/fakeOpenAiMedia.ts"
 import { client, type RunningServer, startServer, storeBackends } from "../support/server.ts"
 
 /**
  * OpenAI's image, speech and transcription routes driven by the official
  * `openai` client (only `baseURL` and `apiKey` set) against a local server
  * speaking OpenAI's media API (test/providers/fakeOpenAiMedia.ts) and the
- * built-in eSpeak NG: the requests the upstream receives, the answers in
+ * built-in eSpeak NG, and embeddings through the operator's OpenAI upstream
+ * configured as in production (OPENAI_API_KEY, OPENAI_BASE_URL and the
+ * shipped price cards): the requests the upstream receives, the answers in
  * OpenAI's shape, each call charged once in the ledger, and refusals as the
  * client's typed errors.
  */
@@ -56,7 +60,12 @@ for (const [backend, store] of storeBackends) {
           OpenAiTranscribe.make({ baseUrl, apiKey, unitPrice: PER_SECOND })
         ]).pipe(Effect.provideContext(http))
       )
-      server = await startServer(store(), { providers: Providers.make(built) })
+      // The operator's upstreams as configured from the environment: chat and embeddings.
+      const config = await Effect.runPromise(loadProvidersConfig.pipe(
+        Effect.provide(ConfigProvider.layer(ConfigProvider.fromEnvRecord({ OPENAI_API_KEY: OPERATOR_KEY, OPENAI_BASE_URL: baseUrl })))
+      ))
+      const transport = Transport.layer({ operatorServices: config.operatorServices }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+      server = await startServer(store(), { providers: Providers.make(built), transport })
       api = client(server.baseUrl)
     })
     afterAll(async () => {
@@ -291,6 +300,100 @@ for (const [backend, store] of storeBackends) {
       expect(await charges(agent.apiKey)).toHaveLength(0)
     })
 
+
+    // ---- embeddings ------------------------------------------------------------------
+
+    it("embeddings.create: routed by model to the operator's upstream, quoted at a byte a token, charged once from usage", async () => {
+      const agent = await funded()
+      const input = ["a".repeat(4000), "b".repeat(2000)]
+      const { data, response } = await agent.openai.embeddings.create({ model: "text-embedding-3-small", input }).withResponse()
+      const sent = fake.requests.at(-1)!
+      expect(sent.path).toBe("/v1/embeddings")
+      expect(sent.headers.authorization).toBe(`Bearer ${OPERATOR_KEY}`)
+      // The client asks for base64 and decodes it itself.
+      expect(sent.json).toEqual({ model: "text-embedding-3-small", input, encoding_format: "base64" })
+      expect(data.data.map((d) => d.index)).toEqual([0, 1])
+      expect(data.data[1]!.embedding).toEqual(fakeEmbedding(1, 1536))
+      expect(data.usage).toEqual({ prompt_tokens: 1500, total_tokens: 1500 })
+      // Quote: 6000 bytes × 20 µUSD / 1000 = 120 µUSD; charge: 1500 tokens × 20 / 1000 = 30 µUSD.
+      expect(response.headers.get("x-spendgate-quoted-usd-cents")).toBe("0.012")
+      expect(response.headers.get("x-spendgate-charged-usd-cents")).toBe("0.003")
+      expect(response.headers.get("x-spendgate-audit-id")).toMatch(/.+/)
+      expect(response.headers.get("x-spendgate-provider")).toBe("openai-embeddings")
+      const charged = await charges(agent.apiKey)
+      expect(charged).toHaveLength(1)
+      expect(charged[0]).toMatchObject({ amountUsdCents: 0.003, capability: "reason" })
+      expect((await api.get("/v1/wallet", agent.apiKey)).body.balanceUsdCents).toBe(1000 - 0.003)
+    })
+
+    it("embeddings.create: token ids, dimensions and float pass through; ids are quoted exactly; no usage is charged the quote", async () => {
+      const agent = await funded()
+      fake.behaviour = { _tag: "ok", embeddingUsage: null }
+      try {
+        const input = [Array.from({ length: 600 }, (_, i) => i), [7, 8, 9, 10]]
+        const { data, response } = await agent.openai.embeddings.create({
+          model: "openai-embeddings/text-embedding-3-large",
+          input,
+          dimensions: 8,
+          encoding_format: "float"
+        }).withResponse()
+        expect(fake.requests.at(-1)!.json).toEqual({ model: "text-embedding-3-large", input, dimensions: 8, encoding_format: "float" })
+        expect(data.data[1]!.embedding).toEqual(fakeEmbedding(1, 8))
+        // 604 ids × 130 µUSD / 1000 = 78.52, rounded up: 79 µUSD.
+        expect(response.headers.get("x-spendgate-quoted-usd-cents")).toBe("0.0079")
+        expect(response.headers.get("x-spendgate-charged-usd-cents")).toBe("0.0079")
+      } finally {
+        fake.behaviour = { _tag: "ok" }
+      }
+      expect((await charges(agent.apiKey)).map((c) => c.amountUsdCents)).toEqual([0.0079])
+    })
+
+    it("embeddings.create: bad input is BadRequestError naming the field, an unknown model NotFoundError; nothing sent or charged", async () => {
+      const agent = await funded()
+      const before = fake.requests.length
+      const cases: Array<[OpenAI.EmbeddingCreateParams, RegExp]> = [
+        [{ model: "text-embedding-3-small", input: [] }, /^input/],
+        [{ model: "text-embedding-3-small", input: "" }, /^input/],
+        [{ model: "text-embedding-3-small", input: ["ok", ""] }, /^input/],
+        [{ model: "text-embedding-3-small", input: [[1, 2], []] }, /^input/],
+        [{ model: "text-embedding-3-small", input: "x", dimensions: 5000 }, /dimensions$/]
+      ]
+      for (const [request, param] of cases) {
+        const error = await agent.openai.embeddings.create(request).catch((e: unknown) => e)
+        expect(error, JSON.stringify(request)).toBeInstanceOf(OpenAI.BadRequestError)
+        expect(error).toMatchObject({ status: 400, code: "VALIDATION_ERROR", param: expect.stringMatching(param) })
+      }
+      const unknown = await agent.openai.embeddings.create({ model: "text-embedding-9", input: "x" }).catch((e: unknown) => e)
+      expect(unknown).toBeInstanceOf(OpenAI.NotFoundError)
+      expect(fake.requests.length).toBe(before)
+      expect(await charges(agent.apiKey)).toHaveLength(0)
+    })
+
+    it("embeddings.create over the per-call cap is an APIError with status 402; nothing sent", async () => {
+      const agent = await funded()
+      await policy(agent, { maxPerCallUsdCents: 0.01 })
+      const before = fake.requests.length
+      // 8000 bytes: 160 µUSD = 0.016 cents, over 0.01.
+      const error = await agent.openai.embeddings.create({ model: "text-embedding-3-small", input: "a".repeat(8000) }).catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(OpenAI.APIError)
+      expect(error).toMatchObject({ status: 402, code: "PER_CALL_LIMIT_EXCEEDED" })
+      expect(fake.requests.length).toBe(before)
+      expect(await charges(agent.apiKey)).toHaveLength(0)
+    })
+
+    it("models.list: chat and embedding models with reason, each media model with its capability", async () => {
+      const agent = await funded()
+      const ids = (await agent.openai.models.list()).data.map((m) => m.id)
+      for (const id of ["gpt-4o-mini", "openai/gpt-4o-mini", "text-embedding-3-small", "openai-embeddings/text-embedding-3-large", "dall-e-2", "tts-1", "espeak", "whisper-1"]) {
+        expect(ids).toContain(id)
+      }
+      expect(new Set(ids).size).toBe(ids.length)
+      await policy(agent, { allowedCapabilities: ["speak", "transcribe"] })
+      const listed = (await agent.openai.models.list()).data
+      expect(listed.map((m) => m.id)).toEqual(["tts-1", "espeak", "whisper-1"])
+      expect(listed[0]).toEqual({ id: "tts-1", object: "model", created: 0, owned_by: "openai-speech" })
+    })
+
     // ---- refusals as the SDK's typed errors ------------------------------------------
 
     it("a killed agent is PermissionDeniedError on every media route; nothing reaches the upstream or is charged", async () => {
@@ -301,6 +404,7 @@ for (const [backend, store] of storeBackends) {
       const before = fake.requests.length
       for (const call of [
         () => openai.images.generate({ prompt: "x" }),
+        () => openai.embeddings.create({ model: "text-embedding-3-small", input: "x" }),
         () => openai.audio.speech.create({ model: "espeak", input: "x", voice: "en" }),
         async () => openai.audio.transcriptions.create({ file: await toFile(toneWav({ seconds: 1 }), "a.wav"), model: "whisper-1" })
       ]) {
@@ -328,6 +432,7 @@ for (const [backend, store] of storeBackends) {
       const before = fake.requests.length
       for (const call of [
         () => agent.openai.images.generate({ prompt: "x" }),
+        () => agent.openai.embeddings.create({ model: "text-embedding-3-small", input: "x" }),
         () => agent.openai.audio.speech.create({ model: "tts-1", input: "x", voice: "alloy" }),
         async () => agent.openai.audio.transcriptions.create({ file: await toFile(toneWav({ seconds: 1 }), "a.wav"), model: "whisper-1" })
       ]) {
@@ -343,6 +448,7 @@ for (const [backend, store] of storeBackends) {
       await policy(agent, { allowedCapabilities: ["speak"] })
       for (const call of [
         () => agent.openai.images.generate({ prompt: "x" }),
+        () => agent.openai.embeddings.create({ model: "text-embedding-3-small", input: "x" }),
         async () => agent.openai.audio.transcriptions.create({ file: await toFile(toneWav({ seconds: 1 }), "a.wav"), model: "whisper-1" })
       ]) {
         const error = await call().catch((e: unknown) => e)

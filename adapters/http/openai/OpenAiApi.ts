@@ -14,6 +14,8 @@ import { AccessControl, Authentication } from "../middleware.ts"
  * Retry-After).
  */
 
+const Nullable = <S extends Schema.Top>(schema: S) => Schema.optional(Schema.NullOr(schema))
+
 /** A chat completion request in OpenAI's format; fields other than these pass through to the upstream untouched. */
 export const ChatCompletionRequest = Schema.StructWithRest(
   Schema.Struct({
@@ -46,7 +48,32 @@ export const ModelList = Schema.Struct({
   }))
 })
 
-const Nullable = <S extends Schema.Top>(schema: S) => Schema.optional(Schema.NullOr(schema))
+/** `POST /v1/embeddings`: OpenAI's request, routed by model to an operator upstream; other fields pass through. */
+export const EmbeddingsRequest = Schema.StructWithRest(
+  Schema.Struct({
+    model: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(300)).annotate({
+      description: "`service/model` (e.g. `openai-embeddings/text-embedding-3-small`), or a bare model id: the cheapest service pricing it answers"
+    }),
+    input: Schema.Union([
+      Schema.String.check(Schema.isMinLength(1)),
+      Schema.Array(Schema.String.check(Schema.isMinLength(1))).check(Schema.isMinLength(1), Schema.isMaxLength(2048)),
+      Schema.Array(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))).check(Schema.isMinLength(1)),
+      Schema.Array(Schema.Array(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))).check(Schema.isMinLength(1)))
+        .check(Schema.isMinLength(1), Schema.isMaxLength(2048))
+    ]).annotate({
+      description: "A string, up to 2048 strings, token ids, or up to 2048 arrays of token ids. Quoted at one token per UTF-8 byte (token ids: one each), charged from the upstream's usage.prompt_tokens"
+    }),
+    encoding_format: Nullable(Schema.Literals(["float", "base64"])),
+    dimensions: Nullable(Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))),
+    user: Nullable(Schema.String.check(Schema.isMaxLength(256)))
+  }),
+  [Schema.Record(Schema.String, Schema.Unknown)]
+)
+
+export const Embeddings = Schema.Record(Schema.String, Schema.Unknown).annotate({
+  description: "The upstream's answer unchanged ({ object: \"list\", data: [{ object: \"embedding\", index, embedding }], model, usage }). " +
+    "Headers: x-spendgate-charged-usd-cents, x-spendgate-quoted-usd-cents, x-spendgate-audit-id, x-spendgate-provider"
+})
 
 /** `POST /v1/images/generations`: OpenAI's image request, run as the capability `imagine`. */
 export const ImageGenerationRequest = Schema.Struct({
@@ -119,6 +146,11 @@ export class OpenAiApi extends HttpApiGroup.make("openai")
       error: [BadRequest, PaymentRequired, Forbidden, NotFound, BadGateway, ServiceUnavailable]
     }),
     HttpApiEndpoint.get("models", "/v1/models", { success: ModelList, error: BadRequest }),
+    HttpApiEndpoint.post("embeddings", "/v1/embeddings", {
+      payload: EmbeddingsRequest,
+      success: Embeddings,
+      error: [BadRequest, PaymentRequired, Forbidden, NotFound, BadGateway, ServiceUnavailable]
+    }),
     HttpApiEndpoint.post("imagesGenerations", "/v1/images/generations", {
       payload: ImageGenerationRequest,
       success: ImagesResponse,

@@ -88,6 +88,28 @@ export const providerForModel = (
   })
 }
 
+/**
+ * The models the media routes answer to, for `GET /v1/models`: each
+ * imagine, speak and transcribe provider's model (what its quote names),
+ * or its name when it names none (eSpeak).
+ */
+export const mediaModels = (
+  providers: ReadonlyArray<AnyProvider>
+): ReadonlyArray<{ readonly id: string; readonly ownedBy: string; readonly capability: Capability }> =>
+  providers.flatMap((p) => {
+    const sample = p.capability === "imagine"
+      ? { prompt: "a" }
+      : p.capability === "speak"
+      ? { text: "a" }
+      : p.capability === "transcribe"
+      ? PROBE_WAV
+      : undefined
+    if (sample === undefined) return []
+    const quoted = (p.quote as (input: unknown) => Result.Result<{ readonly model?: string | undefined }, unknown>)(sample)
+    const model = Result.isSuccess(quoted) ? quoted.success.model : undefined
+    return [{ id: model ?? p.name, ownedBy: p.name, capability: p.capability }]
+  })
+
 export const unknownModel = (model: string, capability: Capability) =>
   new NotFound({ resource: `Model ${model.slice(0, 200)} for ${capability}` })
 

@@ -4,11 +4,12 @@ import { HttpApiBuilder } from "effect/http-api"
 import { checkCapability } from "../../../src/agents/Access.ts"
 import { Capabilities, Providers } from "../../../src/capabilities/Capabilities.ts"
 import type { BuiltCapability, CapabilityIO } from "../../../src/capabilities/schemas.ts"
+import type { Capability } from "../../../src/domain/Capability.ts"
 import { ValidationError } from "../../../src/domain/errors.ts"
 import type { SpendReceipt } from "../../../src/wallet/Spend.ts"
 import { microUsdToCents } from "../../../src/domain/Money.ts"
 import { Store } from "../../../src/ports/Store.ts"
-import { CHAT_CAPABILITY, type ChatBody, Services } from "../../../src/services/Services.ts"
+import { CHAT_CAPABILITY, type ChatBody, EMBEDDINGS_CAPABILITY, type EmbeddingsBody, Services } from "../../../src/services/Services.ts"
 import { Api } from "../Api.ts"
 import { toHttpError } from "../errors.ts"
 import { CurrentPrincipal } from "../middleware.ts"
@@ -16,6 +17,7 @@ import {
   imagesAnswer,
   PROBE_WAV,
   imagineInput,
+  mediaModels,
   providerForModel,
   speakInput,
   transcriptionAnswer,
@@ -105,16 +107,33 @@ export const OpenAiHandlers = HttpApiBuilder.group(
             ? HttpServerResponse.text(answer, { ...options, contentType: headers["content-type"] ?? "text/plain" })
             : HttpServerResponse.jsonUnsafe(answer, options)
         }))
+      .handle("embeddings", ({ payload }) =>
+        Effect.gen(function*() {
+          const principal = yield* CurrentPrincipal
+          const result = yield* services.embeddings(principal, payload as EmbeddingsBody).pipe(Effect.mapError(toHttpError))
+          const { status, headers, body: answer } = result.response
+          const { ["content-type"]: _contentType, ...rest } = headers
+          const options = { status, headers: { ...rest, ...spendHeaders(result.receipt, result.service) } }
+          return typeof answer === "string"
+            ? HttpServerResponse.text(answer, { ...options, contentType: headers["content-type"] ?? "text/plain" })
+            : HttpServerResponse.jsonUnsafe(answer, options)
+        }))
       .handle("models", () =>
         Effect.gen(function*() {
           const { agent } = yield* CurrentPrincipal
           // The models of the capability this agent may use; none when its policy leaves `reason` out.
           const self = yield* store.getAgent(agent.accountId, agent.id)
-          const allowed = Option.isSome(self) && Result.isSuccess(checkCapability(self.value.policy, CHAT_CAPABILITY))
-          const models = allowed ? yield* services.chatModels : []
+          const may = (capability: Capability) => Option.isSome(self) && Result.isSuccess(checkCapability(self.value.policy, capability))
+          const models = [
+            ...(may(CHAT_CAPABILITY) ? yield* services.chatModels : []),
+            ...(may(EMBEDDINGS_CAPABILITY) ? yield* services.embeddingModels : []),
+            ...mediaModels(providers.all).filter((m) => may(m.capability))
+          ]
+          const seen = new Set<string>()
           return {
             object: "list" as const,
-            data: models.map((m) => ({ id: m.id, object: "model" as const, created: 0, owned_by: m.ownedBy }))
+            data: models.filter((m) => !seen.has(m.id) && seen.add(m.id) !== undefined)
+              .map((m) => ({ id: m.id, object: "model" as const, created: 0, owned_by: m.ownedBy }))
           }
         }))
       .handle("imagesGenerations", ({ payload }) =>

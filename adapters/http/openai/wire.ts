@@ -18,6 +18,7 @@ import { DEFAULT_BODY_LIMIT_BYTES, fromCause } from "../envelope.ts"
 export const OPENAI_PATHS: ReadonlySet<string> = new Set([
   "/v1/chat/completions",
   "/v1/models",
+  "/v1/embeddings",
   "/v1/images/generations",
   "/v1/audio/speech",
   "/v1/audio/transcriptions"
