@@ -209,6 +209,7 @@ for (const [backend, store] of storeBackends) {
       for (const [request, param] of [
         [{ model: "tts-1", input: "x", voice: "alloy", response_format: "aac" }, "response_format"],
         [{ model: "tts-1", input: "x", voice: "alloy", speed: 1.5 }, "speed"],
+        [{ model: "tts-1", input: "x", voice: "alloy", stream_format: "sse" }, "stream_format"],
         [{ model: "espeak", input: "x", voice: "en", response_format: "mp3" }, "format"]
       ] as const) {
         const error = await agent.openai.audio.speech.create(request).catch((e: unknown) => e)
@@ -292,7 +293,13 @@ for (const [backend, store] of storeBackends) {
       expect(broken.status).toBe(400)
       expect(broken.body.error.code).toBe("VALIDATION_ERROR")
       const json = await post(JSON.stringify({ model: "whisper-1" }), "application/json")
-      expect(json.status).toBe(415)
+      expect(json).toMatchObject({
+        status: 415,
+        body: { error: { code: "UNSUPPORTED_MEDIA_TYPE", type: "invalid_request_error", message: expect.stringContaining("multipart/form-data") } }
+      })
+      // Past the API's body limit (1 MiB): 413 before anything is read.
+      const huge = await post(form({ model: "whisper-1", file: new Blob([Buffer.alloc(1_200_000, 1)]) }))
+      expect(huge).toMatchObject({ status: 413, body: { error: { code: "PAYLOAD_TOO_LARGE" } } })
       const unknown = await agent.openai.audio.transcriptions.create({ file: await toFile(toneWav({ seconds: 1 }), "a.wav"), model: "whisper-9" })
         .catch((e: unknown) => e)
       expect(unknown).toBeInstanceOf(OpenAI.NotFoundError)

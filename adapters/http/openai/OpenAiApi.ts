@@ -79,7 +79,7 @@ export const Embeddings = Schema.Record(Schema.String, Schema.Unknown).annotate(
 export const ImageGenerationRequest = Schema.Struct({
   prompt: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(4000)),
   model: Nullable(Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200))).annotate({
-    description: "The image model of a configured imagine provider (or the provider's name); omitted: the cheapest provider"
+    description: "The image model of a configured imagine provider (e.g. `dall-e-3`); omitted: the cheapest provider"
   }),
   n: Nullable(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 10 }))).annotate({
     description: "Images in one call, each charged; more than the provider makes per call (4 at most, 1 for dall-e-3) is 400"
@@ -115,7 +115,8 @@ export const SpeechRequest = Schema.Struct({
     description: "mp3, opus, flac or wav (aac and pcm are refused); omitted: mp3 where the provider makes it, else wav"
   }),
   speed: Nullable(Schema.Number.check(Schema.isBetween({ minimum: 0.25, maximum: 4 }))).annotate({ description: "Only 1" }),
-  instructions: Nullable(Schema.String.check(Schema.isMaxLength(4096))).annotate({ description: "Not supported: must be omitted" })
+  instructions: Nullable(Schema.String.check(Schema.isMaxLength(4096))).annotate({ description: "Not supported: must be omitted" }),
+  stream_format: Nullable(Schema.Literals(["audio", "sse"])).annotate({ description: "Only `audio` (the whole file)" })
 })
 
 export const SpeechAudio = Schema.Uint8Array.pipe(HttpApiSchema.asUint8Array({ contentType: "audio/mpeg" })).annotate({

@@ -117,7 +117,7 @@ export const unknownModel = (model: string, capability: Capability) =>
 
 /** OpenAI's built-in voices: a provider that has none of them (eSpeak) speaks in its default voice. */
 export const OPENAI_VOICES: ReadonlySet<string> = new Set([
-  "alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer", "verse"
+  "alloy", "ash", "ballad", "cedar", "coral", "echo", "fable", "marin", "nova", "onyx", "sage", "shimmer", "verse"
 ])
 
 export interface SpeechRequest {
@@ -127,6 +127,7 @@ export interface SpeechRequest {
   readonly response_format?: "mp3" | "opus" | "aac" | "flac" | "wav" | "pcm" | null | undefined
   readonly speed?: number | null | undefined
   readonly instructions?: string | null | undefined
+  readonly stream_format?: "audio" | "sse" | null | undefined
 }
 
 /**
@@ -134,7 +135,7 @@ export interface SpeechRequest {
  * `response_format` omitted is mp3 (OpenAI's default) where the provider
  * makes mp3, else wav (eSpeak makes WAV only); aac and pcm are refused, as
  * no speak provider returns them. `speed` other than 1 and `instructions`
- * are refused. One of OpenAI's named voices that the provider does not take
+ * are refused, as is `stream_format: "sse"`. One of OpenAI's named voices that the provider does not take
  * is dropped (its default voice speaks); any other voice goes as given.
  */
 export const speakInput = (provider: AnyProvider, request: SpeechRequest): Result.Result<SpeakInput, ValidationError> => {
@@ -147,6 +148,7 @@ export const speakInput = (provider: AnyProvider, request: SpeechRequest): Resul
   if (request.instructions !== undefined && request.instructions !== null && request.instructions !== "") {
     return Result.fail(invalid("instructions", "is not supported"))
   }
+  if (request.stream_format === "sse") return Result.fail(invalid("stream_format", "only audio is supported"))
   const quote = provider.quote as (input: SpeakInput) => Result.Result<unknown, unknown>
   const base: SpeakInput = { provider: provider.name, text: request.input }
   const format = request.response_format ?? (Result.isSuccess(quote({ ...base, format: "mp3" })) ? "mp3" : "wav")

@@ -45,7 +45,17 @@ export const toOpenAiError = (body: unknown): unknown => {
   }
 }
 
-const reshape = (response: HttpServerResponse.HttpServerResponse) => {
+const reshape = (response: HttpServerResponse.HttpServerResponse, path: string) => {
+  // The framework's bare 415 (a body of the wrong type), answered here in OpenAI's shape.
+  if (response.status === 415 && !(response.headers["content-type"] ?? "").startsWith("application/json")) {
+    const message = path === "/v1/audio/transcriptions"
+      ? "Request bodies must be multipart/form-data (file, model, …), as OpenAI's are"
+      : "Request bodies must be JSON (Content-Type: application/json)"
+    return HttpServerResponse.jsonUnsafe(
+      { error: { message, type: openAiErrorType("UNSUPPORTED_MEDIA_TYPE"), code: "UNSUPPORTED_MEDIA_TYPE", param: null } },
+      { status: 415 }
+    )
+  }
   if (response.status < 400 || response.body._tag !== "Uint8Array") return response
   if (!(response.headers["content-type"] ?? "").startsWith("application/json")) return response
   if (response.headers["x-spendgate-audit-id"] !== undefined) return response // the upstream's own answer
@@ -68,6 +78,6 @@ export const openAiErrorsMiddleware = (options: { readonly bodyLimitBytes?: numb
       // Failures no endpoint answered (a body failing its schema, an unknown method) get
       // the API's envelope first (envelope.ts), then OpenAI's shape.
       const response = yield* app.pipe(Effect.catchCause((cause) => fromCause(cause, limitBytes)))
-      return reshape(response)
+      return reshape(response, request.url.split("?")[0]!.replace(/\/+$/, ""))
     }), { global: true })
 }
