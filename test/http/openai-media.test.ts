@@ -210,7 +210,7 @@ for (const [backend, store] of storeBackends) {
         [{ model: "tts-1", input: "x", voice: "alloy", response_format: "aac" }, "response_format"],
         [{ model: "tts-1", input: "x", voice: "alloy", speed: 1.5 }, "speed"],
         [{ model: "tts-1", input: "x", voice: "alloy", stream_format: "sse" }, "stream_format"],
-        [{ model: "espeak", input: "x", voice: "en", response_format: "mp3" }, "format"]
+        [{ model: "espeak", input: "x", voice: "en", response_format: "mp3" }, "response_format"]
       ] as const) {
         const error = await agent.openai.audio.speech.create(request).catch((e: unknown) => e)
         expect(error, param).toBeInstanceOf(OpenAI.BadRequestError)
@@ -283,7 +283,7 @@ for (const [backend, store] of storeBackends) {
       notAudio.append("model", "whisper-1")
       notAudio.append("file", new Blob([Buffer.from("just some text, not audio")], { type: "text/plain" }), "notes.txt")
       const unreadable = await post(notAudio)
-      expect(unreadable).toMatchObject({ status: 400, body: { error: { code: "VALIDATION_ERROR", param: "mimeType" } } })
+      expect(unreadable).toMatchObject({ status: 400, body: { error: { code: "VALIDATION_ERROR", param: "file" } } })
       expect((await post(form({ file: new Blob([toneWav({ seconds: 1 })]) }))).body.error.param).toBe("model")
       expect((await post(form({ model: "whisper-1", file: new Blob([toneWav({ seconds: 1 })]), response_format: "srt" }))).body.error.param)
         .toBe("response_format")

@@ -110,6 +110,27 @@ export const mediaModels = (
     return [{ id: model ?? p.name, ownedBy: p.name, capability: p.capability }]
   })
 
+/**
+ * A capability's refusal with its field names as OpenAI's request has them
+ * (e.g. `format` → `response_format`), so that `param` names a field the
+ * caller sent. Other errors pass unchanged.
+ */
+export const inOpenAiTerms = (names: Readonly<Record<string, string>>) => <E>(error: E): E => {
+  if (!(error instanceof ValidationError)) return error
+  const rename = (path: string) => names[path] ?? path
+  if (!error.issues.some((i) => names[i.path] !== undefined)) return error
+  const issues = error.issues.map((i) => ({ path: rename(i.path), message: i.message }))
+  const first = error.issues[0]
+  const message = first !== undefined && error.message.startsWith(`${first.path}: `)
+    ? `${rename(first.path)}: ${error.message.slice(first.path.length + 2)}`
+    : error.message
+  return new ValidationError({ message, issues }) as E
+}
+
+export const IMAGE_FIELDS = { responseFormat: "response_format" } as const
+export const SPEECH_FIELDS = { format: "response_format", text: "input" } as const
+export const TRANSCRIPTION_FIELDS = { audio: "file", mimeType: "file" } as const
+
 export const unknownModel = (model: string, capability: Capability) =>
   new NotFound({ resource: `Model ${model.slice(0, 200)} for ${capability}` })
 

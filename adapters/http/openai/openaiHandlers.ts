@@ -14,12 +14,16 @@ import { Api } from "../Api.ts"
 import { toHttpError } from "../errors.ts"
 import { CurrentPrincipal } from "../middleware.ts"
 import {
+  IMAGE_FIELDS,
   imagesAnswer,
+  inOpenAiTerms,
   PROBE_WAV,
   imagineInput,
   mediaModels,
   providerForModel,
+  SPEECH_FIELDS,
   speakInput,
+  TRANSCRIPTION_FIELDS,
   transcriptionAnswer,
   transcriptionForm,
   unknownModel
@@ -139,7 +143,7 @@ export const OpenAiHandlers = HttpApiBuilder.group(
       .handle("imagesGenerations", ({ payload }) =>
         Effect.gen(function*() {
           const input = yield* fromResult(imagineInput(payload))
-          const result = yield* run("imagine", input)
+          const result = yield* run("imagine", input).pipe(Effect.mapError(inOpenAiTerms(IMAGE_FIELDS)))
           return HttpServerResponse.jsonUnsafe(imagesAnswer(result.data, Math.floor(Date.now() / 1000)), {
             headers: spendHeaders(result.receipt, result.provider)
           })
@@ -151,7 +155,7 @@ export const OpenAiHandlers = HttpApiBuilder.group(
             providerForModel(providers.all, "speak", payload.model, { text: "a" })
           if (provider === undefined) return yield* unknownModel(payload.model, "speak")
           const input = yield* fromResult(speakInput(provider, payload))
-          const result = yield* run("speak", input)
+          const result = yield* run("speak", input).pipe(Effect.mapError(inOpenAiTerms(SPEECH_FIELDS)))
           return HttpServerResponse.uint8Array(Buffer.from(result.data.audio, "base64"), {
             contentType: result.data.mimeType,
             headers: spendHeaders(result.receipt, result.provider)
@@ -163,7 +167,9 @@ export const OpenAiHandlers = HttpApiBuilder.group(
           const read = yield* fromResult(yield* Effect.promise(() => transcriptionForm(form)))
           const provider = providerForModel(providers.all, "transcribe", read.model, PROBE_WAV)
           if (provider === undefined) return yield* unknownModel(read.model, "transcribe")
-          const result = yield* run("transcribe", { ...read.input, provider: provider.name })
+          const result = yield* run("transcribe", { ...read.input, provider: provider.name }).pipe(
+            Effect.mapError(inOpenAiTerms(TRANSCRIPTION_FIELDS))
+          )
           const answer = transcriptionAnswer(result.data, read.format)
           const headers = spendHeaders(result.receipt, result.provider)
           return typeof answer === "string"
