@@ -1,6 +1,7 @@
 import { HttpServerResponse } from "effect/http"
 import { microUsdToCents } from "../../src/domain/Money.ts"
 import type { ChatResult, StreamedChat } from "../../src/services/Services.ts"
+import type { SpendReceipt } from "../../src/wallet/Spend.ts"
 
 /**
  * The answers of the chat routes in every wire format (OpenAI's chat
@@ -9,6 +10,14 @@ import type { ChatResult, StreamedChat } from "../../src/services/Services.ts"
  */
 
 const cents = (microUsd: bigint) => String(microUsdToCents(microUsd))
+
+/** The Spendgate headers of a settled call: the charge, the quote, the receipt id and the provider. */
+export const spendHeaders = (receipt: SpendReceipt, provider: string) => ({
+  "x-spendgate-charged-usd-cents": cents(receipt.chargedMicroUsd),
+  "x-spendgate-quoted-usd-cents": cents(receipt.quotedMicroUsd),
+  "x-spendgate-audit-id": receipt.auditId,
+  "x-spendgate-provider": provider
+})
 
 /** A streamed call: the upstream's events; the quote and the service in headers (the charge is known only at the end). */
 export const streamedChatResponse = (streamed: StreamedChat) =>
@@ -31,10 +40,7 @@ export const chatResponse = (result: ChatResult) => {
     status,
     headers: {
       ...rest,
-      "x-spendgate-charged-usd-cents": cents(result.receipt.chargedMicroUsd),
-      "x-spendgate-quoted-usd-cents": cents(result.receipt.quotedMicroUsd),
-      "x-spendgate-audit-id": result.receipt.auditId,
-      "x-spendgate-provider": result.service
+      ...spendHeaders(result.receipt, result.service)
     }
   }
   return typeof answer === "string"

@@ -11,7 +11,17 @@ import { DEFAULT_BODY_LIMIT_BYTES, fromCause } from "./envelope.ts"
  * it came.
  */
 
-const reshape = (response: HttpServerResponse.HttpServerResponse, shape: (body: unknown) => unknown) => {
+const reshape = (
+  response: HttpServerResponse.HttpServerResponse,
+  shape: (body: unknown) => unknown,
+  mediaTypeMessage: string
+) => {
+  // The framework's bare 415 (a body of the wrong type), answered in the format's shape.
+  if (response.status === 415 && !(response.headers["content-type"] ?? "").startsWith("application/json")) {
+    return HttpServerResponse.jsonUnsafe(shape({ error: { code: "UNSUPPORTED_MEDIA_TYPE", message: mediaTypeMessage } }), {
+      status: 415
+    })
+  }
   if (response.status < 400 || response.body._tag !== "Uint8Array") return response
   if (!(response.headers["content-type"] ?? "").startsWith("application/json")) return response
   if (response.headers["x-spendgate-audit-id"] !== undefined) return response // the upstream's own answer
@@ -28,6 +38,8 @@ const reshape = (response: HttpServerResponse.HttpServerResponse, shape: (body: 
 export const wireErrorsMiddleware = (options: {
   readonly speaks: (request: HttpServerRequest.HttpServerRequest) => boolean
   readonly shape: (body: unknown) => unknown
+  /** What a 415 says on a path (default: bodies must be JSON). */
+  readonly mediaTypeMessage?: ((path: string) => string) | undefined
   readonly bodyLimitBytes?: number | undefined
 }) => {
   const limitBytes = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES
@@ -38,6 +50,8 @@ export const wireErrorsMiddleware = (options: {
       // Failures no endpoint answered (a body failing its schema, an unknown method) get
       // the API's envelope first (envelope.ts), then the format's shape.
       const response = yield* app.pipe(Effect.catchCause((cause) => fromCause(cause, limitBytes)))
-      return reshape(response, options.shape)
+      const path = request.url.split("?")[0]!.replace(/\/+$/, "")
+      const mediaType = options.mediaTypeMessage?.(path) ?? "Request bodies must be JSON (Content-Type: application/json)"
+      return reshape(response, options.shape, mediaType)
     }), { global: true })
 }

@@ -11,6 +11,7 @@ import { makeProxy, type ProxyCall, type ProxyError, type ProxyResult } from "./
 import { makeRegistry } from "./registry.ts"
 import type { Service, Submission, SubmissionInput } from "./Service.ts"
 import { type ChatFormat, type ChatModel, type ChatRequest, type ChatResult, makeChat, type StreamedChat } from "./chat.ts"
+import { type EmbeddingModel, type EmbeddingsBody, type EmbeddingsResult, makeEmbeddings } from "./embeddings.ts"
 import { makeProxyStream, type StreamedProxy, type StreamOptions } from "./stream.ts"
 
 /**
@@ -25,6 +26,8 @@ export type { ProxyError, ProxyResult } from "./proxy.ts"
 export type { StreamedProxy, StreamOptions } from "./stream.ts"
 export { CHAT_CAPABILITY, DEFAULT_ANTHROPIC_VERSION } from "./chat.ts"
 export type { ChatBody, ChatFormat, ChatModel, ChatRequest, ChatResult, StreamedChat } from "./chat.ts"
+export { EMBEDDINGS_CAPABILITY } from "./embeddings.ts"
+export type { EmbeddingModel, EmbeddingsBody, EmbeddingsResult } from "./embeddings.ts"
 
 export class Services extends Context.Service<Services, {
   readonly list: Effect.Effect<ReadonlyArray<Service>>
@@ -47,6 +50,10 @@ export class Services extends Context.Service<Services, {
   readonly chatStream: (principal: Principal, request: ChatRequest) => Effect.Effect<StreamedChat, ProxyError>
   /** The models a chat call in a format (default OpenAI's) may name. */
   readonly chatModels: (format?: ChatFormat) => Effect.Effect<ReadonlyArray<ChatModel>>
+  /** Embeddings by model (embeddings.ts): routed to the operator service that prices the model, then proxied. */
+  readonly embeddings: (principal: Principal, body: EmbeddingsBody) => Effect.Effect<EmbeddingsResult, ProxyError>
+  /** The models an embeddings call may name. */
+  readonly embeddingModels: Effect.Effect<ReadonlyArray<EmbeddingModel>>
 }>()("spendgate/Services") {
   static readonly layer = Layer.effect(
     Services,
@@ -72,7 +79,8 @@ export class Services extends Context.Service<Services, {
           proxy,
           proxyStream: (principal, slug, call, format) =>
             proxyStream(principal, slug, call, { trailer: format === "anthropic-messages" ? "anthropic" : "openai" })
-        })
+        }),
+        ...makeEmbeddings({ catalogue, proxy })
       })
     })
   )

@@ -75,7 +75,10 @@ const devOperations: ReadonlyArray<Operation> = [
 const operations: ReadonlyArray<Operation> = [...operationsOf(spec), ...devOperations]
 
 /** 5xx answers the API documents: nothing configured to answer (503) or a provider that failed (502). */
-const upstreamRoutes = (path: string) => path.startsWith("/v1/capabilities/") || path.startsWith("/v1/proxy/")
+/** OpenAI-compatible routes run through a capability: 503 when no provider is configured for it. */
+const OPENAI_CAPABILITY_ROUTES: ReadonlySet<string> = new Set(["/v1/images/generations", "/v1/audio/speech", "/v1/audio/transcriptions"])
+const upstreamRoutes = (path: string) =>
+  path.startsWith("/v1/capabilities/") || path.startsWith("/v1/proxy/") || OPENAI_CAPABILITY_ROUTES.has(path)
 const documented5xx = new Map<string, (path: string) => boolean>([
   // No provider configured for the capability (these servers configure none), or no service behind the proxy.
   ["PROVIDER_UNAVAILABLE", upstreamRoutes],

@@ -15,7 +15,14 @@ import { wireErrorsMiddleware } from "../wireErrors.ts"
  */
 
 /** The routes that speak OpenAI's wire format. */
-export const OPENAI_PATHS: ReadonlySet<string> = new Set(["/v1/chat/completions", "/v1/models"])
+export const OPENAI_PATHS: ReadonlySet<string> = new Set([
+  "/v1/chat/completions",
+  "/v1/models",
+  "/v1/embeddings",
+  "/v1/images/generations",
+  "/v1/audio/speech",
+  "/v1/audio/transcriptions"
+])
 
 /** Whether a request is answered in OpenAI's wire format (a request Anthropic's clients send is not: anthropic/wire.ts). */
 const speaksOpenAi = (request: HttpServerRequest.HttpServerRequest) =>
@@ -41,4 +48,12 @@ export const toOpenAiError = (body: unknown): unknown => {
 }
 
 export const openAiErrorsMiddleware = (options: { readonly bodyLimitBytes?: number } = {}) =>
-  wireErrorsMiddleware({ speaks: speaksOpenAi, shape: toOpenAiError, bodyLimitBytes: options.bodyLimitBytes })
+  wireErrorsMiddleware({
+    speaks: speaksOpenAi,
+    shape: toOpenAiError,
+    mediaTypeMessage: (path) =>
+      path === "/v1/audio/transcriptions"
+        ? "Request bodies must be multipart/form-data (file, model, …), as OpenAI's are"
+        : "Request bodies must be JSON (Content-Type: application/json)",
+    bodyLimitBytes: options.bodyLimitBytes
+  })
