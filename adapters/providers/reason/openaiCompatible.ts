@@ -8,14 +8,18 @@
  *              max_tokens, temperature?, stream: false }
  *   response { id, object: "chat.completion", created, model,
  *              choices: [{ index, message: { role, content }, finish_reason, logprobs }],
- *              usage: { prompt_tokens, completion_tokens, total_tokens } }
+ *              usage: { prompt_tokens, completion_tokens, total_tokens,
+ *                       prompt_tokens_details?: { cached_tokens } } }
  *   error    { error: { message, type, param, code } } with a 4xx/5xx status
  *
  * Billing (decisions §2): the upstream is always called with the quote's
  * `max_tokens`, so the completion cannot outgrow the quote. The call is
  * metered from the upstream's own `usage` at the quoted model's prices (the
  * `model` an upstream answers with is often a dated alias that is not on the
- * price card). An upstream that answers without any `usage` is charged the
+ * price card). Prompt tokens OpenAI served from its prompt cache
+ * (`prompt_tokens_details.cached_tokens`, a part of `prompt_tokens`) are
+ * charged at the card's cached-input price; a cached count that is missing or
+ * unreadable is none. An upstream that answers without any `usage` is charged the
  * quote, its upper bound, and `usage` then reports the bounds charged; a
  * `usage` that is present but unreadable makes the answer malformed.
  *
@@ -103,7 +107,19 @@ const Choice = Schema.Struct({
   message: Schema.Struct({ content: OptionalText }),
   finish_reason: OptionalText
 })
-const Usage = Schema.Struct({ prompt_tokens: TokenCount, completion_tokens: TokenCount, total_tokens: Schema.optional(Schema.Unknown) })
+const Usage = Schema.Struct({
+  prompt_tokens: TokenCount,
+  completion_tokens: TokenCount,
+  total_tokens: Schema.optional(Schema.Unknown),
+  prompt_tokens_details: Schema.optional(Schema.Unknown)
+})
+
+/** `prompt_tokens_details.cached_tokens`, at most the prompt tokens; anything unreadable is none. */
+const cachedTokensOf = (details: unknown, promptTokens: number): number | undefined => {
+  if (details === null || typeof details !== "object") return undefined
+  const cached = tokenCount((details as Record<string, unknown>)["cached_tokens"])
+  return cached === undefined || cached === 0 ? undefined : Math.min(cached, promptTokens)
+}
 const decodeCompletion = Schema.decodeUnknownResult(Completion)
 const decodeChoice = Schema.decodeUnknownResult(Choice)
 
@@ -127,7 +143,12 @@ const parseCompletion = (raw: unknown, billedUsage: () => ReasonOutput["usage"])
     }), billedUsage)
   if (Result.isFailure(usage)) return Result.fail(usage.failure)
   const model = body.success.model
+  const reported = body.success.usage as { readonly prompt_tokens_details?: unknown } | null | undefined
+  const cacheReadTokens = usage.success.reported && reported !== null && typeof reported === "object"
+    ? cachedTokensOf(reported.prompt_tokens_details, usage.success.usage.promptTokens)
+    : undefined
   return Result.succeed({
+    cacheReadTokens,
     output: {
       content: content ?? "",
       // Compatible servers sometimes leave it null; the caller still gets a string.
@@ -154,7 +175,7 @@ export const make = (options: Options): Effect.Effect<Provider<"reason">, never,
       Object.entries(options.extraHeaders ?? {}).filter(([header]) => !RESERVED_HEADERS.has(header.toLowerCase()))
     )
 
-    const quote = (input: ReasonInput) => quoteReason(models, input)
+    const quote = (input: ReasonInput) => quoteReason(models, input, name)
 
     const run = Effect.fn("OpenAiCompatible.run")(function*(input: ReasonInput, quote: Quote) {
       const checked = quotedModel(name, models, quote)
