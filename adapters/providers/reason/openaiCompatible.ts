@@ -52,7 +52,7 @@ import {
   tokenCount,
   TokenCount
 } from "../kit/reason.ts"
-import { envOr, env, httpUrl, type Configured, modelsOf, type ProviderConfig, tokenService } from "../kit/config.ts"
+import { envOr, env, httpUrl, type Configured, invalid, modelsOf, type ProviderConfig, tokenService } from "../kit/config.ts"
 
 export { DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT_MS } from "../kit/reason.ts"
 
@@ -216,10 +216,15 @@ const HOSTED = [
 /** The path of a chat completion under the base URL. */
 export const CHAT_PATH = "/chat/completions"
 
+/** What a self-hosted server's name must be: it is also its slug at /v1/proxy/{slug}. */
+const SLUG = /^[a-z0-9][a-z0-9-]{1,39}$/
+
 /**
  * OPENAI_API_KEY (OPENAI_BASE_URL), OPENROUTER_API_KEY, GROQ_API_KEY; and a
- * local server at LLM_BASE_URL (LLM_NAME, default "local"; LLM_API_KEY),
- * which the proxy does not offer.
+ * self-hosted server at LLM_BASE_URL (LLM_NAME, default "local"; LLM_API_KEY).
+ * Each is a `reason` provider and a chat upstream offered at
+ * /v1/proxy/{name} and, by model, at /v1/chat/completions and GET /v1/models,
+ * priced by the price card of its name (for the self-hosted server, LLM_NAME's).
  */
 export const fromConfig: ProviderConfig = (cards) =>
   Effect.gen(function*() {
@@ -246,12 +251,27 @@ export const fromConfig: ProviderConfig = (cards) =>
       const baseUrl = yield* httpUrl("LLM_BASE_URL", local.value)
       const name = yield* envOr("LLM_NAME", "local")
       const models = yield* modelsOf(cards, name)
+      if (!SLUG.test(name)) {
+        return yield* invalid(`LLM_NAME must be 2-40 characters of a-z, 0-9 and -, starting with a letter or digit (it names the server at /v1/proxy/{name}): ${JSON.stringify(name.slice(0, 60))}`)
+      }
+      if (services.some((s) => s.service.slug === name)) {
+        return yield* invalid(`LLM_NAME "${name}" is already the name of a configured provider; choose another`)
+      }
       const key = yield* env("LLM_API_KEY")
       providers.push({
         name,
         capability: "reason",
         build: make({ name, baseUrl, ...(Option.isSome(key) ? { apiKey: Redacted.make(key.value) } : {}), models })
       })
+      services.push(tokenService({
+        slug: name,
+        name: `Self-hosted model server (${name})`,
+        baseUrl,
+        path: CHAT_PATH,
+        format: "openai-chat",
+        models,
+        credentials: Option.isSome(key) ? { authorization: `Bearer ${key.value}` } : {}
+      }))
     }
     return { providers, services }
   })
