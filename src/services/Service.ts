@@ -23,6 +23,10 @@ export type EndpointPrice =
       readonly id: string
       readonly inputPer1kMicroUsd: bigint
       readonly outputPer1kMicroUsd: bigint
+      /** Prompt tokens served from the upstream's cache; absent: the input price. */
+      readonly cachedInputPer1kMicroUsd?: bigint | undefined
+      /** Prompt tokens written to the upstream's cache; absent: the input price. */
+      readonly cacheWritePer1kMicroUsd?: bigint | undefined
       readonly maxTokens: number
       readonly defaultMaxTokens: number
     }>
