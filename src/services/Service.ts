@@ -19,6 +19,8 @@ export type EndpointPrice =
     readonly kind: "tokens"
     /** The wire format the body and usage follow. */
     readonly format: "openai-chat" | "anthropic-messages"
+    /** OpenAI format: the field the completion cap is added in when the caller gives none; default `max_tokens`. */
+    readonly tokenLimitField?: "max_tokens" | "max_completion_tokens" | undefined
     readonly models: ReadonlyArray<{
       readonly id: string
       readonly inputPer1kMicroUsd: bigint

@@ -126,7 +126,14 @@ export const quoteProxy = (
     return Result.fail(new ModelNotPriced({ model: modelId, ...(service === undefined ? {} : { provider: service }) }))
   }
   const stream = request["stream"] === true
-  const maxKey = price.format === "openai-chat" && request["max_completion_tokens"] !== undefined ? "max_completion_tokens" : "max_tokens"
+  // The caller's own field; when it gives none, the field the upstream reads (OpenAI's reasoning models refuse max_tokens).
+  const maxKey = price.format !== "openai-chat"
+    ? "max_tokens"
+    : request["max_completion_tokens"] !== undefined
+    ? "max_completion_tokens"
+    : request["max_tokens"] !== undefined
+    ? "max_tokens"
+    : price.tokenLimitField ?? "max_tokens"
   const asked = request[maxKey]
   const maxTokens = asked === undefined ? Math.min(DEFAULT_PROXY_MAX_TOKENS, model.defaultMaxTokens) : asked
   if (typeof maxTokens !== "number" || !Number.isInteger(maxTokens) || maxTokens < 1 || maxTokens > model.maxTokens) {

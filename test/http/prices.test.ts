@@ -149,6 +149,7 @@ describe.each(storeBackends)("model prices over HTTP (%s)", (_name, store) => {
     const pricesFile = join(dir, "prices.json")
     writeFileSync(pricesFile, JSON.stringify({
       "my-llm": card("llama-local"),
+      openai: card("gpt-test"),
       anthropic: card("claude-test", { cacheWritePer1kUsdCents: 0.125 })
     }))
     const env = {
@@ -156,6 +157,9 @@ describe.each(storeBackends)("model prices over HTTP (%s)", (_name, store) => {
       LLM_BASE_URL: `${upstream.url}/v1`,
       LLM_NAME: "my-llm",
       LLM_API_KEY: LOCAL_KEY,
+      // OpenAI itself, at the same local server (it checks the same key).
+      OPENAI_API_KEY: LOCAL_KEY,
+      OPENAI_BASE_URL: `${upstream.url}/v1`,
       ANTHROPIC_API_KEY: ANTHROPIC_KEY,
       ANTHROPIC_BASE_URL: upstream.url
     }
@@ -256,6 +260,26 @@ describe.each(storeBackends)("model prices over HTTP (%s)", (_name, store) => {
       const res = await api.post("/v1/capabilities/reason", { prompt: PROMPT, provider: "my-llm" }, agent.apiKey)
       expect(res.status).toBe(200)
       expect(res.body.metadata).toMatchObject({ provider: "my-llm", chargedUsdCents: OPENAI_CHARGE_CENTS })
+    })
+  })
+
+  describe("OpenAI's completion cap field", () => {
+    it("OpenAI is sent max_completion_tokens (its reasoning models refuse max_tokens); a caller's own field is kept", async () => {
+      const agent = await funded()
+      await agent.openai.chat.completions.create({ model: "openai/gpt-test", messages: [{ role: "user", content: PROMPT }] })
+      const sent = upstream.requests.at(-1)!.body
+      expect(sent["max_completion_tokens"]).toBe(100)
+      expect(sent).not.toHaveProperty("max_tokens")
+      await agent.openai.chat.completions.create({ model: "openai/gpt-test", max_tokens: 50, messages: [{ role: "user", content: PROMPT }] })
+      expect(upstream.requests.at(-1)!.body).toMatchObject({ max_tokens: 50 })
+      expect(upstream.requests.at(-1)!.body).not.toHaveProperty("max_completion_tokens")
+      const reason = await api.post("/v1/capabilities/reason", { prompt: PROMPT, provider: "openai", maxTokens: 70 }, agent.apiKey)
+      expect(reason.status).toBe(200)
+      expect(upstream.requests.at(-1)!.body).toMatchObject({ model: "gpt-test", max_completion_tokens: 70 })
+      expect(upstream.requests.at(-1)!.body).not.toHaveProperty("max_tokens")
+      // The self-hosted server keeps max_tokens, which llama.cpp, vLLM and Ollama read.
+      await agent.openai.chat.completions.create({ model: "my-llm/llama-local", messages: [{ role: "user", content: PROMPT }] })
+      expect(upstream.requests.at(-1)!.body).toMatchObject({ max_tokens: 100 })
     })
   })
 

@@ -208,9 +208,17 @@ export const make = (options: Options): Effect.Effect<Provider<"reason">, never,
 
 /** The hosted Chat Completions upstreams: each on with its API key, priced by its price card, reachable through the proxy. */
 const HOSTED = [
-  { name: "openai", label: "OpenAI", keyVar: "OPENAI_API_KEY", baseUrlVar: "OPENAI_BASE_URL", baseUrl: "https://api.openai.com/v1" },
-  { name: "openrouter", label: "OpenRouter", keyVar: "OPENROUTER_API_KEY", baseUrlVar: undefined, baseUrl: "https://openrouter.ai/api/v1" },
-  { name: "groq", label: "Groq", keyVar: "GROQ_API_KEY", baseUrlVar: undefined, baseUrl: "https://api.groq.com/openai/v1" }
+  // OpenAI's reasoning models (GPT-5, o-series) refuse `max_tokens`; every OpenAI chat model reads `max_completion_tokens`.
+  {
+    name: "openai",
+    label: "OpenAI",
+    keyVar: "OPENAI_API_KEY",
+    baseUrlVar: "OPENAI_BASE_URL",
+    baseUrl: "https://api.openai.com/v1",
+    tokenLimitField: "max_completion_tokens"
+  },
+  { name: "openrouter", label: "OpenRouter", keyVar: "OPENROUTER_API_KEY", baseUrlVar: undefined, baseUrl: "https://openrouter.ai/api/v1", tokenLimitField: undefined },
+  { name: "groq", label: "Groq", keyVar: "GROQ_API_KEY", baseUrlVar: undefined, baseUrl: "https://api.groq.com/openai/v1", tokenLimitField: undefined }
 ] as const
 
 /** The path of a chat completion under the base URL. */
@@ -235,7 +243,12 @@ export const fromConfig: ProviderConfig = (cards) =>
       if (Option.isNone(key)) continue
       const baseUrl = hosted.baseUrlVar === undefined ? hosted.baseUrl : yield* envOr(hosted.baseUrlVar, hosted.baseUrl)
       const models = yield* modelsOf(cards, hosted.name)
-      providers.push({ name: hosted.name, capability: "reason", build: make({ name: hosted.name, baseUrl, apiKey: Redacted.make(key.value), models }) })
+      const { tokenLimitField } = hosted
+      providers.push({
+        name: hosted.name,
+        capability: "reason",
+        build: make({ name: hosted.name, baseUrl, apiKey: Redacted.make(key.value), models, tokenLimitField })
+      })
       services.push(tokenService({
         slug: hosted.name,
         name: hosted.label,
@@ -243,7 +256,8 @@ export const fromConfig: ProviderConfig = (cards) =>
         path: CHAT_PATH,
         format: "openai-chat",
         models,
-        credentials: { authorization: `Bearer ${key.value}` }
+        credentials: { authorization: `Bearer ${key.value}` },
+        tokenLimitField
       }))
     }
     const local = yield* env("LLM_BASE_URL")
