@@ -224,6 +224,23 @@ describe.each(storeBackends)("model prices over HTTP (%s)", (_name, store) => {
       expect(await charges(agent.apiKey)).toMatchObject([{ amountUsdCents: OPENAI_CHARGE_CENTS }])
     })
 
+    it("GET /v1/capabilities/reason shows its card: cached price and context window included", async () => {
+      const agent = await funded()
+      const res = await api.get("/v1/capabilities/reason", agent.apiKey)
+      expect(res.status).toBe(200)
+      const provider = (res.body.providers as Array<{ name: string; models?: Array<unknown> }>).find((p) => p.name === "my-llm")
+      expect(provider?.models).toEqual([{
+        id: "llama-local",
+        inputPricePer1kTokens: 0.1,
+        outputPricePer1kTokens: 0.2,
+        cachedInputPricePer1kTokens: 0.01,
+        maxTokens: 1000,
+        contextTokens: 32_768
+      }])
+      const anthropic = (res.body.providers as Array<{ name: string; models?: Array<Record<string, unknown>> }>).find((p) => p.name === "anthropic")
+      expect(anthropic?.models?.[0]).toMatchObject({ id: "claude-test", cacheWritePricePer1kTokens: 0.125 })
+    })
+
     it("is listed by GET /v1/models, bare and as LLM_NAME/model", async () => {
       const agent = await funded()
       const ids = (await agent.openai.models.list()).data.map((m) => m.id)
