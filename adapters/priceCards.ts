@@ -10,16 +10,32 @@ import { InvalidConfig } from "./config.ts"
  * Price cards: config/prices.json ships defaults; PRICES_FILE (same shape)
  * replaces entries by provider name. Amounts are USD cents with at most 4
  * decimals, converted to micro-dollars exactly.
+ *
+ * A model of a `reason` card: `inputPer1kUsdCents`, `outputPer1kUsdCents`,
+ * `maxTokens` (the most completion tokens a call may ask for) and
+ * `defaultMaxTokens` are required; `cachedInputPer1kUsdCents` (prompt tokens
+ * served from the upstream's cache, at most the input price),
+ * `cacheWritePer1kUsdCents` (prompt tokens written to it) and
+ * `contextTokens` (the context window, at least `maxTokens`) are optional.
+ * Keys starting with `$` are notes (`$updated`, `$sources`, `$note`, …), at the
+ * top of the file, in a card or in a model, and are not read as prices.
  */
 
 const Cents = Schema.Number.check(Schema.isGreaterThanOrEqualTo(0), Schema.isLessThanOrEqualTo(1_000_000))
+
+const Tokens = Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 10_000_000 }))
+const Note = Schema.optional(Schema.String.check(Schema.isMaxLength(4000)))
 
 const ModelCard = Schema.Struct({
   id: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200)),
   inputPer1kUsdCents: Cents,
   outputPer1kUsdCents: Cents,
+  cachedInputPer1kUsdCents: Schema.optional(Cents),
+  cacheWritePer1kUsdCents: Schema.optional(Cents),
   maxTokens: Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 1_000_000 })),
-  defaultMaxTokens: Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 1_000_000 }))
+  defaultMaxTokens: Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 1_000_000 })),
+  contextTokens: Schema.optional(Tokens),
+  $note: Note
 })
 
 const EmbeddingCard = Schema.Struct({
@@ -29,7 +45,13 @@ const EmbeddingCard = Schema.Struct({
 })
 
 const PriceCard = Schema.Union([
-  Schema.Struct({ capability: Schema.Literal("reason"), models: Schema.Array(ModelCard).check(Schema.isMinLength(1)) }),
+  Schema.Struct({
+    capability: Schema.Literal("reason"),
+    models: Schema.Array(ModelCard).check(Schema.isMinLength(1)),
+    $sources: Note,
+    $updated: Note,
+    $note: Note
+  }),
   Schema.Struct({
     capability: Schema.Literal("imagine"),
     model: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200)),
@@ -94,13 +116,23 @@ const parseEntry = (name: string, raw: unknown): Effect.Effect<PriceEntry, Inval
     if ("models" in card) {
       const models: Array<ModelInfo> = []
       for (const m of card.models) {
-        if (m.defaultMaxTokens > m.maxTokens) {
-          return yield* new InvalidConfig({ message: `Invalid price card "${name}": ${m.id}: defaultMaxTokens is above maxTokens` })
+        const refuse = (problem: string) => new InvalidConfig({ message: `Invalid price card "${name}": ${m.id}: ${problem}` })
+        if (m.defaultMaxTokens > m.maxTokens) return yield* refuse("defaultMaxTokens is above maxTokens")
+        if (m.contextTokens !== undefined && m.maxTokens > m.contextTokens) {
+          return yield* refuse("maxTokens (the output limit) is above contextTokens (the context window)")
         }
+        if (m.cachedInputPer1kUsdCents !== undefined && m.cachedInputPer1kUsdCents > m.inputPer1kUsdCents) {
+          return yield* refuse("cachedInputPer1kUsdCents is above inputPer1kUsdCents")
+        }
+        if (models.some((other) => other.id === m.id)) return yield* refuse("the model is listed twice")
+        const where = `${name}/${m.id}`
         models.push({
           id: m.id,
-          inputPer1kMicroUsd: yield* micro(m.inputPer1kUsdCents, `${name}/${m.id}`),
-          outputPer1kMicroUsd: yield* micro(m.outputPer1kUsdCents, `${name}/${m.id}`),
+          inputPer1kMicroUsd: yield* micro(m.inputPer1kUsdCents, where),
+          outputPer1kMicroUsd: yield* micro(m.outputPer1kUsdCents, where),
+          ...(m.cachedInputPer1kUsdCents === undefined ? {} : { cachedInputPer1kMicroUsd: yield* micro(m.cachedInputPer1kUsdCents, where) }),
+          ...(m.cacheWritePer1kUsdCents === undefined ? {} : { cacheWritePer1kMicroUsd: yield* micro(m.cacheWritePer1kUsdCents, where) }),
+          ...(m.contextTokens === undefined ? {} : { contextTokens: m.contextTokens }),
           maxTokens: m.maxTokens,
           defaultMaxTokens: m.defaultMaxTokens
         })

@@ -62,7 +62,14 @@ export const CapabilityDetail = Schema.Struct({
       id: Schema.String,
       inputPricePer1kTokens: Schema.Number,
       outputPricePer1kTokens: Schema.Number,
-      maxTokens: Schema.Number
+      /** USD cents per 1000 prompt tokens served from the provider's prompt cache; absent: the input price. */
+      cachedInputPricePer1kTokens: Schema.optional(Schema.Number),
+      /** USD cents per 1000 prompt tokens written to the provider's prompt cache; absent: the input price. */
+      cacheWritePricePer1kTokens: Schema.optional(Schema.Number),
+      /** The most completion tokens a call may ask for. */
+      maxTokens: Schema.Number,
+      /** The model's context window, when its price card gives it. */
+      contextTokens: Schema.optional(Schema.Number)
     }))),
     pricing: Schema.optional(Schema.Record(Schema.String, Schema.Unknown)),
     /** Absent when usable; `unavailable`: never chosen here; `degraded`: runs without a protection; `reason` says why. */

@@ -50,7 +50,10 @@ const detail = (summary: CapabilitySummary) => ({
           id: m.id,
           inputPricePer1kTokens: microUsdToCents(m.inputPer1kMicroUsd),
           outputPricePer1kTokens: microUsdToCents(m.outputPer1kMicroUsd),
-          maxTokens: m.maxTokens
+          ...(m.cachedInputPer1kMicroUsd === undefined ? {} : { cachedInputPricePer1kTokens: microUsdToCents(m.cachedInputPer1kMicroUsd) }),
+          ...(m.cacheWritePer1kMicroUsd === undefined ? {} : { cacheWritePricePer1kTokens: microUsdToCents(m.cacheWritePer1kMicroUsd) }),
+          maxTokens: m.maxTokens,
+          ...(m.contextTokens === undefined ? {} : { contextTokens: m.contextTokens })
         }))
       }
       : { name: p.name, pricing: providerPricing(p) }),

@@ -50,6 +50,7 @@ export type HttpError = InstanceType<(typeof classByStatus)[MappedStatus]>
 export const statusByCode = {
   VALIDATION_ERROR: 400,
   INVALID_AMOUNT: 400,
+  MODEL_NOT_PRICED: 400,
   UNAUTHORIZED: 401,
   BUDGET_EXCEEDED: 402,
   PER_CALL_LIMIT_EXCEEDED: 402,

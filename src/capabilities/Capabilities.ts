@@ -2,7 +2,7 @@ import { Clock, Context, Effect, Exit, Layer, Option, Result, Schema } from "eff
 import type { Principal } from "../domain/Agent.ts"
 import type { Capability } from "../domain/Capability.ts"
 import { capabilityNames } from "../domain/Capability.ts"
-import { NotFound, type SpendRefusal, ValidationError } from "../domain/errors.ts"
+import { ModelNotPriced, NotFound, type SpendRefusal, ValidationError } from "../domain/errors.ts"
 import { OutboundHttp, type UnsafeUrl } from "../ports/Net.ts"
 import { Spend, type SpendReceipt } from "../wallet/Spend.ts"
 import { capabilityInfo } from "./catalog.ts"
@@ -35,7 +35,7 @@ export interface ExecutionResult<O> {
   readonly model: string | undefined
 }
 
-export type ExecuteError = SpendRefusal | ProviderFailure | NotFound | ValidationError | UnsafeUrl | NoProvider
+export type ExecuteError = SpendRefusal | ProviderFailure | NotFound | ModelNotPriced | ValidationError | UnsafeUrl | NoProvider
 
 /** No configured (or healthy) provider can serve the capability. */
 export class NoProvider extends Schema.TaggedError<NoProvider>()("NoProvider", {
@@ -67,7 +67,7 @@ export interface Estimate {
   readonly remainingTodayMicroUsd: bigint | null
 }
 
-export type EstimateError = NotFound | ValidationError | UnsafeUrl | NoProvider
+export type EstimateError = NotFound | ModelNotPriced | ValidationError | UnsafeUrl | NoProvider
 
 export interface CapabilitySummary {
   readonly name: Capability
@@ -206,7 +206,7 @@ export class Capabilities extends Context.Service<Capabilities, {
       const choose = <C extends BuiltCapability>(
         capability: C,
         input: CapabilityIO[C]["input"]
-      ): Effect.Effect<Choice<C>, NotFound | ValidationError | UnsafeUrl | NoProvider> =>
+      ): Effect.Effect<Choice<C>, NotFound | ModelNotPriced | ValidationError | UnsafeUrl | NoProvider> =>
         Effect.gen(function*() {
           const configured = providersFor(capability) as ReadonlyArray<Provider<C>>
           const pinned = pinnedOf(input)
@@ -225,7 +225,7 @@ export class Capabilities extends Context.Service<Capabilities, {
           if (url !== undefined && Option.isSome(outbound)) yield* outbound.value.check(url)
 
           const quoted: Array<{ readonly provider: Provider<C>; readonly quote: Quote; readonly healthy: boolean }> = []
-          let firstRefusal: NotFound | ValidationError | undefined
+          let firstRefusal: NotFound | ModelNotPriced | ValidationError | undefined
           for (const provider of candidates) {
             const quote = provider.quote(input)
             if (Result.isFailure(quote)) {
@@ -234,7 +234,13 @@ export class Capabilities extends Context.Service<Capabilities, {
             }
             quoted.push({ provider, quote: quote.success, healthy: yield* health.isHealthy(provider.name) })
           }
-          if (quoted.length === 0) return yield* Effect.fail(firstRefusal!)
+          if (quoted.length === 0) {
+            // No provider's card prices the model: unpinned, the refusal names no one provider.
+            if (pinned === undefined && firstRefusal instanceof ModelNotPriced) {
+              return yield* new ModelNotPriced({ model: firstRefusal.model })
+            }
+            return yield* Effect.fail(firstRefusal!)
+          }
           const ordered = pinned !== undefined
             ? quoted
             : [...quoted].sort((a, b) =>

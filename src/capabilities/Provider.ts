@@ -1,5 +1,5 @@
 import { type Effect, type Result, Schema } from "effect"
-import type { NotFound, ValidationError } from "../domain/errors.ts"
+import type { ModelNotPriced, NotFound, ValidationError } from "../domain/errors.ts"
 import type { BuiltCapability, CapabilityIO } from "./schemas.ts"
 
 /**
@@ -27,6 +27,20 @@ export interface ModelInfo {
   readonly id: string
   readonly inputPer1kMicroUsd: bigint
   readonly outputPer1kMicroUsd: bigint
+  /**
+   * Prompt tokens the upstream served from its prompt cache (OpenAI's
+   * `cached_tokens`, Anthropic's `cache_read_input_tokens`); absent: the input price.
+   * Never above the input price (checked when the card is read).
+   */
+  readonly cachedInputPer1kMicroUsd?: bigint | undefined
+  /**
+   * Prompt tokens written to the upstream's prompt cache (Anthropic's
+   * `cache_creation_input_tokens`, billed above input); absent: the input price.
+   * The quote bounds prompt tokens at the higher of this and the input price.
+   */
+  readonly cacheWritePer1kMicroUsd?: bigint | undefined
+  /** The model's context window (prompt plus completion), when the card gives it. */
+  readonly contextTokens?: number | undefined
   /** The most completion tokens a call may ask for. */
   readonly maxTokens: number
   /** Completion tokens asked for when the caller gives no `maxTokens`. */
@@ -64,8 +78,8 @@ export interface Provider<C extends BuiltCapability = BuiltCapability> {
   readonly unitPrice?: UnitPrice | undefined
   /** What the provider found at start-up about working here (see ProviderStatus); absent: able. */
   readonly status?: { readonly ok: true; readonly degraded?: string | undefined } | { readonly ok: false; readonly reason: string } | undefined
-  /** Unknown model → NotFound; input the provider cannot take → ValidationError. */
-  readonly quote: (input: CapabilityIO[C]["input"]) => Result.Result<Quote, NotFound | ValidationError>
+  /** A model its price card does not list → ModelNotPriced; input the provider cannot take → ValidationError. */
+  readonly quote: (input: CapabilityIO[C]["input"]) => Result.Result<Quote, NotFound | ModelNotPriced | ValidationError>
   readonly run: (
     input: CapabilityIO[C]["input"],
     quote: Quote

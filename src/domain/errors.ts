@@ -57,6 +57,30 @@ export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", {
   readonly code = "CONFLICT"
 }
 
+/**
+ * A model no price card prices: the gateway cannot bound what a call to it
+ * costs, so it refuses the call (400) before anything is held. The message
+ * names the model and how an operator prices it (an entry in the price file).
+ */
+export class ModelNotPriced extends Schema.TaggedError<ModelNotPriced>()("ModelNotPriced", {
+  model: Schema.String,
+  /** The provider or service asked for, when the call named one. */
+  provider: Schema.optional(Schema.String)
+}) {
+  readonly code = "MODEL_NOT_PRICED"
+  override get message() {
+    const model = JSON.stringify(this.model.slice(0, 200))
+    const where = this.provider === undefined ? "no price card" : `the price card of "${this.provider}"`
+    const card = this.provider ?? "<provider>"
+    return `Model ${model} is not priced: ${where} lists it. An operator prices it by adding it to the price file ` +
+      `(PRICES_FILE, laid over config/prices.json by provider name): "${card}": { "capability": "reason", "models": [{ "id": ${model}, ` +
+      `"inputPer1kUsdCents": …, "outputPer1kUsdCents": …, "maxTokens": …, "defaultMaxTokens": … }] }`
+  }
+  get details() {
+    return this.provider === undefined ? { model: this.model.slice(0, 200) } : { model: this.model.slice(0, 200), provider: this.provider }
+  }
+}
+
 /** The errors an authenticated core operation on agents and policies can end in. */
 export type AccessError = Unauthorized | AgentKilled | Forbidden | NotFound
 

@@ -28,10 +28,16 @@ export type EndpointPrice =
     readonly kind: "tokens"
     /** The wire format the body and usage follow. */
     readonly format: "openai-chat" | "anthropic-messages"
+    /** OpenAI format: the field the completion cap is added in when the caller gives none; default `max_tokens`. */
+    readonly tokenLimitField?: "max_tokens" | "max_completion_tokens" | undefined
     readonly models: ReadonlyArray<{
       readonly id: string
       readonly inputPer1kMicroUsd: bigint
       readonly outputPer1kMicroUsd: bigint
+      /** Prompt tokens served from the upstream's cache; absent: the input price. */
+      readonly cachedInputPer1kMicroUsd?: bigint | undefined
+      /** Prompt tokens written to the upstream's cache; absent: the input price. */
+      readonly cacheWritePer1kMicroUsd?: bigint | undefined
       readonly maxTokens: number
       readonly defaultMaxTokens: number
     }>

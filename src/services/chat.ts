@@ -2,7 +2,7 @@ import { Effect } from "effect"
 import type { Principal } from "../domain/Agent.ts"
 import type { Capability } from "../domain/Capability.ts"
 import { ProviderFailure } from "../capabilities/Provider.ts"
-import { NotFound, ValidationError } from "../domain/errors.ts"
+import { ModelNotPriced, NotFound, ValidationError } from "../domain/errors.ts"
 import type { Catalogue } from "./catalogue.ts"
 import { type ProxyCall, proxyCapability, type ProxyError, type ProxyResult } from "./proxy.ts"
 import type { Service } from "./Service.ts"
@@ -162,10 +162,19 @@ export const chatCalls = (catalogue: Catalogue, request: ChatRequest) =>
   Effect.gen(function*() {
     const { body } = request
     const format = request.format ?? "openai-chat"
-    const routes = chatRoutesFor(chatRoutes(yield* catalogue.list, format), body.model)
+    const all = chatRoutes(yield* catalogue.list, format)
+    const routes = chatRoutesFor(all, body.model)
     if (routes.length === 0) {
+      // `service/model` naming a chat service whose card does not list the model: not priced (400).
+      const slash = body.model.indexOf("/")
+      const slug = slash > 0 ? body.model.slice(0, slash) : undefined
+      if (slug !== undefined && all.some((r) => r.service.slug === slug)) {
+        return yield* new ModelNotPriced({ model: body.model.slice(slash + 1), provider: slug })
+      }
+      // A name no service knows: 404, as OpenAI answers an unknown model.
       return yield* new NotFound({
-        resource: `Model ${body.model.slice(0, 200)} (GET /v1/models lists the models that may be used)`
+        resource: `Model ${body.model.slice(0, 200)} (GET /v1/models lists the models that may be used; ` +
+          `an operator offers a model by listing it in a reason price card of the price file, PRICES_FILE)`
       })
     }
     if (body["stream"] !== undefined && typeof body["stream"] !== "boolean") {

@@ -1,6 +1,6 @@
 import { Result } from "effect"
 import { tokenCost } from "../capabilities/pricing.ts"
-import { NotFound, ValidationError } from "../domain/errors.ts"
+import { ModelNotPriced, ValidationError } from "../domain/errors.ts"
 import type { ProxyResponse } from "../ports/ServiceTransport.ts"
 import type { EndpointPrice } from "./Service.ts"
 
@@ -71,10 +71,15 @@ const usageTokens = (body: unknown): number | undefined => {
 export const quoteEmbeddings = (
   price: Extract<EndpointPrice, { readonly kind: "embeddings" }>,
   request: Readonly<Record<string, unknown>>
-): Result.Result<EmbeddingsQuote, ValidationError | NotFound> => {
+): Result.Result<EmbeddingsQuote, ValidationError | ModelNotPriced> => {
   const modelId = request["model"]
   const model = price.models.find((m) => m.id === modelId)
-  if (model === undefined) return Result.fail(new NotFound({ resource: `Model ${String(modelId).slice(0, 100)}` }))
+  if (model === undefined) {
+    if (typeof modelId !== "string") {
+      return Result.fail(new ValidationError({ message: "model must be a string naming a priced model", issues: [{ path: "model", message: "Expected a string" }] }))
+    }
+    return Result.fail(new ModelNotPriced({ model: modelId.slice(0, 200) }))
+  }
   const bound = embeddingTokenBound(request["input"])
   if (Result.isFailure(bound)) return Result.fail(bound.failure)
   const format = request["encoding_format"]

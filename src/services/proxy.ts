@@ -2,7 +2,7 @@ import { Effect, Result, Schema } from "effect"
 import { ProviderFailure } from "../capabilities/Provider.ts"
 import type { Principal } from "../domain/Agent.ts"
 import type { Capability } from "../domain/Capability.ts"
-import { NotFound, type SpendRefusal, ValidationError } from "../domain/errors.ts"
+import { type ModelNotPriced, NotFound, type SpendRefusal, ValidationError } from "../domain/errors.ts"
 import { UnsafeUrl } from "../ports/Net.ts"
 import type { ProxyResponse, ServiceTransport } from "../ports/ServiceTransport.ts"
 import type { Spend, SpendReceipt } from "../wallet/Spend.ts"
@@ -41,7 +41,7 @@ export interface ProxyResult {
   readonly model: string | undefined
 }
 
-export type ProxyError = SpendRefusal | ProviderFailure | NotFound | ValidationError | UnsafeUrl
+export type ProxyError = SpendRefusal | ProviderFailure | NotFound | ModelNotPriced | ValidationError | UnsafeUrl
 
 /** Request headers a caller may send on to a service; everything else is dropped. */
 const FORWARDABLE = new Set(["accept", "accept-language", "content-type", "user-agent", "openai-beta", "anthropic-beta", "anthropic-version"])
@@ -66,7 +66,7 @@ export const resolveCall = (catalogue: Catalogue, slug: string, call: ProxyCall)
         issues: [{ path: "path", message: "unpriced endpoint" }]
       })
     }
-    const quoted = quoteProxy(endpoint.price, call.body)
+    const quoted = quoteProxy(endpoint.price, call.body, slug)
     if (Result.isFailure(quoted)) return yield* Effect.fail(quoted.failure)
     return { service, quote: quoted.success }
   })

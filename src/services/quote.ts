@@ -1,6 +1,6 @@
 import { Result } from "effect"
-import { promptTokenBound, tokenCost } from "../capabilities/pricing.ts"
-import { NotFound, ValidationError } from "../domain/errors.ts"
+import { promptBoundPer1k, promptCost, promptTokenBound, tokenCost } from "../capabilities/pricing.ts"
+import { ModelNotPriced, ValidationError } from "../domain/errors.ts"
 import type { ProxyResponse } from "../ports/ServiceTransport.ts"
 import { quoteEmbeddings } from "./embeddingsQuote.ts"
 import type { EndpointPrice } from "./Service.ts"
@@ -28,7 +28,7 @@ export interface ProxyQuote {
     readonly stream: boolean
     /** The prompt part of the quote: the least a stream that ends without a usage report is charged. */
     readonly inputMicroUsd: bigint
-    readonly cost: (usage: { readonly input: number; readonly output: number }) => bigint
+    readonly cost: (usage: TokenUsage) => bigint
     /** What a stream that ends without a usable usage report is charged, from what it streamed (see `countedStreamCost`). */
     readonly counted: (streamedBytes: number) => bigint
   }
@@ -54,21 +54,63 @@ export const countedStreamCost = (input: {
   return input.inputMicroUsd + tokenCost(tokens, input.outputPer1kMicroUsd)
 }
 
-const readUsage = (format: "openai-chat" | "anthropic-messages", body: unknown) => {
-  const usage = (body as { usage?: Record<string, unknown> } | null)?.usage
-  if (usage === undefined || usage === null || typeof usage !== "object") return undefined
-  const input = format === "openai-chat" ? usage["prompt_tokens"] : usage["input_tokens"]
-  const output = format === "openai-chat" ? usage["completion_tokens"] : usage["output_tokens"]
-  return typeof input === "number" && typeof output === "number" && input >= 0 && output >= 0
-    ? { input, output }
-    : undefined
+/**
+ * The tokens a token-priced call used: `input` is every prompt token, cached
+ * or not; `cacheRead` (served from the upstream's prompt cache) and
+ * `cacheWrite` (written to it) are parts of `input`, priced by the model's
+ * card (see `promptCost`).
+ */
+export interface TokenUsage {
+  readonly input: number
+  readonly output: number
+  readonly cacheRead?: number | undefined
+  readonly cacheWrite?: number | undefined
 }
+
+const tokens = (value: unknown): number | undefined =>
+  typeof value === "number" && Number.isFinite(value) && value >= 0 ? value : undefined
+
+/**
+ * The usage of an answer in either format. OpenAI's `prompt_tokens` counts
+ * cached tokens too (`prompt_tokens_details.cached_tokens` says how many);
+ * Anthropic's `input_tokens` does not: its `cache_read_input_tokens` and
+ * `cache_creation_input_tokens` are added to it. A cache count that is
+ * missing or unreadable is none (the tokens are then priced as plain input,
+ * the higher price).
+ */
+export const usageOf = (format: "openai-chat" | "anthropic-messages", usage: unknown): TokenUsage | undefined => {
+  if (usage === undefined || usage === null || typeof usage !== "object") return undefined
+  const u = usage as Record<string, unknown>
+  if (format === "openai-chat") {
+    const input = tokens(u["prompt_tokens"])
+    const output = tokens(u["completion_tokens"])
+    if (input === undefined || output === undefined) return undefined
+    const details = u["prompt_tokens_details"]
+    const cached = details !== null && typeof details === "object" ? tokens((details as Record<string, unknown>)["cached_tokens"]) : undefined
+    return cached === undefined || cached === 0 ? { input, output } : { input, output, cacheRead: Math.min(cached, input) }
+  }
+  const plain = tokens(u["input_tokens"])
+  const output = tokens(u["output_tokens"])
+  if (plain === undefined || output === undefined) return undefined
+  const cacheRead = tokens(u["cache_read_input_tokens"]) ?? 0
+  const cacheWrite = tokens(u["cache_creation_input_tokens"]) ?? 0
+  return {
+    input: plain + cacheRead + cacheWrite,
+    output,
+    ...(cacheRead > 0 ? { cacheRead } : {}),
+    ...(cacheWrite > 0 ? { cacheWrite } : {})
+  }
+}
+
+const readUsage = (format: "openai-chat" | "anthropic-messages", body: unknown) =>
+  usageOf(format, (body as { usage?: unknown } | null)?.usage)
 
 /** The upper bound of a proxied call and how its actual cost is read back. */
 export const quoteProxy = (
   price: EndpointPrice,
-  body: unknown
-): Result.Result<ProxyQuote, ValidationError | NotFound> => {
+  body: unknown,
+  service?: string
+): Result.Result<ProxyQuote, ValidationError | ModelNotPriced> => {
   if (price.kind === "perCall") {
     return Result.succeed({ microUsd: price.priceMicroUsd, body, model: undefined, meter: () => price.priceMicroUsd })
   }
@@ -79,9 +121,21 @@ export const quoteProxy = (
   const request = body as Record<string, unknown>
   const modelId = request["model"]
   const model = price.models.find((m) => m.id === modelId)
-  if (model === undefined) return Result.fail(new NotFound({ resource: `Model ${String(modelId).slice(0, 100)}` }))
+  if (model === undefined) {
+    if (typeof modelId !== "string") {
+      return Result.fail(new ValidationError({ message: "model must be a string naming a priced model", issues: [{ path: "body.model", message: "Expected a string" }] }))
+    }
+    return Result.fail(new ModelNotPriced({ model: modelId, ...(service === undefined ? {} : { provider: service }) }))
+  }
   const stream = request["stream"] === true
-  const maxKey = price.format === "openai-chat" && request["max_completion_tokens"] !== undefined ? "max_completion_tokens" : "max_tokens"
+  // The caller's own field; when it gives none, the field the upstream reads (OpenAI's reasoning models refuse max_tokens).
+  const maxKey = price.format !== "openai-chat"
+    ? "max_tokens"
+    : request["max_completion_tokens"] !== undefined
+    ? "max_completion_tokens"
+    : request["max_tokens"] !== undefined
+    ? "max_tokens"
+    : price.tokenLimitField ?? "max_tokens"
   const asked = request[maxKey]
   const maxTokens = asked === undefined ? Math.min(DEFAULT_PROXY_MAX_TOKENS, model.defaultMaxTokens) : asked
   if (typeof maxTokens !== "number" || !Number.isInteger(maxTokens) || maxTokens < 1 || maxTokens > model.maxTokens) {
@@ -103,11 +157,13 @@ export const quoteProxy = (
   // The prompt is bounded by the bytes of everything but the answer's budget.
   const promptText = JSON.stringify({ ...request, [maxKey]: undefined })
   const inputBound = promptTokenBound({ prompt: promptText.length === 0 ? " " : promptText })
-  const inputMicroUsd = tokenCost(inputBound, model.inputPer1kMicroUsd)
+  // Bounded at the highest price a prompt token may cost (a cache write may cost more than input).
+  const inputMicroUsd = tokenCost(inputBound, promptBoundPer1k(model))
   const completionBound = maxTokens * choices
   const microUsd = inputMicroUsd + tokenCost(completionBound, model.outputPer1kMicroUsd)
-  const cost = (usage: { readonly input: number; readonly output: number }) =>
-    tokenCost(usage.input, model.inputPer1kMicroUsd) + tokenCost(usage.output, model.outputPer1kMicroUsd)
+  const cost = (usage: TokenUsage) =>
+    promptCost(model, { total: usage.input, cacheRead: usage.cacheRead, cacheWrite: usage.cacheWrite }) +
+    tokenCost(usage.output, model.outputPer1kMicroUsd)
   const forwarded: Record<string, unknown> = { ...request, [maxKey]: maxTokens }
   // OpenAI reports a stream's usage only when asked; the last chunk then carries it.
   if (stream && price.format === "openai-chat") forwarded["stream_options"] = { include_usage: true }

@@ -1,4 +1,5 @@
 import type { CallReceipt } from "../wallet/receipt.ts"
+import type { TokenUsage } from "./quote.ts"
 
 /**
  * Server-sent events of a streamed call: what the gateway adds to a stream it
@@ -149,7 +150,12 @@ export const errorEvent = (error: { readonly message: string }): Uint8Array => {
  * events, chunk by chunk, without holding the stream: OpenAI sends it in the
  * last `data:` chunk (when `stream_options.include_usage` is set); Anthropic
  * sends the input tokens in `message_start` and a running output count in
- * `message_delta`. Lines are bounded so a hostile stream cannot grow the buffer.
+ * `message_delta`. Tokens served from or written to the upstream's prompt
+ * cache are read too (OpenAI's `prompt_tokens_details.cached_tokens`, a part
+ * of `prompt_tokens`; Anthropic's `cache_read_input_tokens` and
+ * `cache_creation_input_tokens`, added to its `input_tokens`), so a stream is
+ * charged the cached price exactly as a JSON answer is (see `usageOf`).
+ * Lines are bounded so a hostile stream cannot grow the buffer.
  *
  * It also counts what was streamed, for a stream that ends without a usable
  * usage report (the upstream sent none, sent a malformed one, or the caller
@@ -185,8 +191,8 @@ const ENVELOPE_KEYS: ReadonlySet<string> = new Set([
 
 export interface UsageTracker {
   readonly push: (chunk: Uint8Array) => void
-  /** The usage seen so far, if the upstream reported any (both counts, well-formed). */
-  readonly usage: () => { readonly input: number; readonly output: number } | undefined
+  /** The usage seen so far, if the upstream reported any (both counts, well-formed); `input` counts cached tokens too. */
+  readonly usage: () => TokenUsage | undefined
   /** UTF-8 bytes of completion content streamed so far (see above): an upper bound on its tokens. */
   readonly streamedBytes: () => number
 }
@@ -227,6 +233,9 @@ export const usageTracker = (format: "openai-chat" | "anthropic-messages"): Usag
   let pending = ""
   let input: number | undefined
   let output: number | undefined
+  /** OpenAI: cached tokens, a part of `input`. Anthropic: cache reads and writes, apart from `input`. */
+  let cacheRead: number | undefined
+  let cacheWrite: number | undefined
   let streamed = 0
 
   const line = (text: string) => {
@@ -253,17 +262,24 @@ export const usageTracker = (format: "openai-chat" | "anthropic-messages"): Usag
       if (usage !== null && typeof usage === "object") {
         input = count(usage["prompt_tokens"]) ?? input
         output = count(usage["completion_tokens"]) ?? output
+        const details = usage["prompt_tokens_details"]
+        if (details !== null && typeof details === "object") {
+          cacheRead = count((details as Record<string, unknown>)["cached_tokens"]) ?? cacheRead
+        }
       }
       return
     }
+    const anthropicUsage = (usage: Record<string, unknown> | undefined) => {
+      input = count(usage?.["input_tokens"]) ?? input
+      output = count(usage?.["output_tokens"]) ?? output
+      cacheRead = count(usage?.["cache_read_input_tokens"]) ?? cacheRead
+      cacheWrite = count(usage?.["cache_creation_input_tokens"]) ?? cacheWrite
+    }
     if (event["type"] === "message_start") {
-      const usage = (event["message"] as { usage?: Record<string, unknown> } | undefined)?.usage
-      input = count(usage?.["input_tokens"]) ?? input
-      output = count(usage?.["output_tokens"]) ?? output
+      anthropicUsage((event["message"] as { usage?: Record<string, unknown> } | undefined)?.usage)
     } else if (event["type"] === "message_delta") {
-      const usage = event["usage"] as Record<string, unknown> | undefined
-      output = count(usage?.["output_tokens"]) ?? output
-      input = count(usage?.["input_tokens"]) ?? input
+      const usage = event["usage"]
+      anthropicUsage(usage !== null && typeof usage === "object" ? usage as Record<string, unknown> : undefined)
     }
   }
 
@@ -282,7 +298,20 @@ export const usageTracker = (format: "openai-chat" | "anthropic-messages"): Usag
         pending = ""
       }
     },
-    usage: () => (input === undefined || output === undefined ? undefined : { input, output }),
+    usage: () => {
+      if (input === undefined || output === undefined) return undefined
+      if (format === "openai-chat") {
+        return cacheRead === undefined || cacheRead === 0 ? { input, output } : { input, output, cacheRead: Math.min(cacheRead, input) }
+      }
+      const read = cacheRead ?? 0
+      const written = cacheWrite ?? 0
+      return {
+        input: input + read + written,
+        output,
+        ...(read > 0 ? { cacheRead: read } : {}),
+        ...(written > 0 ? { cacheWrite: written } : {})
+      }
+    },
     streamedBytes: () => streamed + (pending.length > 0 ? utf8Bytes(pending) : 0)
   }
 }

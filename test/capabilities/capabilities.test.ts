@@ -127,11 +127,11 @@ describe("metered capability execution", () => {
         assert.strictEqual(result.receipt.chargedMicroUsd, result.receipt.quotedMicroUsd)
       }))
 
-    it.effect("an unknown model is 404 and an over-long maxTokens is 400, before anything is held", () =>
+    it.effect("an unpriced model is 400 MODEL_NOT_PRICED and an over-long maxTokens is 400, before anything is held", () =>
       Effect.gen(function*() {
         const owner = yield* fundedAccount(100n)
         const capabilities = yield* Capabilities
-        assert.strictEqual(errCode(yield* Effect.flip(capabilities.execute(owner, "reason", { prompt: "x", model: "m-9" }))), "NOT_FOUND")
+        assert.strictEqual(errCode(yield* Effect.flip(capabilities.execute(owner, "reason", { prompt: "x", model: "m-9" }))), "MODEL_NOT_PRICED")
         assert.strictEqual(errCode(yield* Effect.flip(capabilities.execute(owner, "reason", { prompt: "x", maxTokens: 5000 }))), "VALIDATION_ERROR")
         assert.strictEqual(llm.calls.length, 0)
         assert.strictEqual((yield* (yield* Store).listReservations(owner.agent.accountId, { limit: 1, offset: 0 })).total, 0)

@@ -30,8 +30,9 @@ export interface Reply {
   readonly noUsage?: boolean
   /** Replace `usage` with this. */
   readonly usage?: unknown
-  /** Anthropic cache token counts. */
+  /** Anthropic: `cache_creation_input_tokens`. */
   readonly cacheCreation?: number
+  /** Anthropic: `cache_read_input_tokens`; OpenAI: `prompt_tokens_details.cached_tokens` (a part of `promptTokens`). */
   readonly cacheRead?: number
 }
 
@@ -102,7 +103,7 @@ export const chatCompletion = (request: Record<string, unknown>, reply: Reply = 
         prompt_tokens: promptTokens,
         completion_tokens: completionTokens,
         total_tokens: promptTokens + completionTokens,
-        prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
+        prompt_tokens_details: { cached_tokens: reply.cacheRead ?? 0, audio_tokens: 0 },
         completion_tokens_details: {
           reasoning_tokens: 0,
           audio_tokens: 0,

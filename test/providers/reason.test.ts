@@ -10,7 +10,7 @@ import type { ModelInfo, Provider, Quote } from "../../src/capabilities/Provider
 import { ProviderFailure } from "../../src/capabilities/Provider.ts"
 import { promptTokenBound, quoteReason } from "../../src/capabilities/pricing.ts"
 import type { ReasonInput } from "../../src/capabilities/schemas.ts"
-import { NotFound, ValidationError } from "../../src/domain/errors.ts"
+import { ModelNotPriced, ValidationError } from "../../src/domain/errors.ts"
 import {
   anthropicError,
   closedPort,
@@ -320,7 +320,13 @@ describe("openaiCompatible: quote", () => {
       assert.deepStrictEqual(provider.quote(input), quoteReason([gptMini, gptLarge], input))
       assert.deepStrictEqual(provider.models, [gptMini, gptLarge])
       const unknown = provider.quote({ prompt: "Hello", model: "gpt-5" })
-      assert.isTrue(Result.isFailure(unknown) && unknown.failure instanceof NotFound)
+      assert.isTrue(Result.isFailure(unknown) && unknown.failure instanceof ModelNotPriced)
+      if (Result.isFailure(unknown)) {
+        assert.strictEqual(unknown.failure.code, "MODEL_NOT_PRICED")
+        assert.include(unknown.failure.message, "\"gpt-5\"")
+        assert.include(unknown.failure.message, "PRICES_FILE")
+        assert.include(unknown.failure.message, `"${provider.name}": { "capability": "reason"`)
+      }
       const tooMany = provider.quote({ prompt: "Hello", maxTokens: 20_000 })
       assert.isTrue(Result.isFailure(tooMany) && tooMany.failure instanceof ValidationError)
       assert.strictEqual(fake.requests.length, 0, "quoting sends nothing")
@@ -886,5 +892,55 @@ describe("the fake against the official client libraries", () => {
       const unauthorized = yield* bounded(Effect.flip(Effect.tryPromise({ try: call, catch: (e) => e })))
       assert.instanceOf(unauthorized, Anthropic.AuthenticationError)
       assert.strictEqual((unauthorized as InstanceType<typeof Anthropic.APIError>).type, "authentication_error")
+    })))
+})
+
+// ---------------------------------------------------------------------------
+// Prompt-cache metering
+// ---------------------------------------------------------------------------
+
+describe("prompt-cache metering", () => {
+  /** Input 10 µUSD/token, cached 1 µUSD/token, cache writes 12.5 µUSD/token, output 50 µUSD/token. */
+  const cachedHaiku: ModelInfo = { ...haiku, cachedInputPer1kMicroUsd: 1_000n, cacheWritePer1kMicroUsd: 12_500n }
+  const cachedMini: ModelInfo = { ...gptMini, cachedInputPer1kMicroUsd: 750n }
+
+  it.live("OpenAI: cached_tokens, a part of prompt_tokens, are charged at the cached-input price", () =>
+    live(Effect.gen(function*() {
+      const fake = yield* startFake({
+        apiKey: OPENAI_KEY,
+        behaviour: { _tag: "reply", reply: { promptTokens: 1234, cacheRead: 1024, completionTokens: 567 } }
+      })
+      const provider = yield* openai(fake, { models: [cachedMini, gptLarge] })
+      const input: ReasonInput = { prompt: LONG_PROMPT, maxTokens: 1000 }
+      const quote = quoteOf(provider, input)
+      const metered = yield* runOk(provider, input, quote)
+      // (210 × 1500 + 1024 × 750) / 1000 = 1083 µUSD of prompt, rounded up once; 567 × 6000 / 1000 = 3402 of output.
+      assert.strictEqual(metered.actualMicroUsd, 1_083n + 3_402n)
+      assert.deepStrictEqual(metered.output.usage, { promptTokens: 1234, completionTokens: 567, totalTokens: 1801 })
+      assert.isTrue(metered.actualMicroUsd <= quote.microUsd)
+      // Without a cached price on the card, cached tokens are plain input.
+      const plain = yield* openai(fake)
+      const plainMetered = yield* runOk(plain, input)
+      assert.strictEqual(plainMetered.actualMicroUsd, (1234n * 1_500n + 999n) / 1000n + 3_402n)
+    })))
+
+  it.live("Anthropic: cache reads at the cached price, cache writes at the write price, the rest at input", () =>
+    live(Effect.gen(function*() {
+      const fake = yield* startFake({
+        apiKey: ANTHROPIC_KEY,
+        behaviour: { _tag: "reply", reply: { promptTokens: 10, cacheCreation: 100, cacheRead: 1000, completionTokens: 5 } }
+      })
+      const provider = yield* anthropic(fake, { models: [cachedHaiku] })
+      const input: ReasonInput = { prompt: LONG_PROMPT, maxTokens: 100 }
+      const quote = quoteOf(provider, input)
+      const metered = yield* runOk(provider, input, quote)
+      // (10 × 10000 + 100 × 12500 + 1000 × 1000) / 1000 = 2350; 5 × 50000 / 1000 = 250.
+      assert.strictEqual(metered.actualMicroUsd, 2_350n + 250n)
+      assert.deepStrictEqual(metered.output.usage, { promptTokens: 1110, completionTokens: 5, totalTokens: 1115 })
+      // The quote bounds prompt tokens at the write price, the dearest a prompt token can be.
+      assert.strictEqual(
+        quote.microUsd,
+        (BigInt(promptTokenBound(input)) * 12_500n + 999n) / 1000n + (100n * 50_000n) / 1000n
+      )
     })))
 })

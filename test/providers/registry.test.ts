@@ -98,6 +98,16 @@ describe("providers from the configuration", () => {
           credentials: { authorization: "Bearer gsk-0123456789" }
         },
         {
+          // The self-hosted server (LLM_BASE_URL, no LLM_API_KEY): offered like the hosted ones, with no credentials.
+          slug: "local",
+          name: "Self-hosted model server (local)",
+          description: "Self-hosted model server (local) chat completions with the operator's credentials",
+          baseUrl: "http://127.0.0.1:11434/v1",
+          capabilities: ["reason"],
+          endpoints: [{ path: "/chat/completions", method: "POST", description: "Create a completion", price: "tokens" }],
+          credentials: {}
+        },
+        {
           slug: "anthropic",
           name: "Anthropic",
           description: "Anthropic messages with the operator's credentials",

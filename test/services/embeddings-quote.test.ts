@@ -47,7 +47,7 @@ describe("embeddings quote", () => {
     expect(q.meter(answer({ prompt_tokens: "12" }))).toBe(2_000n)
   })
 
-  it("refuses empty, mixed, oversized and malformed input, a bad encoding_format or dimensions; an unknown model is NotFound", () => {
+  it("refuses empty, mixed, oversized and malformed input, a bad encoding_format or dimensions; an unknown model is ModelNotPriced", () => {
     for (
       const input of [undefined, "", [], [""], ["a", 1], [[1], []], [1.5], [-1], { text: "a" }, Array.from({ length: MAX_EMBEDDING_INPUTS + 1 }, () => "a")]
     ) {
@@ -57,7 +57,7 @@ describe("embeddings quote", () => {
     for (const dimensions of [0, 65, 1.5, "8"]) expect(refusal({ input: "a", dimensions })._tag).toBe("ValidationError")
     expect(quote({ input: "a", dimensions: 64, encoding_format: "base64" }).body).toEqual({ model: "e-1", input: "a", dimensions: 64, encoding_format: "base64" })
     const unknown = quoteProxy(price, { model: "e-2", input: "a" })
-    expect(Result.isFailure(unknown) && unknown.failure._tag).toBe("NotFound")
+    expect(Result.isFailure(unknown) && unknown.failure._tag).toBe("ModelNotPriced")
   })
 })
 

@@ -122,6 +122,8 @@ export const tokenService = (entry: {
   readonly format: "openai-chat" | "anthropic-messages"
   readonly models: ReadonlyArray<ModelInfo>
   readonly credentials: Readonly<Record<string, string>>
+  /** OpenAI format: the field the completion cap is added in when the caller gives none. */
+  readonly tokenLimitField?: "max_tokens" | "max_completion_tokens" | undefined
 }): OperatorService => ({
   service: {
     slug: entry.slug,
@@ -134,7 +136,12 @@ export const tokenService = (entry: {
       path: entry.path,
       method: "POST",
       description: "Create a completion",
-      price: { kind: "tokens", format: entry.format, models: entry.models }
+      price: {
+        kind: "tokens",
+        format: entry.format,
+        models: entry.models,
+        ...(entry.tokenLimitField === undefined ? {} : { tokenLimitField: entry.tokenLimitField })
+      }
     }]
   },
   credentials: secretHeaders(entry.credentials)

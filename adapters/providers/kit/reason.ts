@@ -104,11 +104,20 @@ export const quotedUsage = (input: ReasonInput, maxTokens: number): ReasonOutput
   return { promptTokens, completionTokens: maxTokens, totalTokens: promptTokens + maxTokens }
 }
 
-export type ParsedAnswer = { readonly output: ReasonOutput; readonly reported: boolean; readonly model: string | undefined }
+export type ParsedAnswer = {
+  readonly output: ReasonOutput
+  readonly reported: boolean
+  readonly model: string | undefined
+  /** Prompt tokens served from the upstream's prompt cache: a part of `output.usage.promptTokens`. */
+  readonly cacheReadTokens?: number | undefined
+  /** Prompt tokens written to the upstream's prompt cache: a part of `output.usage.promptTokens`. */
+  readonly cacheWriteTokens?: number | undefined
+}
 
 /**
- * The charge for a parsed answer: its `usage` at the quoted model's prices,
- * or the quote when the upstream reported none. A string is what was wrong
+ * The charge for a parsed answer: its `usage` at the quoted model's prices
+ * (prompt tokens read from the cache at the cached-input price, written to it
+ * at the cache-write price), or the quote when the upstream reported none. A string is what was wrong
  * with the answer (`malformed`).
  */
 export const meteredAnswer = (
@@ -123,7 +132,13 @@ export const meteredAnswer = (
   const { output, reported } = parsed.success
   return Effect.succeed({
     output,
-    actualMicroUsd: reported ? meterReason(model, output.usage) : quote.microUsd,
+    actualMicroUsd: reported
+      ? meterReason(model, {
+        ...output.usage,
+        cacheReadTokens: parsed.success.cacheReadTokens,
+        cacheWriteTokens: parsed.success.cacheWriteTokens
+      })
+      : quote.microUsd,
     model: parsed.success.model ?? model.id
   })
 }

@@ -20,7 +20,9 @@
  *   values do not map one to one, and the provider is named in the answer.
  * - Prompt tokens are `input_tokens` plus any cache creation and cache read
  *   tokens (Anthropic counts those apart; no cache is asked for, so they are
- *   normally zero), priced at the model's input price.
+ *   normally zero). Cache reads are charged at the card's cached-input price,
+ *   cache writes at its cache-write price (Anthropic bills writes above
+ *   input: 1.25× for the 5-minute cache), the rest at the input price.
  * - Temperature: Anthropic takes 0–1 while the API accepts up to 2, so a
  *   higher value is refused when quoting (ValidationError) rather than
  *   silently clamped: the caller's sampling would not be what it asked for.
@@ -131,13 +133,19 @@ const parseMessage = (raw: unknown, billedUsage: () => ReasonOutput["usage"]): R
     content += text.success.text
   }
   const stop = body.success.stop_reason
+  let cacheReadTokens: number | undefined
+  let cacheWriteTokens: number | undefined
   const usage = reportedUsage(body.success.usage, Usage, (counts) => {
+    cacheReadTokens = counts.cache_read_input_tokens ?? undefined
+    cacheWriteTokens = counts.cache_creation_input_tokens ?? undefined
     const promptTokens = counts.input_tokens + (counts.cache_creation_input_tokens ?? 0) + (counts.cache_read_input_tokens ?? 0)
     return Result.succeed({ promptTokens, completionTokens: counts.output_tokens, totalTokens: promptTokens + counts.output_tokens })
   }, billedUsage)
   if (Result.isFailure(usage)) return Result.fail(usage.failure)
   const model = body.success.model
   return Result.succeed({
+    cacheReadTokens,
+    cacheWriteTokens,
     output: { content, finishReason: typeof stop === "string" && stop !== "" ? stop : "unknown", usage: usage.success.usage },
     reported: usage.success.reported,
     model: typeof model === "string" && model !== "" ? model : undefined
@@ -180,7 +188,7 @@ export const make = (options: Options): Effect.Effect<Provider<"reason">, never,
 
     const quote = (input: ReasonInput) => {
       const refusal = temperatureRefusal(version, input.temperature)
-      return refusal === undefined ? quoteReason(models, input) : Result.fail(refusal)
+      return refusal === undefined ? quoteReason(models, input, name) : Result.fail(refusal)
     }
 
     const run = Effect.fn("Anthropic.run")(function*(input: ReasonInput, quote: Quote) {

@@ -8,14 +8,18 @@
  *              max_tokens, temperature?, stream: false }
  *   response { id, object: "chat.completion", created, model,
  *              choices: [{ index, message: { role, content }, finish_reason, logprobs }],
- *              usage: { prompt_tokens, completion_tokens, total_tokens } }
+ *              usage: { prompt_tokens, completion_tokens, total_tokens,
+ *                       prompt_tokens_details?: { cached_tokens } } }
  *   error    { error: { message, type, param, code } } with a 4xx/5xx status
  *
  * Billing (decisions §2): the upstream is always called with the quote's
  * `max_tokens`, so the completion cannot outgrow the quote. The call is
  * metered from the upstream's own `usage` at the quoted model's prices (the
  * `model` an upstream answers with is often a dated alias that is not on the
- * price card). An upstream that answers without any `usage` is charged the
+ * price card). Prompt tokens OpenAI served from its prompt cache
+ * (`prompt_tokens_details.cached_tokens`, a part of `prompt_tokens`) are
+ * charged at the card's cached-input price; a cached count that is missing or
+ * unreadable is none. An upstream that answers without any `usage` is charged the
  * quote, its upper bound, and `usage` then reports the bounds charged; a
  * `usage` that is present but unreadable makes the answer malformed.
  *
@@ -48,7 +52,7 @@ import {
   tokenCount,
   TokenCount
 } from "../kit/reason.ts"
-import { envOr, env, httpUrl, type Configured, modelsOf, type ProviderConfig, tokenService } from "../kit/config.ts"
+import { envOr, env, httpUrl, type Configured, invalid, modelsOf, type ProviderConfig, tokenService } from "../kit/config.ts"
 
 export { DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT_MS } from "../kit/reason.ts"
 
@@ -103,7 +107,19 @@ const Choice = Schema.Struct({
   message: Schema.Struct({ content: OptionalText }),
   finish_reason: OptionalText
 })
-const Usage = Schema.Struct({ prompt_tokens: TokenCount, completion_tokens: TokenCount, total_tokens: Schema.optional(Schema.Unknown) })
+const Usage = Schema.Struct({
+  prompt_tokens: TokenCount,
+  completion_tokens: TokenCount,
+  total_tokens: Schema.optional(Schema.Unknown),
+  prompt_tokens_details: Schema.optional(Schema.Unknown)
+})
+
+/** `prompt_tokens_details.cached_tokens`, at most the prompt tokens; anything unreadable is none. */
+const cachedTokensOf = (details: unknown, promptTokens: number): number | undefined => {
+  if (details === null || typeof details !== "object") return undefined
+  const cached = tokenCount((details as Record<string, unknown>)["cached_tokens"])
+  return cached === undefined || cached === 0 ? undefined : Math.min(cached, promptTokens)
+}
 const decodeCompletion = Schema.decodeUnknownResult(Completion)
 const decodeChoice = Schema.decodeUnknownResult(Choice)
 
@@ -127,7 +143,12 @@ const parseCompletion = (raw: unknown, billedUsage: () => ReasonOutput["usage"])
     }), billedUsage)
   if (Result.isFailure(usage)) return Result.fail(usage.failure)
   const model = body.success.model
+  const reported = body.success.usage as { readonly prompt_tokens_details?: unknown } | null | undefined
+  const cacheReadTokens = usage.success.reported && reported !== null && typeof reported === "object"
+    ? cachedTokensOf(reported.prompt_tokens_details, usage.success.usage.promptTokens)
+    : undefined
   return Result.succeed({
+    cacheReadTokens,
     output: {
       content: content ?? "",
       // Compatible servers sometimes leave it null; the caller still gets a string.
@@ -154,7 +175,7 @@ export const make = (options: Options): Effect.Effect<Provider<"reason">, never,
       Object.entries(options.extraHeaders ?? {}).filter(([header]) => !RESERVED_HEADERS.has(header.toLowerCase()))
     )
 
-    const quote = (input: ReasonInput) => quoteReason(models, input)
+    const quote = (input: ReasonInput) => quoteReason(models, input, name)
 
     const run = Effect.fn("OpenAiCompatible.run")(function*(input: ReasonInput, quote: Quote) {
       const checked = quotedModel(name, models, quote)
@@ -187,18 +208,31 @@ export const make = (options: Options): Effect.Effect<Provider<"reason">, never,
 
 /** The hosted Chat Completions upstreams: each on with its API key, priced by its price card, reachable through the proxy. */
 const HOSTED = [
-  { name: "openai", label: "OpenAI", keyVar: "OPENAI_API_KEY", baseUrlVar: "OPENAI_BASE_URL", baseUrl: "https://api.openai.com/v1" },
-  { name: "openrouter", label: "OpenRouter", keyVar: "OPENROUTER_API_KEY", baseUrlVar: undefined, baseUrl: "https://openrouter.ai/api/v1" },
-  { name: "groq", label: "Groq", keyVar: "GROQ_API_KEY", baseUrlVar: undefined, baseUrl: "https://api.groq.com/openai/v1" }
+  // OpenAI's reasoning models (GPT-5, o-series) refuse `max_tokens`; every OpenAI chat model reads `max_completion_tokens`.
+  {
+    name: "openai",
+    label: "OpenAI",
+    keyVar: "OPENAI_API_KEY",
+    baseUrlVar: "OPENAI_BASE_URL",
+    baseUrl: "https://api.openai.com/v1",
+    tokenLimitField: "max_completion_tokens"
+  },
+  { name: "openrouter", label: "OpenRouter", keyVar: "OPENROUTER_API_KEY", baseUrlVar: undefined, baseUrl: "https://openrouter.ai/api/v1", tokenLimitField: undefined },
+  { name: "groq", label: "Groq", keyVar: "GROQ_API_KEY", baseUrlVar: undefined, baseUrl: "https://api.groq.com/openai/v1", tokenLimitField: undefined }
 ] as const
 
 /** The path of a chat completion under the base URL. */
 export const CHAT_PATH = "/chat/completions"
 
+/** What a self-hosted server's name must be: it is also its slug at /v1/proxy/{slug}. */
+const SLUG = /^[a-z0-9][a-z0-9-]{1,39}$/
+
 /**
  * OPENAI_API_KEY (OPENAI_BASE_URL), OPENROUTER_API_KEY, GROQ_API_KEY; and a
- * local server at LLM_BASE_URL (LLM_NAME, default "local"; LLM_API_KEY),
- * which the proxy does not offer.
+ * self-hosted server at LLM_BASE_URL (LLM_NAME, default "local"; LLM_API_KEY).
+ * Each is a `reason` provider and a chat upstream offered at
+ * /v1/proxy/{name} and, by model, at /v1/chat/completions and GET /v1/models,
+ * priced by the price card of its name (for the self-hosted server, LLM_NAME's).
  */
 export const fromConfig: ProviderConfig = (cards) =>
   Effect.gen(function*() {
@@ -209,7 +243,12 @@ export const fromConfig: ProviderConfig = (cards) =>
       if (Option.isNone(key)) continue
       const baseUrl = hosted.baseUrlVar === undefined ? hosted.baseUrl : yield* envOr(hosted.baseUrlVar, hosted.baseUrl)
       const models = yield* modelsOf(cards, hosted.name)
-      providers.push({ name: hosted.name, capability: "reason", build: make({ name: hosted.name, baseUrl, apiKey: Redacted.make(key.value), models }) })
+      const { tokenLimitField } = hosted
+      providers.push({
+        name: hosted.name,
+        capability: "reason",
+        build: make({ name: hosted.name, baseUrl, apiKey: Redacted.make(key.value), models, tokenLimitField })
+      })
       services.push(tokenService({
         slug: hosted.name,
         name: hosted.label,
@@ -217,7 +256,8 @@ export const fromConfig: ProviderConfig = (cards) =>
         path: CHAT_PATH,
         format: "openai-chat",
         models,
-        credentials: { authorization: `Bearer ${key.value}` }
+        credentials: { authorization: `Bearer ${key.value}` },
+        tokenLimitField
       }))
     }
     const local = yield* env("LLM_BASE_URL")
@@ -225,12 +265,27 @@ export const fromConfig: ProviderConfig = (cards) =>
       const baseUrl = yield* httpUrl("LLM_BASE_URL", local.value)
       const name = yield* envOr("LLM_NAME", "local")
       const models = yield* modelsOf(cards, name)
+      if (!SLUG.test(name)) {
+        return yield* invalid(`LLM_NAME must be 2-40 characters of a-z, 0-9 and -, starting with a letter or digit (it names the server at /v1/proxy/{name}): ${JSON.stringify(name.slice(0, 60))}`)
+      }
+      if (services.some((s) => s.service.slug === name)) {
+        return yield* invalid(`LLM_NAME "${name}" is already the name of a configured provider; choose another`)
+      }
       const key = yield* env("LLM_API_KEY")
       providers.push({
         name,
         capability: "reason",
         build: make({ name, baseUrl, ...(Option.isSome(key) ? { apiKey: Redacted.make(key.value) } : {}), models })
       })
+      services.push(tokenService({
+        slug: name,
+        name: `Self-hosted model server (${name})`,
+        baseUrl,
+        path: CHAT_PATH,
+        format: "openai-chat",
+        models,
+        credentials: Option.isSome(key) ? { authorization: `Bearer ${key.value}` } : {}
+      }))
     }
     return { providers, services }
   })
