@@ -6,7 +6,8 @@ import { expect, it } from "vitest"
 const root = join(import.meta.dirname, "..", "..")
 
 it("the embedding example runs and ends with the kill switch holding", () => {
-  const output = execFileSync(process.execPath, [join(root, "examples/embedded.ts")], {
+  // "spendgate" resolves to this checkout's sources, not to dist/ (a build).
+  const output = execFileSync(process.execPath, ["--conditions=spendgate-source", join(root, "examples/embedded.ts")], {
     cwd: root,
     encoding: "utf8",
     timeout: 60_000
