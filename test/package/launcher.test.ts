@@ -3,6 +3,7 @@ import { cpSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { delimiter, dirname, join } from "node:path"
 import { describe, expect, it } from "vitest"
+import { startServerProcess } from "../support/server-process.ts"
 
 /**
  * bin/spendgate.js, the `spendgate` command and `npm start`: on a Node older
@@ -76,6 +77,18 @@ describe("bin/spendgate.js", () => {
     expect(help).toMatch(/serve\s+Serve the HTTP API/)
     expect(help).toMatch(/mcp\s+Serve MCP over stdio/)
   })
+
+  it("serve (npm start) listens and answers, like the server's own entry point", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "spendgate-serve-"))
+    const server = await startServerProcess({ DATA_DIR: dataDir, HOST: "127.0.0.1" }, 60_000, [launcher, "serve"])
+    try {
+      const response = await fetch(`${server.baseUrl}/health`)
+      expect(response.status).toBe(200)
+    } finally {
+      await server.stop()
+      rmSync(dataDir, { recursive: true, force: true })
+    }
+  }, 90_000)
 
   it("an unknown subcommand is refused with a non-zero exit", () => {
     const result = spawnSync(process.execPath, [launcher, "frobnicate"], { cwd: root, encoding: "utf8", timeout: 20_000 })
