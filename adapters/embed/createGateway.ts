@@ -1,8 +1,8 @@
-import { Cause, Effect, Exit, type Layer, ManagedRuntime } from "effect"
+import { Cause, Effect, Exit, type Layer, ManagedRuntime, Result, Schema } from "effect"
 import { Agents, type CreatedAgent } from "../../src/agents/Agents.ts"
 import { Policies, type PolicyView } from "../../src/agents/Policies.ts"
 import { Capabilities, type ExecutionResult } from "../../src/capabilities/Capabilities.ts"
-import type { BuiltCapability, CapabilityIO } from "../../src/capabilities/schemas.ts"
+import { type BuiltCapability, type CapabilityIO, inputSchemas } from "../../src/capabilities/schemas.ts"
 import type { Agent, Principal, Role } from "../../src/domain/Agent.ts"
 import { isCapability } from "../../src/domain/Capability.ts"
 import type { AccountId, AgentId } from "../../src/domain/ids.ts"
@@ -308,10 +308,17 @@ export const createGateway = async (options: GatewayOptions = {}): Promise<Gatew
         })
       }))
     },
-    execute: (apiKey, capability, input) => {
+    execute: async (apiKey, capability, input) => {
+      if (typeof capability !== "string" || !Object.hasOwn(inputSchemas, capability)) {
+        throw invalid(`unknown capability ${JSON.stringify(capability)}`)
+      }
+      // Callers without TypeScript may pass anything: the input is checked as the API checks a request body.
+      const schema = inputSchemas[capability] as unknown as Schema.Codec<CapabilityIO[typeof capability]["input"]>
+      const decoded = Schema.decodeUnknownResult(schema)(input, { errors: "first" })
+      if (Result.isFailure(decoded)) throw invalid(`input of ${capability}: ${decoded.failure.message}`)
       return run(Effect.gen(function*() {
         const agent = yield* principal(apiKey)
-        return yield* (yield* Capabilities).execute(agent, capability, input)
+        return yield* (yield* Capabilities).execute(agent, capability, decoded.success)
       }))
     },
     transactions: (apiKey, query = {}) => {

@@ -1,7 +1,8 @@
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { createGateway, type PromiseGateway, SpendgateError } from "spendgate"
+import { Effect, Result } from "effect"
+import { createGateway, type PromiseGateway, type Provider, SpendgateError } from "spendgate"
 import { afterEach, describe, expect, it } from "vitest"
 
 const opened: Array<PromiseGateway> = []
@@ -127,6 +128,35 @@ describe("createGateway (the Promise facade)", () => {
     const wallet = await gateway.balance(account.apiKey)
     expect(wallet.usdMicroUsd).toBe(1_000_000n)
     await gateway.spend(worker.apiKey, { capability: "search", provider: "p", quotedMicroUsd: 1_000_000n, run })
+  })
+
+  it("execute runs a configured provider's capability, charged at its actual cost; bad input is refused before any hold", async () => {
+    const queries: Array<string> = []
+    const provider = {
+      name: "own-search",
+      capability: "search" as const,
+      unitPrice: { per: "query", priceMicroUsd: 2_000n },
+      quote: () => Result.succeed({ microUsd: 2_000n }),
+      run: (input: { readonly query: string }) =>
+        Effect.sync(() => {
+          queries.push(input.query)
+          return { output: { results: [], query: input.query, totalResults: 0 }, actualMicroUsd: 1_500n }
+        })
+    } satisfies Provider<"search">
+    const gateway = await open({ providers: [provider] })
+    const account = await gateway.signup("operator")
+    await gateway.credit({ accountId: account.accountId, key: "f", amountMicroUsd: 10_000n })
+    const result = await gateway.execute(account.apiKey, "search", { query: "agent wallets" })
+    expect(result.provider).toBe("own-search")
+    expect(result.data.query).toBe("agent wallets")
+    expect(result.receipt.chargedMicroUsd).toBe(1_500n)
+    expect(queries).toEqual(["agent wallets"])
+
+    const untyped = gateway.execute as (key: string, capability: string, input: unknown) => Promise<unknown>
+    expect((await refusal(untyped(account.apiKey, "search", { query: 42 }))).code).toBe("VALIDATION_ERROR")
+    expect((await refusal(untyped(account.apiKey, "teleport", {}))).code).toBe("VALIDATION_ERROR")
+    expect(queries).toEqual(["agent wallets"])
+    expect((await gateway.balance(account.apiKey)).usdMicroUsd).toBe(8_500n)
   })
 
   it("keeps its data in PGlite across a close and a reopen; a closed gateway refuses calls", async () => {
