@@ -1,8 +1,13 @@
 import { Data, Effect, Layer, References } from "effect"
-import { HttpServerError } from "effect/http"
+import { type HttpServer, HttpServerError } from "effect/http"
 import { createServer } from "node:net"
 import * as Gateway from "../../src/Gateway.ts"
+import { Providers } from "../../src/capabilities/Capabilities.ts"
+import type { AnyProvider } from "../../src/capabilities/Provider.ts"
 import { Funding } from "../../src/funding/Funding.ts"
+import type { AdminStore } from "../../src/ports/AdminStore.ts"
+import { RateStatus } from "../../src/ports/RateSource.ts"
+import type { Store } from "../../src/ports/Store.ts"
 import { Spend } from "../../src/wallet/Spend.ts"
 import { InvalidConfig, loadServerConfig } from "../config.ts"
 import {
@@ -24,17 +29,41 @@ import {
   rateLimitOptions,
   signupOptions
 } from "./rateLimit.ts"
-import { serverLayer } from "./server.ts"
+import { type HttpOptions, serverLayer } from "./server.ts"
 
 export { type HttpOptions, routes, serverLayer } from "./server.ts"
+
+/** What {@link serveGateway} serves the API over: a ready layer such as `Spendgate.memory()`. */
+export type ServedGateway = Gateway.Services | Store | AdminStore
+
+/**
+ * The API on `options.port` over a gateway the embedder built, e.g.
+ * `Layer.launch(serveGateway(Spendgate.memory({ providers }), { port: 8080, host: "127.0.0.1", providers }))`.
+ * Give it the same `providers` as the gateway, so the catalogue routes list
+ * what `execute` runs; `rateStatus` is what `GET /v1/admin/rate` reports
+ * (default: no rate).
+ */
+export const serveGateway = <E>(
+  gateway: Layer.Layer<ServedGateway, E>,
+  options: HttpOptions & {
+    readonly providers?: ReadonlyArray<AnyProvider> | undefined
+    readonly rateStatus?: Layer.Layer<RateStatus> | undefined
+  }
+): Layer.Layer<HttpServer.HttpServer, unknown> =>
+  serverLayer(options).pipe(
+    Layer.provide(Layer.merge(Providers.make(options.providers ?? []), options.rateStatus ?? RateStatus.none)),
+    Layer.provide(gateway)
+  )
 
 /**
  * `spendgate/server`: the HTTP API served from the embedder's own process.
  *
  * - {@link serveFromEnvironment}: what `spendgate serve` (and `npm start`)
  *   runs, configured from the environment variables the README lists;
- * - {@link serverLayer}: the API as a layer on a port, for an embedder that
- *   composes the core services itself (e.g. with a `Spendgate.*` layer).
+ * - {@link serveGateway}: the API on a port over a ready gateway layer
+ *   (`Spendgate.memory()`, `.pglite(dir)`, `.postgres(url)`);
+ * - {@link serverLayer}: the API as a layer, for an embedder that composes
+ *   the core services and every port itself.
  *
  * {@link serveFromEnvironment} starts in an order that never harms a data directory:
  *

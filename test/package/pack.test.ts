@@ -119,7 +119,7 @@ const balance = (await gateway.balance(owner.apiKey)).usdMicroUsd
 await gateway.close()
 console.log(JSON.stringify({
   value, charged: String(receipt.chargedMicroUsd), balance: String(balance), refused,
-  core: typeof core.Spend, server: typeof server.serverLayer + "," + typeof server.serveFromEnvironment
+  core: typeof core.Spend, server: [typeof server.serveGateway, typeof server.serverLayer, typeof server.serveFromEnvironment].join(",")
 }))
 `
     )
@@ -130,7 +130,7 @@ console.log(JSON.stringify({
       balance: "987500",
       refused: "PER_CALL_LIMIT_EXCEEDED",
       core: "function",
-      server: "function,object"
+      server: "function,function,object"
     })
   }, 60_000)
 
