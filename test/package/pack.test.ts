@@ -134,6 +134,25 @@ console.log(JSON.stringify({
     })
   }, 60_000)
 
+  it("the files the built code reads at run time are where it looks: the parse worker and the price file", () => {
+    // Internal modules, reached by path: no export names them.
+    writeFileSync(
+      join(dir, "internals.mjs"),
+      `import { Effect } from "effect"
+const dist = new URL("./node_modules/spendgate/dist/adapters/", import.meta.url)
+const { makePool } = await import(new URL("providers/kit/parse-pool.js", dist).href)
+const { loadPriceCards } = await import(new URL("priceCards.js", dist).href)
+const pool = makePool({ maxWorkers: 1 })
+const page = "<html><head><title>Packed</title></head><body><article><h1>Packed</h1><p>" + "A paragraph long enough to be the article. ".repeat(20) + "</p></article></body></html>"
+const read = await Effect.runPromise(pool.run({ kind: "read", html: page, pageUrl: "https://example.com/a" }, 20_000))
+await pool.close()
+const prices = await Effect.runPromise(loadPriceCards(undefined))
+console.log(JSON.stringify({ ok: read.ok, title: read.output?.title, prices: prices.size > 0 }))
+`
+    )
+    expect(JSON.parse(run(process.execPath, ["internals.mjs"], dir).trim())).toEqual({ ok: true, title: "Packed", prices: true })
+  }, 60_000)
+
   it("TypeScript on the Effect API type-checks against the installed declarations and runs", () => {
     writeFileSync(
       join(dir, "app.ts"),
