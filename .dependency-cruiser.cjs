@@ -70,7 +70,7 @@ module.exports = {
   ],
   options: {
     doNotFollow: { path: "node_modules" },
-    exclude: { path: "(^|/)\\.readme-snippets-" },
+    exclude: { path: "(^|/)\\.(readme|docs)-snippets-" },
     parser: "swc",
     enhancedResolveOptions: {
       exportsFields: ["exports"],

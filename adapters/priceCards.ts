@@ -22,6 +22,12 @@ const ModelCard = Schema.Struct({
   defaultMaxTokens: Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 1_000_000 }))
 })
 
+const EmbeddingCard = Schema.Struct({
+  id: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200)),
+  inputPer1kUsdCents: Cents,
+  dimensions: Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 65_536 }))
+})
+
 const PriceCard = Schema.Union([
   Schema.Struct({ capability: Schema.Literal("reason"), models: Schema.Array(ModelCard).check(Schema.isMinLength(1)) }),
   Schema.Struct({
@@ -40,7 +46,9 @@ const PriceCard = Schema.Union([
     capability: Capability,
     per: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(32)),
     priceUsdCents: Cents
-  })
+  }),
+  /** Embedding models (OpenAI's `POST /embeddings`), per 1000 input tokens; they count as `reason`. */
+  Schema.Struct({ capability: Schema.Literal("reason"), embeddings: Schema.Array(EmbeddingCard).check(Schema.isMinLength(1)) })
 ])
 
 const PriceFile = Schema.Record(Schema.String, Schema.Unknown)
@@ -49,6 +57,13 @@ export type PriceEntry =
   | { readonly kind: "models"; readonly models: ReadonlyArray<ModelInfo> }
   | { readonly kind: "images"; readonly model: string; readonly sizes: Readonly<Partial<Record<typeof ImageSize.Type, bigint>>> }
   | { readonly kind: "unit"; readonly capability: Capability; readonly unitPrice: UnitPrice }
+  | { readonly kind: "embeddings"; readonly models: ReadonlyArray<EmbeddingModelPrice> }
+
+export interface EmbeddingModelPrice {
+  readonly id: string
+  readonly inputPer1kMicroUsd: bigint
+  readonly dimensions: number
+}
 
 const micro = (cents: number, where: string): Effect.Effect<bigint, InvalidConfig> => {
   const converted = centsToMicroUsd(cents)
@@ -62,6 +77,13 @@ const parseEntry = (name: string, raw: unknown): Effect.Effect<PriceEntry, Inval
     const card = yield* Schema.decodeUnknownEffect(PriceCard)(raw).pipe(
       Effect.mapError((error) => new InvalidConfig({ message: `Invalid price card "${name}": ${error.message}` }))
     )
+    if ("embeddings" in card) {
+      const models: Array<EmbeddingModelPrice> = []
+      for (const m of card.embeddings) {
+        models.push({ id: m.id, inputPer1kMicroUsd: yield* micro(m.inputPer1kUsdCents, `${name}/${m.id}`), dimensions: m.dimensions })
+      }
+      return { kind: "embeddings", models } as const
+    }
     if ("sizes" in card) {
       const sizes: Partial<Record<typeof ImageSize.Type, bigint>> = {}
       for (const [size, cents] of Object.entries(card.sizes) as Array<[typeof ImageSize.Type, number]>) {

@@ -9,6 +9,7 @@ import { AdminApi } from "./AdminApi.ts"
 import { CapabilitiesApi } from "./CapabilitiesApi.ts"
 import { ServicesApi } from "./ServicesApi.ts"
 import { OpenAiApi } from "./openai/OpenAiApi.ts"
+import { AnthropicApi } from "./anthropic/AnthropicApi.ts"
 import { FundingApi } from "./FundingApi.ts"
 import { WalletApi } from "./WalletApi.ts"
 import { BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable, TooManyRequests, Unauthorized } from "./errors.ts"
@@ -198,6 +199,7 @@ export class Api extends HttpApi.make("spendgate")
   .add(CapabilitiesApi)
   .add(ServicesApi)
   .add(OpenAiApi)
+  .add(AnthropicApi)
   .annotate(HttpApi.ParseOptions, { onExcessProperty: "error" })
   .annotate(HttpApi.HeadersParseOptions, {})
   .annotateMerge(OpenApi.annotations({

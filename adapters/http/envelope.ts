@@ -211,6 +211,18 @@ const refusalResponse = (refusal: TextRefusal) =>
     issues: [{ path: refusal.path, message: refusal.message }]
   })
 
+/**
+ * An uploaded file (OpenAI's multipart transcription form) is binary: its
+ * bytes are never stored as text, and the endpoint checks the form's text
+ * fields itself.
+ */
+const OPAQUE_MULTIPART_PATHS: ReadonlySet<string> = new Set(["/v1/audio/transcriptions"])
+
+const isOpaqueBody = (request: HttpServerRequest.HttpServerRequest): boolean =>
+  request.url.startsWith(OPAQUE_BODY_PREFIX) ||
+  (OPAQUE_MULTIPART_PATHS.has(request.url.split("?")[0]!.replace(/\/+$/, "")) &&
+    (request.headers["content-type"] ?? "").toLowerCase().startsWith("multipart/form-data"))
+
 const hasBody = (request: HttpServerRequest.HttpServerRequest): boolean => {
   const length = request.headers["content-length"]
   return request.headers["transfer-encoding"] !== undefined || (length !== undefined && length !== "0")
@@ -229,7 +241,7 @@ export const envelopeMiddleware = (options: { readonly bodyLimitBytes?: number }
       const target = targetRefusal(request.url)
       if (target !== undefined) return refusalResponse(target)
       const response = yield* Effect.gen(function*() {
-        if (hasBody(request) && !request.url.startsWith(OPAQUE_BODY_PREFIX)) {
+        if (hasBody(request) && !isOpaqueBody(request)) {
           // Read once here; the endpoint reads the same cached bytes.
           const body = bodyRefusal(yield* request.text)
           if (body !== undefined) return refusalResponse(body)

@@ -1,4 +1,5 @@
 import { Effect, Layer, Redacted } from "effect"
+import { HttpServerRequest } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Agents } from "../../src/agents/Agents.ts"
 import { Policies, type PolicyView } from "../../src/agents/Policies.ts"
@@ -126,16 +127,30 @@ export const AgentsHandlers = HttpApiBuilder.group(
   })
 )
 
+/**
+ * The agent's key: `Authorization: Bearer <key>`, or, when a request has no
+ * Authorization header, `x-api-key: <key>` (the header Anthropic's API and
+ * older Anthropic clients use). Either is taken on every agent route; when
+ * both are sent, Authorization is the one checked. The access matrix then
+ * decides what the agent may do, whichever header carried its key.
+ */
+export const API_KEY_HEADER = "x-api-key"
+
 export const AuthenticationLive = Layer.effect(
   Authentication,
   Effect.gen(function*() {
     const agents = yield* Agents
     return Authentication.of({
       bearer: (httpEffect, { credential }) =>
-        agents.authenticate(Redacted.value(credential)).pipe(
-          Effect.mapError(toHttpError),
-          Effect.flatMap((principal) => Effect.provideService(httpEffect, CurrentPrincipal, principal))
-        )
+        Effect.gen(function*() {
+          const request = yield* HttpServerRequest.HttpServerRequest
+          const bearer = Redacted.value(credential)
+          const key = bearer === "" && request.headers["authorization"] === undefined
+            ? request.headers[API_KEY_HEADER] ?? ""
+            : bearer
+          const principal = yield* agents.authenticate(key).pipe(Effect.mapError(toHttpError))
+          return yield* Effect.provideService(httpEffect, CurrentPrincipal, principal)
+        })
     })
   })
 )

@@ -16,6 +16,8 @@ import { mountRailRoutes } from "./railRoutes.ts"
 import { ServicesHandlers } from "./servicesHandlers.ts"
 import { OpenAiHandlers } from "./openai/openaiHandlers.ts"
 import { openAiErrorsMiddleware } from "./openai/wire.ts"
+import { AnthropicHandlers } from "./anthropic/anthropicHandlers.ts"
+import { anthropicErrorsMiddleware } from "./anthropic/wire.ts"
 import { Api } from "./Api.ts"
 import { envelopeMiddleware } from "./envelope.ts"
 import { AgentsHandlers, PublicHandlers } from "./handlers.ts"
@@ -53,11 +55,12 @@ export const routes = (options: Omit<HttpOptions, "port" | "host"> = {}) => {
     mountRailRoutes(options.railRoutes ?? [], options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }),
     mountMcp(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }),
     HttpApiBuilder.layer(Api, { openapiPath: "/v1/openapi.json" }).pipe(
-      Layer.provide([PublicHandlers, AgentsHandlers, WalletHandlers, FundingHandlers, AdminHandlers, CapabilitiesHandlers, ServicesHandlers, OpenAiHandlers])
+      Layer.provide([PublicHandlers, AgentsHandlers, WalletHandlers, FundingHandlers, AdminHandlers, CapabilitiesHandlers, ServicesHandlers, OpenAiHandlers, AnthropicHandlers])
     ),
     HttpApiScalar.layer(Api, { path: "/docs" }),
     envelopeMiddleware(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }),
-    openAiErrorsMiddleware(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes })
+    openAiErrorsMiddleware(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }),
+    anthropicErrorsMiddleware(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes })
   ).pipe(
     Layer.provideMerge(RateLimitedAuthenticationLive({ ...options.rateLimits, limiter })),
     Layer.provideMerge(SignupAdmissionLive),

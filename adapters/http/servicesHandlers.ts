@@ -28,6 +28,13 @@ export const serviceDetail = (s: Service) => ({
         e.path,
         price.kind === "perCall"
           ? { perCall: cents(price.priceMicroUsd), unit: "usd_cents", per: "call" }
+          : price.kind === "embeddings"
+          ? Object.fromEntries(price.models.map((m) => [m.id, {
+            inputPer1kTokens: cents(m.inputPer1kMicroUsd),
+            dimensions: m.dimensions,
+            unit: "usd_cents",
+            per: "1k_tokens"
+          }]))
           : Object.fromEntries(price.models.map((m) => [m.id, {
             inputPer1kTokens: cents(m.inputPer1kMicroUsd),
             outputPer1kTokens: cents(m.outputPer1kMicroUsd),

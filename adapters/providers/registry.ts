@@ -15,6 +15,7 @@ import * as BuiltinRead from "./read/builtin.ts"
 import * as Jina from "./read/jina.ts"
 import * as Anthropic from "./reason/anthropic.ts"
 import * as OpenAiCompatible from "./reason/openaiCompatible.ts"
+import * as OpenAiEmbeddings from "./reason/openaiEmbeddings.ts"
 import * as BuiltinScrape from "./scrape/builtin.ts"
 import * as Firecrawl from "./scrape/firecrawl.ts"
 import * as Brave from "./search/brave.ts"
@@ -30,6 +31,8 @@ export const registry: ReadonlyArray<ProviderConfig> = [
   // reason: OpenAI, OpenRouter, Groq, a local server; Anthropic
   OpenAiCompatible.fromConfig,
   Anthropic.fromConfig,
+  // embeddings (an upstream of the proxy, counted as reason)
+  OpenAiEmbeddings.fromConfig,
   // search
   Brave.fromConfig,
   Tavily.fromConfig,

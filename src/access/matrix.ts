@@ -154,7 +154,14 @@ export const accessMatrix = {
   },
   openai: {
     chatCompletions: entry("POST", "/v1/chat/completions", { access: "agent", capability: "reason" }, "create chat completions"),
-    models: entry("GET", "/v1/models", { access: "agent" }, "list models")
+    models: entry("GET", "/v1/models", { access: "agent" }, "list models"),
+    embeddings: entry("POST", "/v1/embeddings", { access: "agent", capability: "reason" }, "create embeddings"),
+    imagesGenerations: entry("POST", "/v1/images/generations", { access: "agent", capability: "imagine" }, "generate images"),
+    audioSpeech: entry("POST", "/v1/audio/speech", { access: "agent", capability: "speak" }, "create speech"),
+    audioTranscriptions: entry("POST", "/v1/audio/transcriptions", { access: "agent", capability: "transcribe" }, "create transcriptions")
+  },
+  anthropic: {
+    messages: entry("POST", "/v1/messages", { access: "agent", capability: "reason" }, "create messages")
   }
 } as const satisfies Record<string, Record<string, MatrixEntry>>
 

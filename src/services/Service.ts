@@ -12,9 +12,18 @@ import { sortableRandomId } from "../domain/ids.ts"
 export const HTTP_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const
 export type HttpMethod = (typeof HTTP_METHODS)[number]
 
-/** How one endpoint is priced: per call, or per 1000 tokens by model (chat-style bodies). */
+/** How one endpoint is priced: per call, per 1000 tokens by model (chat-style bodies), or per 1000 input tokens (OpenAI's embeddings). */
 export type EndpointPrice =
   | { readonly kind: "perCall"; readonly priceMicroUsd: bigint }
+  | {
+    readonly kind: "embeddings"
+    readonly models: ReadonlyArray<{
+      readonly id: string
+      readonly inputPer1kMicroUsd: bigint
+      /** The length of the model's vectors; a call may ask for fewer (`dimensions`), never more. */
+      readonly dimensions: number
+    }>
+  }
   | {
     readonly kind: "tokens"
     /** The wire format the body and usage follow. */

@@ -10,7 +10,8 @@ import { makeCatalogue } from "./catalogue.ts"
 import { makeProxy, type ProxyCall, type ProxyError, type ProxyResult } from "./proxy.ts"
 import { makeRegistry } from "./registry.ts"
 import type { Service, Submission, SubmissionInput } from "./Service.ts"
-import { type ChatBody, type ChatModel, type ChatResult, makeChat, type StreamedChat } from "./chat.ts"
+import { type ChatFormat, type ChatModel, type ChatRequest, type ChatResult, makeChat, type StreamedChat } from "./chat.ts"
+import { type EmbeddingModel, type EmbeddingsBody, type EmbeddingsResult, makeEmbeddings } from "./embeddings.ts"
 import { makeProxyStream, type StreamedProxy, type StreamOptions } from "./stream.ts"
 
 /**
@@ -23,8 +24,10 @@ import { makeProxyStream, type StreamedProxy, type StreamOptions } from "./strea
 export { ProxyCall, proxyCapability } from "./proxy.ts"
 export type { ProxyError, ProxyResult } from "./proxy.ts"
 export type { StreamedProxy, StreamOptions } from "./stream.ts"
-export { CHAT_CAPABILITY } from "./chat.ts"
-export type { ChatBody, ChatModel, ChatResult, StreamedChat } from "./chat.ts"
+export { CHAT_CAPABILITY, DEFAULT_ANTHROPIC_VERSION } from "./chat.ts"
+export type { ChatBody, ChatFormat, ChatModel, ChatRequest, ChatResult, StreamedChat } from "./chat.ts"
+export { EMBEDDINGS_CAPABILITY } from "./embeddings.ts"
+export type { EmbeddingModel, EmbeddingsBody, EmbeddingsResult } from "./embeddings.ts"
 
 export class Services extends Context.Service<Services, {
   readonly list: Effect.Effect<ReadonlyArray<Service>>
@@ -37,12 +40,20 @@ export class Services extends Context.Service<Services, {
   readonly proxy: (principal: Principal, slug: string, call: ProxyCall) => Effect.Effect<ProxyResult, ProxyError>
   /** A `stream: true` chat call: the answer streams through as it arrives. */
   readonly proxyStream: (principal: Principal, slug: string, call: ProxyCall, options?: StreamOptions) => Effect.Effect<StreamedProxy, ProxyError>
-  /** A chat completion by model (chat.ts): routed to the operator service that prices it, then proxied. */
-  readonly chat: (principal: Principal, body: ChatBody) => Effect.Effect<ChatResult, ProxyError>
-  /** The same with `stream: true`, in OpenAI's stream shape (no Spendgate events). */
-  readonly chatStream: (principal: Principal, body: ChatBody) => Effect.Effect<StreamedChat, ProxyError>
-  /** The models a chat completion may name. */
-  readonly chatModels: Effect.Effect<ReadonlyArray<ChatModel>>
+  /**
+   * A chat call by model (chat.ts), in OpenAI's chat format or Anthropic's
+   * Messages format: routed to the operator service that prices the model in
+   * that format, then proxied.
+   */
+  readonly chat: (principal: Principal, request: ChatRequest) => Effect.Effect<ChatResult, ProxyError>
+  /** The same with `stream: true`, in the stream shape of its format (no Spendgate events). */
+  readonly chatStream: (principal: Principal, request: ChatRequest) => Effect.Effect<StreamedChat, ProxyError>
+  /** The models a chat call in a format (default OpenAI's) may name. */
+  readonly chatModels: (format?: ChatFormat) => Effect.Effect<ReadonlyArray<ChatModel>>
+  /** Embeddings by model (embeddings.ts): routed to the operator service that prices the model, then proxied. */
+  readonly embeddings: (principal: Principal, body: EmbeddingsBody) => Effect.Effect<EmbeddingsResult, ProxyError>
+  /** The models an embeddings call may name. */
+  readonly embeddingModels: Effect.Effect<ReadonlyArray<EmbeddingModel>>
 }>()("spendgate/Services") {
   static readonly layer = Layer.effect(
     Services,
@@ -63,7 +74,13 @@ export class Services extends Context.Service<Services, {
         ...submissions,
         proxy,
         proxyStream,
-        ...makeChat({ catalogue, proxy, proxyStream: (principal, slug, call) => proxyStream(principal, slug, call, { trailer: "openai" }) })
+        ...makeChat({
+          catalogue,
+          proxy,
+          proxyStream: (principal, slug, call, format) =>
+            proxyStream(principal, slug, call, { trailer: format === "anthropic-messages" ? "anthropic" : "openai" })
+        }),
+        ...makeEmbeddings({ catalogue, proxy })
       })
     })
   )

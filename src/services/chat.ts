@@ -9,11 +9,13 @@ import type { Service } from "./Service.ts"
 import type { StreamedProxy } from "./stream.ts"
 
 /**
- * Chat completions by model (the OpenAI-compatible `POST /v1/chat/completions`):
- * the model named in the body is resolved to one of the operator's services
- * that prices it in OpenAI's chat format, and the call runs through the proxy
- * of that service unchanged: the same quote, hold, metering from the upstream's
- * usage, settlement and receipt, under the capability `reason`.
+ * Chat calls by model, in one of two wire formats: OpenAI's chat completions
+ * (`POST /v1/chat/completions`, format `openai-chat`) and Anthropic's Messages
+ * (`POST /v1/messages`, format `anthropic-messages`). The model named in the
+ * body is resolved to one of the operator's services that prices it in that
+ * format, and the call runs through the proxy of that service unchanged: the
+ * same quote, hold, metering from the upstream's usage, settlement and
+ * receipt, under the capability `reason`.
  *
  * A model is named `service/model` (e.g. `openai/gpt-4o-mini`), or bare
  * (`gpt-4o-mini`): the cheapest service that prices it then answers (input
@@ -21,9 +23,23 @@ import type { StreamedProxy } from "./stream.ts"
  * when it cannot be reached or answers 5xx (nothing charged), the next
  * cheapest, and so on. Only
  * the operator's services are routed to (registry services stay behind
- * /v1/proxy/:slug), and only chat endpoints priced in OpenAI's format
- * (Anthropic's messages format is not served here).
+ * /v1/proxy/:slug), and only endpoints priced in the format of the call: a
+ * chat completion never reaches a Messages endpoint, nor the reverse.
  */
+
+/** The wire formats a chat call may speak (the `format` of a token-priced endpoint). */
+export type ChatFormat = "openai-chat" | "anthropic-messages"
+
+/**
+ * The `anthropic-version` sent upstream on a Messages call whose caller named
+ * none (the version the Messages API was first published under). A service
+ * whose credentials set the header sends its own instead.
+ */
+export const DEFAULT_ANTHROPIC_VERSION = "2023-06-01"
+
+/** Request headers of a Messages call that go on to the upstream (the API version and beta flags). */
+const ANTHROPIC_HEADERS = ["anthropic-version", "anthropic-beta"] as const
+const MAX_HEADER_CHARS = 500
 
 /** The capability a chat completion counts as. */
 export const CHAT_CAPABILITY: Capability = "reason"
@@ -37,13 +53,13 @@ export interface ChatRoute {
   readonly outputPer1kMicroUsd: bigint
 }
 
-/** Every (service, endpoint, model) a chat completion may be routed to, in configuration order. */
-export const chatRoutes = (services: ReadonlyArray<Service>): ReadonlyArray<ChatRoute> =>
+/** Every (service, endpoint, model) a chat call in `format` may be routed to, in configuration order. */
+export const chatRoutes = (services: ReadonlyArray<Service>, format: ChatFormat = "openai-chat"): ReadonlyArray<ChatRoute> =>
   services
     .filter((s) => s.origin === "operator" && proxyCapability(s) === CHAT_CAPABILITY)
     .flatMap((service) =>
       service.endpoints.flatMap((e) =>
-        e.method === "POST" && e.price !== null && e.price.kind === "tokens" && e.price.format === "openai-chat"
+        e.method === "POST" && e.price !== null && e.price.kind === "tokens" && e.price.format === format
           ? e.price.models.map((m) => ({
             service,
             path: e.path,
@@ -111,13 +127,42 @@ export const chatModels = (routes: ReadonlyArray<ChatRoute>): ReadonlyArray<Chat
   return [...bare.values(), ...named.filter((m) => !bare.has(m.id))]
 }
 
-/** The body of a chat completion: a JSON object naming its model. */
+/** The body of a chat call: a JSON object naming its model. */
 export type ChatBody = Readonly<Record<string, unknown>> & { readonly model: string }
 
-/** The proxied calls a chat completion may become, in the order they are tried, or why it cannot be made. */
-export const chatCalls = (catalogue: Catalogue, body: ChatBody) =>
+/** A chat call: its body, wire format and (Messages) the caller's request headers that go upstream. */
+export interface ChatRequest {
+  readonly body: ChatBody
+  /** Default `openai-chat`. */
+  readonly format?: ChatFormat
+  /** The caller's request headers, lower-case names; only `anthropic-version` and `anthropic-beta` of a Messages call are used. */
+  readonly headers?: Readonly<Record<string, string | undefined>>
+}
+
+/** The headers a Messages call sends upstream: the caller's API version (or the default) and beta flags. */
+const anthropicHeaders = (headers: Readonly<Record<string, string | undefined>>) =>
   Effect.gen(function*() {
-    const routes = chatRoutesFor(chatRoutes(yield* catalogue.list), body.model)
+    const out: Record<string, string> = { "anthropic-version": DEFAULT_ANTHROPIC_VERSION }
+    for (const name of ANTHROPIC_HEADERS) {
+      const value = headers[name]
+      if (value === undefined || value === "") continue
+      if (value.length > MAX_HEADER_CHARS) {
+        return yield* new ValidationError({
+          message: `The ${name} header is longer than ${MAX_HEADER_CHARS} characters`,
+          issues: [{ path: name, message: `at most ${MAX_HEADER_CHARS} characters` }]
+        })
+      }
+      out[name] = value
+    }
+    return out
+  })
+
+/** The proxied calls a chat call may become, in the order they are tried, or why it cannot be made. */
+export const chatCalls = (catalogue: Catalogue, request: ChatRequest) =>
+  Effect.gen(function*() {
+    const { body } = request
+    const format = request.format ?? "openai-chat"
+    const routes = chatRoutesFor(chatRoutes(yield* catalogue.list, format), body.model)
     if (routes.length === 0) {
       return yield* new NotFound({
         resource: `Model ${body.model.slice(0, 200)} (GET /v1/models lists the models that may be used)`
@@ -126,9 +171,15 @@ export const chatCalls = (catalogue: Catalogue, body: ChatBody) =>
     if (body["stream"] !== undefined && typeof body["stream"] !== "boolean") {
       return yield* new ValidationError({ message: "stream must be true or false", issues: [{ path: "stream", message: "Expected a boolean" }] })
     }
+    const headers = format === "anthropic-messages" ? yield* anthropicHeaders(request.headers ?? {}) : undefined
     return routes.map((route) => ({
       route,
-      call: { method: "POST", path: route.path, body: { ...body, model: route.model } } satisfies ProxyCall as ProxyCall
+      call: {
+        method: "POST",
+        path: route.path,
+        ...(headers === undefined ? {} : { headers }),
+        body: { ...body, model: route.model }
+      } satisfies ProxyCall as ProxyCall
     }))
   })
 
@@ -158,13 +209,15 @@ export interface StreamedChat extends StreamedProxy {
 export const makeChat = (deps: {
   readonly catalogue: Catalogue
   readonly proxy: (principal: Principal, slug: string, call: ProxyCall) => Effect.Effect<ProxyResult, ProxyError>
-  readonly proxyStream: (principal: Principal, slug: string, call: ProxyCall) => Effect.Effect<StreamedProxy, ProxyError>
+  /** A streamed call, its stream in the wire format of the chat call (no Spendgate events in it). */
+  readonly proxyStream: (principal: Principal, slug: string, call: ProxyCall, format: ChatFormat) => Effect.Effect<StreamedProxy, ProxyError>
 }) => ({
-  chat: (principal: Principal, body: ChatBody): Effect.Effect<ChatResult, ProxyError> =>
-    Effect.flatMap(chatCalls(deps.catalogue, body), (calls) =>
+  chat: (principal: Principal, request: ChatRequest): Effect.Effect<ChatResult, ProxyError> =>
+    Effect.flatMap(chatCalls(deps.catalogue, request), (calls) =>
       firstAnswer(calls, (slug, call) => deps.proxy(principal, slug, call))),
-  chatStream: (principal: Principal, body: ChatBody): Effect.Effect<StreamedChat, ProxyError> =>
-    Effect.flatMap(chatCalls(deps.catalogue, body), (calls) =>
-      firstAnswer(calls, (slug, call) => deps.proxyStream(principal, slug, call))),
-  chatModels: Effect.map(deps.catalogue.list, (services) => chatModels(chatRoutes(services)))
+  chatStream: (principal: Principal, request: ChatRequest): Effect.Effect<StreamedChat, ProxyError> =>
+    Effect.flatMap(chatCalls(deps.catalogue, request), (calls) =>
+      firstAnswer(calls, (slug, call) => deps.proxyStream(principal, slug, call, request.format ?? "openai-chat"))),
+  chatModels: (format: ChatFormat = "openai-chat"): Effect.Effect<ReadonlyArray<ChatModel>> =>
+    Effect.map(deps.catalogue.list, (services) => chatModels(chatRoutes(services, format)))
 })

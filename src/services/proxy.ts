@@ -44,7 +44,7 @@ export interface ProxyResult {
 export type ProxyError = SpendRefusal | ProviderFailure | NotFound | ValidationError | UnsafeUrl
 
 /** Request headers a caller may send on to a service; everything else is dropped. */
-const FORWARDABLE = new Set(["accept", "accept-language", "content-type", "user-agent", "openai-beta", "anthropic-beta"])
+const FORWARDABLE = new Set(["accept", "accept-language", "content-type", "user-agent", "openai-beta", "anthropic-beta", "anthropic-version"])
 const isForwardable = (name: string) =>
   FORWARDABLE.has(name) ||
   (name.startsWith("x-") && !/(auth|key|token|secret|cookie|signature)/.test(name))

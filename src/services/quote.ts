@@ -2,6 +2,7 @@ import { Result } from "effect"
 import { promptTokenBound, tokenCost } from "../capabilities/pricing.ts"
 import { NotFound, ValidationError } from "../domain/errors.ts"
 import type { ProxyResponse } from "../ports/ServiceTransport.ts"
+import { quoteEmbeddings } from "./embeddingsQuote.ts"
 import type { EndpointPrice } from "./Service.ts"
 
 /**
@@ -74,6 +75,7 @@ export const quoteProxy = (
   if (typeof body !== "object" || body === null || Array.isArray(body)) {
     return Result.fail(new ValidationError({ message: "This endpoint takes a JSON object body", issues: [{ path: "body", message: "Expected an object" }] }))
   }
+  if (price.kind === "embeddings") return quoteEmbeddings(price, body as Record<string, unknown>)
   const request = body as Record<string, unknown>
   const modelId = request["model"]
   const model = price.models.find((m) => m.id === modelId)

@@ -62,6 +62,66 @@ export const openAiErrorEvent = (error: { readonly message: string }): Uint8Arra
   }\n\n`)
 }
 
+/**
+ * Anthropic's error `type` for a Spendgate error code, chosen so that the
+ * status and the type agree as in Anthropic's own API: the routes that speak
+ * Anthropic's wire format, and the late refusal of a stream on them.
+ */
+export const anthropicErrorType = (code: string): string => {
+  switch (code) {
+    case "UNAUTHORIZED":
+      return "authentication_error"
+    case "BUDGET_EXCEEDED":
+    case "PER_CALL_LIMIT_EXCEEDED":
+    case "INSUFFICIENT_BALANCE":
+      return "billing_error"
+    case "AGENT_KILLED":
+    case "CAPABILITY_NOT_ALLOWED":
+    case "FORBIDDEN":
+      return "permission_error"
+    case "NOT_FOUND":
+      return "not_found_error"
+    case "RATE_LIMITED":
+      return "rate_limit_error"
+    case "REQUEST_TIMEOUT":
+      return "timeout_error"
+    case "IDEMPOTENCY_CONFLICT":
+    case "CONFLICT":
+      return "conflict_error"
+    case "INTERNAL":
+    case "PROVIDER_ERROR":
+    case "PROVIDER_UNAVAILABLE":
+    case "RATE_UNAVAILABLE":
+      return "api_error"
+    default:
+      return "invalid_request_error"
+  }
+}
+
+/**
+ * A Spendgate error in Anthropic's shape: `{ type: "error", error: { type,
+ * message, code, details }, request_id: null }`. `code` is the Spendgate code;
+ * `details` holds the Spendgate details plus `error_code` (the same code, where
+ * Anthropic's clients read an error's code: `errorCode` on their errors).
+ */
+export const anthropicErrorBody = (code: string, message: string, details?: unknown) => ({
+  type: "error" as const,
+  error: {
+    type: anthropicErrorType(code),
+    message,
+    code,
+    details: { ...(details !== null && typeof details === "object" ? details : {}), error_code: code }
+  },
+  request_id: null
+})
+
+/** A refusal after the stream began, in Anthropic's stream shape: `event: error` with its error body. */
+export const anthropicErrorEvent = (error: { readonly message: string }): Uint8Array => {
+  const { code: raw, details } = error as { readonly code?: unknown; readonly details?: unknown }
+  const code = typeof raw === "string" ? raw : "PROVIDER_ERROR"
+  return encoder.encode(`event: error\ndata: ${JSON.stringify(anthropicErrorBody(code, error.message, details))}\n\n`)
+}
+
 /** The one writer of the gateway's own events. */
 export const gatewayEvent = (event: GatewayEvent): Uint8Array =>
   encoder.encode(`event: ${event.event}\ndata: ${JSON.stringify(event.data)}\n\n`)

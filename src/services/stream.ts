@@ -16,7 +16,7 @@ import {
   resolveCall,
   upstreamRequest
 } from "./proxy.ts"
-import { errorEvent, metadataEvent, openAiErrorEvent, usageTracker } from "./sse.ts"
+import { anthropicErrorEvent, errorEvent, metadataEvent, openAiErrorEvent, usageTracker } from "./sse.ts"
 
 /**
  * A streamed proxied call (`stream: true` to a token-priced chat endpoint):
@@ -52,9 +52,19 @@ export interface StreamOptions {
    * OpenAI-compatible route): the upstream's events only, ending with its usage
    * chunk, so that OpenAI's stream parsers see nothing they do not know; a late
    * refusal is `data: {"error": ...}`, which they raise as an API error.
+   * "anthropic" (the Anthropic-compatible route): likewise the upstream's
+   * events only, ending with its `message_stop`; a late refusal is Anthropic's
+   * own `event: error`, which its clients raise as an API error.
    */
-  readonly trailer?: "spendgate" | "openai"
+  readonly trailer?: "spendgate" | "openai" | "anthropic"
 }
+
+/** How a refusal after the answer began is written, per trailer. */
+const lateRefusal = {
+  spendgate: errorEvent,
+  openai: openAiErrorEvent,
+  anthropic: anthropicErrorEvent
+} as const
 
 export const makeProxyStream = (deps: {
   readonly catalogue: Catalogue
@@ -64,7 +74,7 @@ export const makeProxyStream = (deps: {
 (principal: Principal, slug: string, call: ProxyCall, options: StreamOptions = {}): Effect.Effect<StreamedProxy, ProxyError> =>
   Effect.gen(function*() {
     const { catalogue, transport, spend } = deps
-    const openAi = options.trailer === "openai"
+    const trailer = options.trailer ?? "spendgate"
     const { service, quote } = yield* resolveCall(catalogue, slug, call)
     const tokens = quote.tokens
     if (tokens === undefined || !tokens.stream) {
@@ -112,13 +122,15 @@ export const makeProxyStream = (deps: {
       run
     }).pipe(
       Effect.flatMap(({ receipt }) =>
-        openAi ? Effect.void : Queue.offer(queue, metadataEvent(callReceipt(receipt, { provider: service.slug, model: quote.model })))
+        trailer !== "spendgate"
+          ? Effect.void
+          : Queue.offer(queue, metadataEvent(callReceipt(receipt, { provider: service.slug, model: quote.model })))
       ),
       Effect.catch((error) =>
         Deferred.fail(head, blockedAsCallerError(error)).pipe(
           // The answer already started (e.g. the call outlived its hold and could not be
           // charged): the refusal ends the stream as its last event, in the error envelope.
-          Effect.flatMap((first) => first ? Effect.void : Queue.offer(queue, openAi ? openAiErrorEvent(error) : errorEvent(error)).pipe(Effect.asVoid))
+          Effect.flatMap((first) => first ? Effect.void : Queue.offer(queue, lateRefusal[trailer](error)).pipe(Effect.asVoid))
         )),
       Effect.ensuring(Queue.end(queue)),
       Effect.forkDetach

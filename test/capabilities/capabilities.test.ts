@@ -1,124 +1,62 @@
 import { assert, describe, it as vitestIt } from "@effect/vitest"
-import { Effect, Layer, Result } from "effect"
-import { TestClock } from "effect/testing"
-import * as MemoryStore from "../../adapters/memory/MemoryStore.ts"
-import { devRails } from "../../adapters/rails/dev.ts"
-import { registryOnly } from "../../adapters/services/transport.ts"
-import { Capabilities, Providers } from "../../src/capabilities/Capabilities.ts"
-import { meterReason, quoteReason } from "../../src/capabilities/pricing.ts"
-import { type ModelInfo, type Provider, ProviderFailure } from "../../src/capabilities/Provider.ts"
+import { Effect } from "effect"
+import { FakeProvider, TestGateway, TestTime } from "../../adapters/testing/index.ts"
+import { Capabilities } from "../../src/capabilities/Capabilities.ts"
+import type { ModelInfo } from "../../src/capabilities/Provider.ts"
 import { Policies } from "../../src/agents/Policies.ts"
 import { Agents } from "../../src/agents/Agents.ts"
-import * as Gateway from "../../src/Gateway.ts"
-import { RateSource } from "../../src/ports/RateSource.ts"
 import { Store } from "../../src/ports/Store.ts"
 import { Wallets } from "../../src/wallet/Wallets.ts"
 import { fundedAccount } from "../wallet/ledger.contract.ts"
 
 /**
- * The metered-execution core with scripted providers: choice, fallback,
- * circuit breaking, policy refusals that never reach an upstream, and
- * metering to the micro-dollar. (Real adapters are tested against local
- * servers that speak their wire formats in test/providers/.)
+ * The metered-execution core with scripted providers (the testing kit's
+ * FakeProvider): choice, fallback, circuit breaking, policy refusals that
+ * never reach an upstream, and metering to the micro-dollar. (Real adapters
+ * are tested against local servers that speak their wire formats in
+ * test/providers/.)
  */
-
-interface Script {
-  calls: number
-  fail: ProviderFailure["reason"] | null
-}
-
-const searchProvider = (name: string, priceMicroUsd: bigint, script: Script): Provider<"search"> => ({
-  name,
-  capability: "search",
-  unitPrice: { per: "query", priceMicroUsd },
-  quote: () => Result.succeed({ microUsd: priceMicroUsd }),
-  run: (input) =>
-    Effect.suspend(() => {
-      script.calls++
-      return script.fail === null
-        ? Effect.succeed({
-          output: { results: [{ title: name, url: "https://example.com/", snippet: "s", position: 1 }], query: input.query, totalResults: 1 },
-          actualMicroUsd: priceMicroUsd
-        })
-        : Effect.fail(new ProviderFailure({ provider: name, reason: script.fail, message: `${name} failed` }))
-    })
-})
 
 const MODEL: ModelInfo = { id: "m-1", inputPer1kMicroUsd: 1_500n, outputPer1kMicroUsd: 6_000n, maxTokens: 4096, defaultMaxTokens: 1000 }
 
-const reasonProvider = (script: Script): Provider<"reason"> => ({
+const dear = FakeProvider.make("search", { name: "dear", priceMicroUsd: 9_000n })
+const cheap = FakeProvider.make("search", { name: "cheap", priceMicroUsd: 4_000n })
+const llm = FakeProvider.make("reason", {
   name: "llm",
-  capability: "reason",
   models: [MODEL],
-  quote: (input) => quoteReason([MODEL], input),
-  run: (_input, quote) =>
-    Effect.sync(() => {
-      script.calls++
-      const usage = { promptTokens: 1234, completionTokens: 567 }
-      return {
-        output: { content: "hi", finishReason: "stop", usage: { ...usage, totalTokens: 1801 } },
-        actualMicroUsd: meterReason(MODEL, usage),
-        model: quote.model
-      }
-    })
+  // The upstream reports 1234 tokens in and 567 out, whatever was asked.
+  otherwise: FakeProvider.succeed({ usage: { promptTokens: 1234, completionTokens: 567 } })
 })
 
-const scripts = {
-  cheap: { calls: 0, fail: null } as Script,
-  dear: { calls: 0, fail: null } as Script,
-  llm: { calls: 0, fail: null } as Script
-}
-
-const providers = Providers.make([
-  searchProvider("dear", 9_000n, scripts.dear),
-  searchProvider("cheap", 4_000n, scripts.cheap),
-  reasonProvider(scripts.llm)
-])
-
-const testLayer = () => Gateway.layer.pipe(
-  Layer.provideMerge(Layer.mergeAll(
-    MemoryStore.layer,
-    RateSource.none,
-    providers,
-    registryOnly,
-    devRails({ dataDir: undefined, publicUrl: "http://spendgate.test" })
-  ))
-)
-
 const errCode = (e: unknown) => (e as { code?: string }).code ?? String(e)
-const reset = () => {
-  for (const s of Object.values(scripts)) {
-    s.calls = 0
-    s.fail = null
-  }
-}
 
-/** A fresh store and fresh provider health for every test. */
+/** A fresh gateway, fresh provider health and fresh scripts for every test. */
 const it = {
   effect: <A, E>(name: string, body: () => Effect.Effect<A, E, any>) =>
-    vitestIt.effect(name, () => Effect.provide(body(), testLayer()) as Effect.Effect<A, E>)
+    vitestIt.effect(name, () => {
+      for (const provider of [dear, cheap, llm]) provider.reset()
+      return Effect.provide(body(), TestGateway.layer({ providers: [dear, cheap, llm] })) as Effect.Effect<A, E>
+    })
 }
 
 describe("metered capability execution", () => {
   {
     it.effect("picks the cheapest healthy provider and charges its price", () =>
       Effect.gen(function*() {
-        reset()
         const owner = yield* fundedAccount(100n)
         const result = yield* (yield* Capabilities).execute(owner, "search", { query: "q" })
         assert.strictEqual(result.provider, "cheap")
         assert.strictEqual(result.receipt.chargedMicroUsd, 4_000n)
-        assert.strictEqual(scripts.dear.calls, 0)
+        assert.strictEqual(dear.calls.length, 0)
       }))
 
     it.effect("falls back to the next provider when one fails; the caller pays only the one that answered", () =>
       Effect.gen(function*() {
-        reset()
-        scripts.cheap.fail = "unavailable"
+        cheap.always(FakeProvider.fail("unavailable"))
         const owner = yield* fundedAccount(100n)
         const result = yield* (yield* Capabilities).execute(owner, "search", { query: "q" })
         assert.strictEqual(result.provider, "dear")
-        assert.strictEqual(scripts.cheap.calls, 1)
+        assert.strictEqual(cheap.calls.length, 1)
         const wallet = yield* (yield* Wallets).get(owner)
         assert.strictEqual(wallet.usdMicroUsd, 1_000_000n - 9_000n)
         const charges = yield* (yield* Wallets).transactions(owner, { type: "charge" }, { limit: 10, offset: 0 })
@@ -129,9 +67,8 @@ describe("metered capability execution", () => {
 
     it.effect("answers PROVIDER_ERROR when every provider failed, and charges nothing", () =>
       Effect.gen(function*() {
-        reset()
-        scripts.cheap.fail = "timeout"
-        scripts.dear.fail = "malformed"
+        cheap.always(FakeProvider.fail("timeout"))
+        dear.always(FakeProvider.fail("malformed"))
         const owner = yield* fundedAccount(100n)
         const error = yield* Effect.flip((yield* Capabilities).execute(owner, "search", { query: "q" }))
         assert.strictEqual(errCode(error), "PROVIDER_ERROR")
@@ -140,20 +77,18 @@ describe("metered capability execution", () => {
 
     it.effect("a pinned provider is used alone, and an unknown one is 404", () =>
       Effect.gen(function*() {
-        reset()
-        scripts.dear.fail = "unavailable"
+        dear.always(FakeProvider.fail("unavailable"))
         const owner = yield* fundedAccount(100n)
         const capabilities = yield* Capabilities
         const pinned = yield* Effect.flip(capabilities.execute(owner, "search", { query: "q", provider: "dear" }))
         assert.strictEqual(errCode(pinned), "PROVIDER_ERROR")
-        assert.strictEqual(scripts.cheap.calls, 0)
+        assert.strictEqual(cheap.calls.length, 0)
         const unknown = yield* Effect.flip(capabilities.execute(owner, "search", { query: "q", provider: "nope" }))
         assert.strictEqual(errCode(unknown), "NOT_FOUND")
       }))
 
     it.effect("a policy refusal never reaches any upstream", () =>
       Effect.gen(function*() {
-        reset()
         const owner = yield* fundedAccount(100n)
         const agents = yield* Agents
         const created = yield* agents.create(owner, { name: "w" })
@@ -171,12 +106,11 @@ describe("metered capability execution", () => {
         yield* policies.replace(owner, worker.agent.id, {})
         yield* agents.update(owner, worker.agent.id, { killed: true })
         assert.strictEqual(errCode(yield* Effect.flip(capabilities.execute(worker, "search", { query: "q" }))), "AGENT_KILLED")
-        assert.strictEqual(scripts.cheap.calls + scripts.dear.calls, 0)
+        assert.strictEqual(cheap.calls.length + dear.calls.length, 0)
       }))
 
     it.effect("meters a reason call from the upstream's usage to the exact micro-dollar", () =>
       Effect.gen(function*() {
-        reset()
         const owner = yield* fundedAccount(100n)
         const result = yield* (yield* Capabilities).execute(owner, "reason", { prompt: "Hello", maxTokens: 1000 })
         // quote: (5 bytes + 16 overhead) tokens in, 1000 out; actual: 1234 in, 567 out
@@ -188,7 +122,6 @@ describe("metered capability execution", () => {
 
     it.effect("a reason call that would cost more than the quote is charged the quote", () =>
       Effect.gen(function*() {
-        reset()
         const owner = yield* fundedAccount(100n)
         const result = yield* (yield* Capabilities).execute(owner, "reason", { prompt: "Hello", maxTokens: 10 })
         assert.strictEqual(result.receipt.chargedMicroUsd, result.receipt.quotedMicroUsd)
@@ -196,12 +129,11 @@ describe("metered capability execution", () => {
 
     it.effect("an unknown model is 404 and an over-long maxTokens is 400, before anything is held", () =>
       Effect.gen(function*() {
-        reset()
         const owner = yield* fundedAccount(100n)
         const capabilities = yield* Capabilities
         assert.strictEqual(errCode(yield* Effect.flip(capabilities.execute(owner, "reason", { prompt: "x", model: "m-9" }))), "NOT_FOUND")
         assert.strictEqual(errCode(yield* Effect.flip(capabilities.execute(owner, "reason", { prompt: "x", maxTokens: 5000 }))), "VALIDATION_ERROR")
-        assert.strictEqual(scripts.llm.calls, 0)
+        assert.strictEqual(llm.calls.length, 0)
         assert.strictEqual((yield* (yield* Store).listReservations(owner.agent.accountId, { limit: 1, offset: 0 })).total, 0)
       }))
 
@@ -214,32 +146,29 @@ describe("metered capability execution", () => {
 
     it.effect("opens a provider's circuit after 5 failures, skips it, and half-opens after the cooldown", () =>
       Effect.gen(function*() {
-        reset()
-        yield* TestClock.setTime(Date.parse("2026-11-22T00:00:00Z"))
-        scripts.cheap.fail = "unavailable"
+        cheap.always(FakeProvider.fail("unavailable"))
         const owner = yield* fundedAccount(100n)
         const capabilities = yield* Capabilities
         for (let i = 0; i < 5; i++) yield* capabilities.execute(owner, "search", { query: "q" })
-        assert.strictEqual(scripts.cheap.calls, 5)
+        assert.strictEqual(cheap.calls.length, 5)
         yield* capabilities.execute(owner, "search", { query: "q" })
-        assert.strictEqual(scripts.cheap.calls, 5, "an open circuit is skipped")
+        assert.strictEqual(cheap.calls.length, 5, "an open circuit is skipped")
         const summary = yield* capabilities.describe("search")
         assert.strictEqual(summary.defaultProvider, "dear")
-        yield* TestClock.adjust(30_000)
-        scripts.cheap.fail = null
+        yield* TestTime.advance("30 seconds")
+        cheap.always(FakeProvider.succeed())
         const result = yield* capabilities.execute(owner, "search", { query: "q" })
         assert.strictEqual(result.provider, "cheap", "half-open: one trial call, which succeeds and closes the circuit")
         assert.strictEqual((yield* capabilities.describe("search")).defaultProvider, "cheap")
-      }).pipe(Effect.provide(TestClock.layer())))
+      }))
 
     it.effect("a URL blocked mid-flight is the caller's 400 and no other provider is tried", () =>
       Effect.gen(function*() {
-        reset()
-        scripts.cheap.fail = "blocked"
+        cheap.always(FakeProvider.fail("blocked"))
         const owner = yield* fundedAccount(100n)
         const error = yield* Effect.flip((yield* Capabilities).execute(owner, "search", { query: "q" }))
         assert.strictEqual(errCode(error), "VALIDATION_ERROR")
-        assert.strictEqual(scripts.dear.calls, 0)
+        assert.strictEqual(dear.calls.length, 0)
         assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicroUsd, 1_000_000n)
       }))
 

@@ -1,13 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Result } from "effect"
-import * as MemoryStore from "../../adapters/memory/MemoryStore.ts"
-import { devRails } from "../../adapters/rails/dev.ts"
-import { registryOnly } from "../../adapters/services/transport.ts"
-import { Capabilities, Providers } from "../../src/capabilities/Capabilities.ts"
-import type { Provider } from "../../src/capabilities/Provider.ts"
+import { Effect, Layer } from "effect"
+import { FakeProvider, TestGateway } from "../../adapters/testing/index.ts"
+import { Capabilities } from "../../src/capabilities/Capabilities.ts"
 import { type ProviderStatus, ProviderStatuses } from "../../src/capabilities/ProviderHealth.ts"
-import * as Gateway from "../../src/Gateway.ts"
-import { RateSource } from "../../src/ports/RateSource.ts"
 import { Wallets } from "../../src/wallet/Wallets.ts"
 import { fundedAccount } from "../wallet/ledger.contract.ts"
 
@@ -17,47 +12,30 @@ import { fundedAccount } from "../wallet/ledger.contract.ts"
  * unavailable one never is, a degraded one still is, and is listed as such.
  */
 
-const calls: Record<string, number> = {}
+const cheap = FakeProvider.make("search", { name: "cheap", priceMicroUsd: 1_000n })
+const dear = FakeProvider.make("search", { name: "dear", priceMicroUsd: 5_000n })
 
-const searcher = (name: string, priceMicroUsd: bigint): Provider<"search"> => ({
-  name,
-  capability: "search",
-  unitPrice: { per: "query", priceMicroUsd },
-  quote: () => Result.succeed({ microUsd: priceMicroUsd }),
-  run: (input) =>
-    Effect.sync(() => {
-      calls[name] = (calls[name] ?? 0) + 1
-      return { output: { results: [], query: input.query, totalResults: 0 }, actualMicroUsd: priceMicroUsd }
-    })
-})
-
-const layerWith = (statuses: Record<string, ProviderStatus>) =>
-  Gateway.layer.pipe(
-    Layer.provideMerge(Layer.mergeAll(
-      MemoryStore.layer,
-      RateSource.none,
-      Providers.make([searcher("cheap", 1_000n), searcher("dear", 5_000n)]),
-      Layer.succeed(ProviderStatuses, ProviderStatuses.of({ of: (name) => statuses[name] })),
-      registryOnly,
-      devRails({ dataDir: undefined, publicUrl: "http://spendgate.test" })
-    ))
+const layerWith = (statuses: Record<string, ProviderStatus>) => {
+  cheap.reset()
+  dear.reset()
+  return TestGateway.layer({ providers: [cheap, dear] }).pipe(
+    Layer.provide(Layer.succeed(ProviderStatuses, ProviderStatuses.of({ of: (name) => statuses[name] })))
   )
+}
 
 const code = (e: unknown) => (e as { code?: string }).code ?? String(e)
 
 describe("provider statuses found at start-up", () => {
   it.effect("an unavailable provider is skipped even when cheaper, refused when pinned, and listed with its reason", () =>
     Effect.gen(function*() {
-      calls["cheap"] = 0
-      calls["dear"] = 0
       const capabilities = yield* Capabilities
       const owner = yield* fundedAccount(100n)
       const result = yield* capabilities.execute(owner, "search", { query: "q" })
       assert.strictEqual(result.provider, "dear")
-      assert.strictEqual(calls["cheap"], 0)
+      assert.strictEqual(cheap.calls.length, 0)
       const pinned = yield* Effect.flip(capabilities.execute(owner, "search", { query: "q", provider: "cheap" }))
       assert.strictEqual(code(pinned), "PROVIDER_UNAVAILABLE")
-      assert.strictEqual(calls["cheap"], 0)
+      assert.strictEqual(cheap.calls.length, 0)
       const summary = yield* capabilities.describe("search")
       assert.strictEqual(summary.defaultProvider, "dear")
       assert.deepStrictEqual(summary.availability, {

@@ -23,6 +23,6 @@ it("every example opens with its file comment (what it shows and how to run it),
   for (const name of examples) {
     const text = readFileSync(join(root, "examples", name), "utf8")
     expect({ name, opening: text.slice(0, 3) }).toEqual({ name, opening: "/**" })
-    expect(text).toMatch(/\n \* Run: (npm run example(?::[\w-]+)?|node examples\/[\w-]+\.ts)\n/)
+    expect(text).toMatch(/\n \* Run: (npm run example(?::[\w-]+)?|node examples\/[\w-]+\.ts|npx vitest run examples\/[\w-]+\.test\.ts)\n/)
   }
 })

@@ -1,9 +1,10 @@
-import { Effect, Layer, Result } from "effect"
+import { Effect, Layer } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import { Agents, Capabilities, type Provider, Spend, Spendgate, Wallets } from "spendgate"
+import { Agents, Capabilities, Spend, Spendgate, Wallets } from "spendgate"
+import { FakeProvider } from "../../adapters/testing/index.ts"
 import { freshDatabaseUrl } from "../support/postgres.ts"
 
 /**
@@ -50,13 +51,7 @@ describe("Spendgate ready layers", () => {
   })
 
   it("memory({ providers }): the providers given are the catalogue", async () => {
-    const provider = {
-      name: "own-search",
-      capability: "search" as const,
-      unitPrice: { per: "query", priceMicroUsd: 2_000n },
-      quote: () => Result.succeed({ microUsd: 2_000n }),
-      run: (input) => Effect.succeed({ output: { results: [], query: input.query, totalResults: 0 }, actualMicroUsd: 2_000n })
-    } satisfies Provider<"search">
+    const provider = FakeProvider.make("search", { name: "own-search", priceMicroUsd: 2_000n })
     const providerNames = Effect.gen(function*() {
       const list = yield* (yield* Capabilities).list
       return list.flatMap((capability) => capability.providers.map((p) => `${capability.name}/${p.name}`))

@@ -23,8 +23,9 @@ import {
  * method), plus the dev rails' own routes, gets bad input: path and query
  * parameters, Idempotency-Key headers, bodies built from the published
  * schema and then spoiled, raw bodies that are not JSON, wrong content
- * types; as the owner, as a worker agent, with the admin token, with no key
- * and with a wrong one. Over memory, PGlite and PostgreSQL.
+ * types; as the owner, as a worker agent (also by `x-api-key`), with the
+ * admin token, with no key and with a wrong one. Over memory, PGlite and
+ * PostgreSQL.
  *
  * No request may produce a 5xx other than a documented 503 (no provider or
  * no rate configured) or 502 (provider error); every error is in the
@@ -74,7 +75,10 @@ const devOperations: ReadonlyArray<Operation> = [
 const operations: ReadonlyArray<Operation> = [...operationsOf(spec), ...devOperations]
 
 /** 5xx answers the API documents: nothing configured to answer (503) or a provider that failed (502). */
-const upstreamRoutes = (path: string) => path.startsWith("/v1/capabilities/") || path.startsWith("/v1/proxy/")
+/** OpenAI-compatible routes run through a capability: 503 when no provider is configured for it. */
+const OPENAI_CAPABILITY_ROUTES: ReadonlySet<string> = new Set(["/v1/images/generations", "/v1/audio/speech", "/v1/audio/transcriptions"])
+const upstreamRoutes = (path: string) =>
+  path.startsWith("/v1/capabilities/") || path.startsWith("/v1/proxy/") || OPENAI_CAPABILITY_ROUTES.has(path)
 const documented5xx = new Map<string, (path: string) => boolean>([
   // No provider configured for the capability (these servers configure none), or no service behind the proxy.
   ["PROVIDER_UNAVAILABLE", upstreamRoutes],
@@ -197,7 +201,7 @@ describe.each(storeBackends)("fuzzing every published operation over %s", (backe
         { weight: 2, arbitrary: rawBody }
       )
     const admin = op.path.startsWith("/v1/admin")
-    const auth = fc.constantFrom(...(admin ? ["admin", "admin", "admin", "owner", "none", "garbage"] : ["owner", "owner", "owner", "worker", "worker", "none", "garbage"]))
+    const auth = fc.constantFrom(...(admin ? ["admin", "admin", "admin", "owner", "none", "garbage"] : ["owner", "owner", "owner", "worker", "worker", "none", "garbage", "x-api-key", "x-api-key-garbage"]))
     return fc.record({
       params: fc.tuple(...params),
       query: fc.tuple(...query, extraQuery),
@@ -216,6 +220,9 @@ describe.each(storeBackends)("fuzzing every published operation over %s", (backe
     const headers: Record<string, string> = {}
     if (input.auth === "admin") headers["authorization"] = `Bearer ${ADMIN_TOKEN}`
     else if (input.auth === "garbage") headers["authorization"] = "Bearer sk_live_\u00ff\u00fe"
+    // The agent key in Anthropic's header instead of Authorization (taken on every agent route).
+    else if (input.auth === "x-api-key") headers["x-api-key"] = keys["worker"]!
+    else if (input.auth === "x-api-key-garbage") headers["x-api-key"] = "sk_agt_\u00ff\u00fe"
     else if (input.auth !== "none") headers["authorization"] = `Bearer ${keys[input.auth]}`
     if (input.idempotencyKey !== undefined) headers["idempotency-key"] = input.idempotencyKey
     const raw: RawBody = input.body

@@ -99,6 +99,7 @@ describe("the packed package, installed into a fresh project", () => {
       `import { createGateway, SpendgateError } from "spendgate"
 import * as core from "spendgate/core"
 import * as server from "spendgate/server"
+import * as testing from "spendgate/testing"
 
 const gateway = await createGateway({ storage: "memory" })
 const owner = await gateway.signup("operator")
@@ -119,7 +120,7 @@ const balance = (await gateway.balance(owner.apiKey)).usdMicroUsd
 await gateway.close()
 console.log(JSON.stringify({
   value, charged: String(receipt.chargedMicroUsd), balance: String(balance), refused,
-  core: typeof core.Spend, server: [typeof server.serveGateway, typeof server.serverLayer, typeof server.serveFromEnvironment].join(",")
+  core: typeof core.Spend, testing: typeof testing.TestGateway, server: [typeof server.serveGateway, typeof server.serverLayer, typeof server.serveFromEnvironment].join(",")
 }))
 `
     )
@@ -130,6 +131,7 @@ console.log(JSON.stringify({
       balance: "987500",
       refused: "PER_CALL_LIMIT_EXCEEDED",
       core: "function",
+      testing: "object",
       server: "function,function,object"
     })
   }, 60_000)

@@ -5,6 +5,7 @@
  *   POST /v1/images/generations     JSON in, { created, data: [{ b64_json | url, revised_prompt }] } out
  *   POST /v1/audio/speech           JSON in, the audio bytes out (Content-Type per format)
  *   POST /v1/audio/transcriptions   multipart in, verbose_json out
+ *   POST /v1/embeddings             JSON in, { object: "list", data: [{ object: "embedding", index, embedding }], model, usage } out
  *   GET  /files/{name}              a file set by the test (audio fetched by URL)
  *
  * with OpenAI's authentication check and error bodies. Every request is
@@ -110,6 +111,37 @@ export const imagesResponse = (request: Record<string, unknown>, reply: ImageRep
   }
 }
 
+/** The fake's embedding of input `index`: `dimensions` values, deterministic, exact in float32. */
+export const fakeEmbedding = (index: number, dimensions: number): Array<number> =>
+  Array.from({ length: dimensions }, (_, d) => ((index * 7 + d) % 16) / 16 - 0.5)
+
+/** The fake's token count of one input: a string at four bytes a token (rounded up), token ids one each. */
+export const fakeTokens = (input: unknown): number =>
+  typeof input === "string" ? Math.ceil(Buffer.byteLength(input, "utf8") / 4) : Array.isArray(input) ? input.length : 0
+
+/** `POST /v1/embeddings` answer: float arrays, or base64 of little-endian float32 with `encoding_format: "base64"`. */
+export const embeddingsResponse = (request: Record<string, unknown>, usage?: { readonly promptTokens: number } | null) => {
+  const raw = request.input
+  const inputs: ReadonlyArray<unknown> = typeof raw === "string" || (Array.isArray(raw) && raw.every((x) => typeof x === "number"))
+    ? [raw]
+    : (raw as ReadonlyArray<unknown>)
+  const dimensions = typeof request.dimensions === "number" ? request.dimensions : 1536
+  const tokens = inputs.reduce((sum: number, input) => sum + fakeTokens(input), 0)
+  return {
+    object: "list",
+    data: inputs.map((_, index) => {
+      const vector = fakeEmbedding(index, dimensions)
+      return {
+        object: "embedding",
+        index,
+        embedding: request.encoding_format === "base64" ? Buffer.from(new Float32Array(vector).buffer).toString("base64") : vector
+      }
+    }),
+    model: request.model,
+    ...(usage === null ? {} : { usage: { prompt_tokens: usage?.promptTokens ?? tokens, total_tokens: usage?.promptTokens ?? tokens } })
+  }
+}
+
 export interface TranscriptReply {
   readonly text?: string
   readonly language?: string
@@ -149,7 +181,15 @@ export const verboseTranscript = (reply: TranscriptReply = {}) => {
 
 export type Behaviour =
   /** The documented answer for the endpoint. */
-  | { readonly _tag: "ok"; readonly image?: ImageReply; readonly transcript?: TranscriptReply; readonly audio?: Buffer; readonly audioType?: string }
+  | {
+    readonly _tag: "ok"
+    readonly image?: ImageReply
+    readonly transcript?: TranscriptReply
+    readonly audio?: Buffer
+    readonly audioType?: string
+    /** The usage an embeddings answer reports; null: none; default: the fake's own count. */
+    readonly embeddingUsage?: { readonly promptTokens: number } | null
+  }
   /** Any status with a JSON body. */
   | { readonly _tag: "json"; readonly status: number; readonly body: unknown; readonly headers?: Record<string, string> }
   /** Any status with a raw body. */
@@ -239,6 +279,21 @@ const refuse = (fake: Fake, recorded: Recorded): Answer | undefined => {
     }
     return undefined
   }
+  if (recorded.path === "/v1/embeddings") {
+    const json = recorded.json
+    if (!isRecord(json)) return bad("We could not parse the JSON body of your request.")
+    if (typeof json.model !== "string") return bad("you must provide a model parameter")
+    const input = json.input
+    const valid = (typeof input === "string" && input !== "") ||
+      (Array.isArray(input) && input.length > 0 && input.length <= 2048 &&
+        (input.every((x) => typeof x === "string" && x !== "") || input.every((x) => Number.isInteger(x)) ||
+          input.every((x) => Array.isArray(x) && x.length > 0 && x.every((t) => Number.isInteger(t)))))
+    if (!valid) return bad("'$.input' is invalid. Please check the API reference: https://platform.openai.com/docs/api-reference.", "input")
+    if (json.encoding_format !== undefined && json.encoding_format !== "float" && json.encoding_format !== "base64") {
+      return bad(`Invalid value: '${String(json.encoding_format)}'.`, "encoding_format")
+    }
+    return undefined
+  }
   if (recorded.path === "/v1/audio/transcriptions") {
     const form = recorded.form
     if (form === undefined) return bad("Invalid Content-Type header (application/json), expected multipart/form-data.")
@@ -260,6 +315,9 @@ const refuse = (fake: Fake, recorded: Recorded): Answer | undefined => {
 const okAnswer = (recorded: Recorded, behaviour: Extract<Behaviour, { _tag: "ok" }>): Answer => {
   if (recorded.path === "/v1/images/generations") {
     return { status: 200, body: imagesResponse(recorded.json as Record<string, unknown>, behaviour.image) }
+  }
+  if (recorded.path === "/v1/embeddings") {
+    return { status: 200, body: embeddingsResponse(recorded.json as Record<string, unknown>, behaviour.embeddingUsage) }
   }
   if (recorded.path === "/v1/audio/speech") {
     const format = String((recorded.json as Record<string, unknown>).response_format ?? "mp3")

@@ -107,6 +107,15 @@ describe("providers from the configuration", () => {
           credentials: { "x-api-key": "sk-ant-0123456789", "anthropic-version": "2023-06-01" }
         },
         {
+          slug: "openai-embeddings",
+          name: "OpenAI embeddings",
+          description: "OpenAI embeddings with the operator's credentials, per 1000 input tokens",
+          baseUrl: "https://api.openai.com/v1",
+          capabilities: ["reason"],
+          endpoints: [{ path: "/embeddings", method: "POST", description: "Create embeddings", price: "embeddings" }],
+          credentials: { authorization: "Bearer sk-openai-0123456789" }
+        },
+        {
           slug: "brave",
           name: "Brave Search",
           description: "Brave Search web results with the operator's credentials",

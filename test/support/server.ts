@@ -145,7 +145,10 @@ export const client = (baseUrl: string) => {
   }
 }
 
-/** Asserts the error envelope of the API and returns its code. */
+/**
+ * Asserts the error envelope of the API (or, on the Anthropic-compatible
+ * routes, Anthropic's error shape carrying the same code) and returns its code.
+ */
 export const errorCode = (response: ApiResponse): string => {
   const error = response.body?.error
   if (
@@ -154,6 +157,13 @@ export const errorCode = (response: ApiResponse): string => {
     throw new Error(`not an error envelope (${response.status}): ${response.text.slice(0, 300)}`)
   }
   const keys = Object.keys(response.body)
+  if (response.body.type === "error") {
+    // Anthropic's shape, on the routes that speak it (adapters/http/anthropic/wire.ts).
+    if (keys.sort().join(",") !== "error,request_id,type" || typeof error.type !== "string" || error.details?.error_code !== error.code) {
+      throw new Error(`not Anthropic's error shape (${response.status}): ${response.text.slice(0, 300)}`)
+    }
+    return error.code
+  }
   if (keys.length !== 1) throw new Error(`envelope has extra keys: ${keys.join(",")}`)
   return error.code
 }

@@ -1,7 +1,7 @@
-import { Effect } from "effect"
-import { HttpBody, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import type { HttpServerRequest } from "effect/http"
 import { openAiErrorType } from "../../../src/services/sse.ts"
-import { DEFAULT_BODY_LIMIT_BYTES, fromCause } from "../envelope.ts"
+import { speaksAnthropic } from "../anthropic/wire.ts"
+import { wireErrorsMiddleware } from "../wireErrors.ts"
 
 /**
  * Errors on the OpenAI-compatible routes in OpenAI's shape:
@@ -15,9 +15,18 @@ import { DEFAULT_BODY_LIMIT_BYTES, fromCause } from "../envelope.ts"
  */
 
 /** The routes that speak OpenAI's wire format. */
-export const OPENAI_PATHS: ReadonlySet<string> = new Set(["/v1/chat/completions", "/v1/models"])
+export const OPENAI_PATHS: ReadonlySet<string> = new Set([
+  "/v1/chat/completions",
+  "/v1/models",
+  "/v1/embeddings",
+  "/v1/images/generations",
+  "/v1/audio/speech",
+  "/v1/audio/transcriptions"
+])
 
-const isOpenAiPath = (url: string) => OPENAI_PATHS.has(url.split("?")[0]!.replace(/\/+$/, ""))
+/** Whether a request is answered in OpenAI's wire format (a request Anthropic's clients send is not: anthropic/wire.ts). */
+const speaksOpenAi = (request: HttpServerRequest.HttpServerRequest) =>
+  OPENAI_PATHS.has(request.url.split("?")[0]!.replace(/\/+$/, "")) && !speaksAnthropic(request)
 
 /** An envelope `{ error: { code, message, details? } }` as OpenAI's error; anything else unchanged. */
 export const toOpenAiError = (body: unknown): unknown => {
@@ -38,29 +47,13 @@ export const toOpenAiError = (body: unknown): unknown => {
   }
 }
 
-const reshape = (response: HttpServerResponse.HttpServerResponse) => {
-  if (response.status < 400 || response.body._tag !== "Uint8Array") return response
-  if (!(response.headers["content-type"] ?? "").startsWith("application/json")) return response
-  if (response.headers["x-spendgate-audit-id"] !== undefined) return response // the upstream's own answer
-  let parsed: unknown
-  try {
-    parsed = JSON.parse(new TextDecoder().decode(response.body.body))
-  } catch {
-    return response
-  }
-  const shaped = toOpenAiError(parsed)
-  return shaped === parsed ? response : HttpServerResponse.setBody(response, HttpBody.jsonUnsafe(shaped))
-}
-
-export const openAiErrorsMiddleware = (options: { readonly bodyLimitBytes?: number } = {}) => {
-  const limitBytes = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES
-  return HttpRouter.middleware((app) =>
-    Effect.gen(function*() {
-      const request = yield* HttpServerRequest.HttpServerRequest
-      if (!isOpenAiPath(request.url)) return yield* app
-      // Failures no endpoint answered (a body failing its schema, an unknown method) get
-      // the API's envelope first (envelope.ts), then OpenAI's shape.
-      const response = yield* app.pipe(Effect.catchCause((cause) => fromCause(cause, limitBytes)))
-      return reshape(response)
-    }), { global: true })
-}
+export const openAiErrorsMiddleware = (options: { readonly bodyLimitBytes?: number } = {}) =>
+  wireErrorsMiddleware({
+    speaks: speaksOpenAi,
+    shape: toOpenAiError,
+    mediaTypeMessage: (path) =>
+      path === "/v1/audio/transcriptions"
+        ? "Request bodies must be multipart/form-data (file, model, …), as OpenAI's are"
+        : "Request bodies must be JSON (Content-Type: application/json)",
+    bodyLimitBytes: options.bodyLimitBytes
+  })
