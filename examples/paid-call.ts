@@ -12,7 +12,7 @@
  * `Spendgate.memory({ providers })` is the other way in: it makes the call a
  * catalogue capability that `Capabilities.execute` quotes and runs.
  *
- * Run: node examples/paid-call.ts
+ * Run: npm run example:paid-call
  */
 import { Data, Effect } from "effect"
 import { createServer } from "node:http"

@@ -64,7 +64,8 @@ describe("README.md TypeScript snippets", () => {
   for (const snippet of files) {
     it(`the snippet at README.md line ${snippet.line} runs`, () => {
       // Throws (with the output) on a non-zero exit.
-      execFileSync(process.execPath, [snippet.file], { cwd: root, encoding: "utf8", timeout: 60_000, stdio: "pipe" })
+      // "spendgate" resolves to this checkout's sources (not dist/) by the "spendgate-source" condition.
+      execFileSync(process.execPath, ["--conditions=spendgate-source", snippet.file], { cwd: root, encoding: "utf8", timeout: 60_000, stdio: "pipe" })
     }, 60_000)
   }
 })

@@ -6,3 +6,13 @@
  */
 export * from "../../src/index.ts"
 export * as Spendgate from "./Spendgate.ts"
+export { createGateway, SpendgateError } from "./createGateway.ts"
+export type {
+  CreditInput,
+  Gateway as PromiseGateway,
+  GatewayOptions,
+  GatewayStorage,
+  PolicyInput,
+  SpendInput,
+  TransactionsInput
+} from "./createGateway.ts"

@@ -1,33 +1,7 @@
-import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
-import { httpBackend } from "./backend.ts"
-import { makeMcpServer } from "./server.ts"
+import { serveStdio } from "./stdioServer.ts"
 
 /**
- * The MCP server over stdio, for desktop agent hosts: `npm run mcp` (or
- * `node adapters/mcp/stdio.ts`) with SPENDGATE_API_KEY (the agent's
- * `sk_agt_` key) and SPENDGATE_URL (a running Spendgate, default
- * http://127.0.0.1:8080). It talks to that server's API with the key, so the
- * server keeps sole hold of its storage and every tool call goes through its
- * authentication, rate limits and spend pipeline. stdout carries only MCP
- * messages; diagnostics go to stderr.
+ * The MCP server over stdio as a script: `node adapters/mcp/stdio.ts` (the
+ * same as `spendgate mcp`; settings in ./stdioServer.ts).
  */
-
-const key = process.env["SPENDGATE_API_KEY"]?.trim() ?? ""
-const url = process.env["SPENDGATE_URL"]?.trim() || "http://127.0.0.1:8080"
-
-if (!/^sk_agt_[A-Za-z0-9]{32}$/.test(key)) {
-  process.stderr.write("spendgate mcp: set SPENDGATE_API_KEY to the agent's key (sk_agt_ followed by 32 letters and digits)\n")
-  process.exit(2)
-}
-let base: URL
-try {
-  base = new URL(url)
-  if (base.protocol !== "http:" && base.protocol !== "https:") throw new Error("not http(s)")
-} catch {
-  process.stderr.write(`spendgate mcp: SPENDGATE_URL must be an http(s) URL, got ${JSON.stringify(url.slice(0, 200))}\n`)
-  process.exit(2)
-}
-
-const server = makeMcpServer(httpBackend(base.href, key))
-await server.connect(new StdioServerTransport())
-process.stderr.write(`spendgate mcp: serving over stdio for ${base.origin}\n`)
+process.exitCode = await serveStdio()

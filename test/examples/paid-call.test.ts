@@ -5,7 +5,8 @@ import { expect, it } from "vitest"
 const root = join(import.meta.dirname, "..", "..")
 
 it("the paid-call example meters an agent's own upstream: settled at usage, released on failure, refused over the cap", () => {
-  const output = execFileSync(process.execPath, [join(root, "examples/paid-call.ts")], {
+  // "spendgate" resolves to this checkout's sources, not to dist/ (a build).
+  const output = execFileSync(process.execPath, ["--conditions=spendgate-source", join(root, "examples/paid-call.ts")], {
     cwd: root,
     encoding: "utf8",
     timeout: 60_000

@@ -18,9 +18,14 @@ export interface ServerProcess {
   readonly kill9: () => Promise<void>
 }
 
-export const startServerProcess = (env: Record<string, string>, timeoutMs = 30_000): Promise<ServerProcess> =>
+/** `args`: what Node runs (default: the server's own entry point; `["bin/spendgate.js", "serve"]` is `npm start`). */
+export const startServerProcess = (
+  env: Record<string, string>,
+  timeoutMs = 30_000,
+  args: ReadonlyArray<string> = [join(root, "adapters/http/main.ts")]
+): Promise<ServerProcess> =>
   new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [join(root, "adapters/http/main.ts")], {
+    const child = spawn(process.execPath, args, {
       cwd: root,
       env: { PATH: process.env["PATH"] ?? "", PORT: "0", ...env },
       stdio: ["ignore", "pipe", "pipe"]

@@ -57,7 +57,8 @@ describe("docs/testing.md snippets", () => {
 
   for (const snippet of files.filter((s) => s.code.includes("Effect.runPromise"))) {
     it(`the program at docs/testing.md line ${snippet.line} runs`, () => {
-      execFileSync(process.execPath, [snippet.file], { cwd: root, encoding: "utf8", timeout: 60_000, stdio: "pipe" })
+      // "spendgate" resolves to this checkout's sources (not dist/) by the "spendgate-source" condition.
+      execFileSync(process.execPath, ["--conditions=spendgate-source", snippet.file], { cwd: root, encoding: "utf8", timeout: 60_000, stdio: "pipe" })
     }, 60_000)
   }
 })

@@ -65,7 +65,8 @@ interface Job {
   finished: boolean
 }
 
-const WORKER_URL = new URL("./parse-worker.ts", import.meta.url)
+// The worker sits next to this module: `.ts` when run from the sources, `.js` once built (dist/).
+const WORKER_URL = new URL(import.meta.url.endsWith(".ts") ? "./parse-worker.ts" : "./parse-worker.js", import.meta.url)
 
 export interface ParsePool {
   /** Runs `task` in a worker, failing after `deadlineMs`. */

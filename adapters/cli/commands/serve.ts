@@ -1,0 +1,13 @@
+import { Effect } from "effect"
+import { Command } from "effect/cli"
+
+/** `spendgate serve`: the HTTP API, configured from the environment (what `npm start` runs). */
+export const serve = Command.make("serve", {}, () =>
+  // Loaded on use, so `--help` and the other subcommands do not load the server.
+  Effect.promise(() => import("../../http/serve.ts")).pipe(
+    Effect.flatMap((server) => server.serveFromEnvironment)
+  )).pipe(
+    Command.withDescription(
+      "Serve the HTTP API, configured from the environment (PORT, HOST, DATABASE_URL or DATA_DIR, ADMIN_TOKEN, ...; see the README)"
+    )
+  )

@@ -1,0 +1,199 @@
+import { Data, Effect, Layer, References } from "effect"
+import { type HttpServer, HttpServerError } from "effect/http"
+import { createServer } from "node:net"
+import * as Gateway from "../../src/Gateway.ts"
+import { Providers } from "../../src/capabilities/Capabilities.ts"
+import type { AnyProvider } from "../../src/capabilities/Provider.ts"
+import { Funding } from "../../src/funding/Funding.ts"
+import type { AdminStore } from "../../src/ports/AdminStore.ts"
+import { RateStatus } from "../../src/ports/RateSource.ts"
+import type { Store } from "../../src/ports/Store.ts"
+import { Spend } from "../../src/wallet/Spend.ts"
+import { InvalidConfig, loadServerConfig } from "../config.ts"
+import {
+  devRailsPublicWarning,
+  followersLayer,
+  loadPaymentConfig,
+  railRoutes,
+  railsLayer,
+  rateLayer
+} from "../payments.ts"
+import { loadProvidersConfig, providersLayer } from "../providersConfig.ts"
+import { DataDirInUse, DataDirLockFailed } from "../sql/dataDirLock.ts"
+import { describeStorage, storeLayer } from "../sql/Database.ts"
+import {
+  describeRateLimits,
+  describeSignup,
+  loadRateLimitConfig,
+  loadSignupConfig,
+  rateLimitOptions,
+  signupOptions
+} from "./rateLimit.ts"
+import { type HttpOptions, serverLayer } from "./server.ts"
+
+export { type HttpOptions, routes, serverLayer } from "./server.ts"
+
+/** What {@link serveGateway} serves the API over: a ready layer such as `Spendgate.memory()`. */
+export type ServedGateway = Gateway.Services | Store | AdminStore
+
+/**
+ * The API on `options.port` over a gateway the embedder built, e.g.
+ * `Layer.launch(serveGateway(Spendgate.memory({ providers }), { port: 8080, host: "127.0.0.1", providers }))`.
+ * Give it the same `providers` as the gateway, so the catalogue routes list
+ * what `execute` runs; `rateStatus` is what `GET /v1/admin/rate` reports
+ * (default: no rate).
+ */
+export const serveGateway = <E>(
+  gateway: Layer.Layer<ServedGateway, E>,
+  options: HttpOptions & {
+    readonly providers?: ReadonlyArray<AnyProvider> | undefined
+    readonly rateStatus?: Layer.Layer<RateStatus> | undefined
+  }
+): Layer.Layer<HttpServer.HttpServer, unknown> =>
+  serverLayer(options).pipe(
+    Layer.provide(Layer.merge(Providers.make(options.providers ?? []), options.rateStatus ?? RateStatus.none)),
+    Layer.provide(gateway)
+  )
+
+/**
+ * `spendgate/server`: the HTTP API served from the embedder's own process.
+ *
+ * - {@link serveFromEnvironment}: what `spendgate serve` (and `npm start`)
+ *   runs, configured from the environment variables the README lists;
+ * - {@link serveGateway}: the API on a port over a ready gateway layer
+ *   (`Spendgate.memory()`, `.pglite(dir)`, `.postgres(url)`);
+ * - {@link serverLayer}: the API as a layer, for an embedder that composes
+ *   the core services and every port itself.
+ *
+ * {@link serveFromEnvironment} starts in an order that never harms a data directory:
+ *
+ * 1. read and check every setting (one line per bad variable, exit 1);
+ * 2. check that HOST:PORT can be bound, so a busy port stops the start
+ *    before anything under DATA_DIR is opened;
+ * 3. open storage: with embedded PGlite this first takes DATA_DIR's lock
+ *    (adapters/sql/dataDirLock.ts), so a second server on the same directory
+ *    stops here, having read and written nothing;
+ * 4. build the rest and listen; the port opens only once storage is ready.
+ *
+ * Any failure after step 3 closes storage (PGlite cleanly) and then releases
+ * the lock, in that order. Every refusal is one line on stderr and exit code 1.
+ */
+
+/** The port cannot be bound. */
+class CannotListen extends Data.TaggedError("CannotListen")<{
+  readonly host: string
+  readonly port: number
+  readonly code: string | undefined
+  readonly reason: string
+}> {
+  override get message(): string {
+    const where = `${this.host.includes(":") ? `[${this.host}]` : this.host}:${this.port}`
+    switch (this.code) {
+      case "EADDRINUSE":
+        return `Cannot start: ${where} is already in use (EADDRINUSE); stop what listens there, or set another PORT`
+      case "EACCES":
+        return `Cannot start: not allowed to listen on ${where} (EACCES); ports below 1024 need privileges`
+      case "EADDRNOTAVAIL":
+        return `Cannot start: HOST=${this.host} is not an address of this machine (EADDRNOTAVAIL)`
+      case "ENOTFOUND":
+      case "EAI_AGAIN":
+        return `Cannot start: HOST=${this.host} does not resolve (${this.code})`
+      default:
+        return `Cannot start: cannot listen on ${where}: ${this.reason.replace(/\s+/g, " ")}`
+    }
+  }
+}
+
+const errorCode = (error: unknown): string | undefined =>
+  typeof error === "object" && error !== null && typeof (error as { code?: unknown }).code === "string"
+    ? (error as { code: string }).code
+    : undefined
+
+/**
+ * Binds HOST:PORT and lets go of it at once. PORT=0 (any free port) cannot
+ * be busy. Another process may still take the port before the server binds
+ * it; that start then fails at step 4, with storage closed cleanly under
+ * this process's lock, so the data directory is never at risk.
+ */
+const checkPortFree = (host: string, port: number): Effect.Effect<void, CannotListen> =>
+  port === 0 ? Effect.void : Effect.callback<void, CannotListen>((resume) => {
+    const probe = createServer()
+    probe.once("error", (error) =>
+      resume(Effect.fail(new CannotListen({ host, port, code: errorCode(error), reason: error.message }))))
+    probe.listen({ host, port, exclusive: true }, () => probe.close(() => resume(Effect.void)))
+  })
+
+export const serveFromEnvironment: Effect.Effect<void, unknown> = Effect.gen(function*() {
+  const config = yield* loadServerConfig
+  const database = { databaseUrl: config.databaseUrl, dataDir: config.dataDir }
+  yield* Effect.logInfo(`Spendgate starting: storage = ${describeStorage(database)}`)
+  const signup = yield* loadSignupConfig
+  const payments = yield* loadPaymentConfig({
+    host: config.host,
+    port: config.port,
+    fixedRate: config.btcUsdRate,
+    trustProxyHops: signup.trustProxyHops
+  })
+  yield* Effect.logInfo(
+    `Rails: lightning = ${payments.lightning.kind}, card = ${payments.card.kind}, BTC/USD rate = ${payments.rate.kind}`
+  )
+  const rateLimits = yield* loadRateLimitConfig
+  yield* Effect.logInfo(`Rate limits: ${describeRateLimits(rateLimits)}`)
+  yield* Effect.logInfo(`Signup: ${describeSignup(signup)}`)
+  const capabilities = yield* loadProvidersConfig
+  yield* Effect.logInfo(
+    `Providers: ${capabilities.builders.map((b) => `${b.capability}/${b.name}`).join(", ") || "none"}`
+  )
+  if (payments.devRailsPublic) yield* Effect.logWarning(devRailsPublicWarning(payments, config.host))
+
+  yield* checkPortFree(config.host, config.port)
+  const storage = yield* Layer.build(storeLayer(database))
+
+  const app = serverLayer({
+    port: config.port,
+    host: config.host,
+    railRoutes: railRoutes(payments),
+    adminToken: config.adminToken,
+    rateLimits: rateLimitOptions(rateLimits),
+    signup: signupOptions(signup),
+    logRequests: config.logLevel === "Debug" || config.logLevel === "Trace" || config.logLevel === "All"
+  }).pipe(
+    Layer.provide(Layer.mergeAll(Spend.sweeper(), Funding.expirer(), followersLayer(payments))),
+    Layer.provideMerge(Gateway.layer),
+    Layer.provideMerge(rateLayer(payments)),
+    Layer.provideMerge(providersLayer(capabilities)),
+    Layer.provide(railsLayer(payments, config.dataDir)),
+    Layer.provide(Layer.succeedContext(storage))
+  )
+  return yield* Layer.launch(app).pipe(
+    Effect.provideService(References.MinimumLogLevel, config.logLevel),
+    // The port was taken between the check and the bind: one line, like the check's.
+    Effect.catchIf(
+      (error): error is HttpServerError.ServeError => error instanceof HttpServerError.ServeError,
+      (error) => {
+        const cause = error.cause
+        return Effect.fail(
+          new CannotListen({
+            host: config.host,
+            port: config.port,
+            code: errorCode(cause),
+            reason: cause instanceof Error ? cause.message : String(cause)
+          })
+        )
+      }
+    )
+  )
+}).pipe(
+  Effect.scoped,
+  Effect.catchIf(
+    (error): error is InvalidConfig | CannotListen | DataDirInUse | DataDirLockFailed =>
+      error instanceof InvalidConfig || error instanceof CannotListen || error instanceof DataDirInUse ||
+      error instanceof DataDirLockFailed,
+    (error) =>
+      Effect.sync(() => {
+        console.error(error.message)
+        process.exitCode = 1
+      })
+  )
+)
+

@@ -1,0 +1,39 @@
+#!/usr/bin/env node
+// The `spendgate` command. Plain JavaScript that any Node version can parse:
+// nothing below may use syntax newer than Node 18 before the version check,
+// so an old Node prints one clear line instead of a crash.
+"use strict"
+
+var REQUIRED = [22, 19]
+var found = process.versions.node
+var parts = found.split(".").map(Number)
+var recent = parts[0] > REQUIRED[0] || (parts[0] === REQUIRED[0] && parts[1] >= REQUIRED[1])
+
+if (!recent) {
+  process.stderr.write(
+    "spendgate needs Node.js " + REQUIRED.join(".") + " or newer, but this is Node.js " + found +
+      " (" + process.execPath + "): install Node.js 24, or in a clone of the repository run `npm install`" +
+      " without --omit=dev, which brings the pinned Node.js 24 that `npm start` uses.\n"
+  )
+  process.exit(1)
+}
+
+import("node:fs").then(function (fs) {
+  var read = function (relative) {
+    return fs.readFileSync(new URL(relative, import.meta.url), "utf8")
+  }
+  var version = JSON.parse(read("../package.json")).version
+  // In a clone (the sources are there and outside node_modules), run the
+  // TypeScript sources with Node's type stripping, so a stale dist/ is never
+  // run; an installed package runs its built JavaScript.
+  var sources = new URL("../adapters/cli/main.ts", import.meta.url)
+  var built = new URL("../dist/adapters/cli/main.js", import.meta.url)
+  var fromSources = fs.existsSync(sources) && sources.pathname.indexOf("/node_modules/") === -1
+  if (!fromSources && !fs.existsSync(built)) {
+    process.stderr.write("spendgate: the built JavaScript (dist/) is missing: run `npm run build` in the package first.\n")
+    process.exit(1)
+  }
+  return import((fromSources ? sources : built).href).then(function (cli) {
+    cli.main(process.argv.slice(2), version)
+  })
+})
