@@ -82,6 +82,10 @@ export const EstimateResult = Schema.Struct({
   }),
   remainingTodayUsdCents: Schema.NullOr(Schema.Number).annotate({
     description: "The daily cap less today's held and settled spend (UTC day), USD cents; null when there is no daily cap"
+  }),
+  remainingThisMonthUsdCents: Schema.NullOr(Schema.Number).annotate({
+    description:
+      "The monthly cap less this calendar month's held and settled spend (UTC), USD cents; null when there is no monthly cap"
   })
 }).annotate({
   description:

@@ -74,7 +74,10 @@ export const estimateJson = (estimate: Estimate) => ({
   ...(estimate.refusal !== null
     ? { refusal: toHttpError(estimate.refusal).error }
     : {}),
-  remainingTodayUsdCents: estimate.remainingTodayMicroUsd === null ? null : microUsdToCents(estimate.remainingTodayMicroUsd)
+  remainingTodayUsdCents: estimate.remainingTodayMicroUsd === null ? null : microUsdToCents(estimate.remainingTodayMicroUsd),
+  remainingThisMonthUsdCents: estimate.remainingThisMonthMicroUsd === null
+    ? null
+    : microUsdToCents(estimate.remainingThisMonthMicroUsd)
 })
 
 export const CapabilitiesHandlers = HttpApiBuilder.group(

@@ -19,6 +19,7 @@ import * as MemoryRegistryStore from "./MemoryRegistryStore.ts"
 import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
 import { effectiveStatus, type Invoice, type InvoiceType } from "../../src/domain/Invoice.ts"
 import { decidePayment } from "../../src/funding/payment.ts"
+import { isLiveOwner } from "../../src/agents/Access.ts"
 import { planAgentChange } from "../../src/agents/owners.ts"
 import { creditFits, MicroUsd, Msat, pocketMaximum } from "../../src/domain/Money.ts"
 import {
@@ -44,7 +45,9 @@ import * as MemoryIdempotencyStore from "./MemoryIdempotencyStore.ts"
 interface AgentEntry {
   agent: Agent
   policy: Policy
-  readonly keyHash: string
+  keyHash: string
+  /** The key a rotation kept valid until `previousExpiresAt`. */
+  previous: { readonly keyHash: string; readonly expiresAt: Date } | null
 }
 
 const byNewest = (a: Agent, b: Agent) =>
@@ -61,7 +64,7 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
       throw new Error("duplicate agent id or key hash")
     }
     if (!accounts.has(input.agent.accountId)) throw new Error("unknown account")
-    agents.set(input.agent.id, { agent: input.agent, policy: input.policy, keyHash: input.keyHash })
+    agents.set(input.agent.id, { agent: input.agent, policy: input.policy, keyHash: input.keyHash, previous: null })
     agentByKeyHash.set(input.keyHash, input.agent.id)
   }
 
@@ -170,10 +173,32 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
         wallets.set(accountId, { accountId, usdMicroUsd: MicroUsd.make(0n), satsMsat: Msat.make(0n) })
       }),
     createAgent: (input) => Effect.sync(() => insertAgent(input)),
-    findAgentByKeyHash: (keyHash) =>
+    findAgentByKeyHash: (keyHash, now) =>
       Effect.sync(() => {
         const id = agentByKeyHash.get(keyHash)
-        return Option.fromNullishOr(id === undefined ? undefined : agents.get(id)?.agent)
+        const entry = id === undefined ? undefined : agents.get(id)
+        if (entry === undefined || entry.agent.deletedAt !== null) return Option.none()
+        if (entry.keyHash === keyHash) return Option.some(entry.agent)
+        const previous = entry.previous
+        return previous !== null && previous.keyHash === keyHash && previous.expiresAt.getTime() > now.getTime()
+          ? Option.some(entry.agent)
+          : Option.none()
+      }),
+    rotateKey: (accountId, agentId, rotation) =>
+      Effect.sync(() => {
+        const entry = entryIn(accountId, agentId)
+        if (entry === undefined || entry.agent.deletedAt !== null) return Option.none()
+        if (agentByKeyHash.has(rotation.keyHash)) throw new Error("duplicate key hash")
+        if (entry.previous !== null) agentByKeyHash.delete(entry.previous.keyHash)
+        if (rotation.previousExpiresAt === null) {
+          agentByKeyHash.delete(entry.keyHash)
+          entry.previous = null
+        } else {
+          entry.previous = { keyHash: entry.keyHash, expiresAt: rotation.previousExpiresAt }
+        }
+        entry.keyHash = rotation.keyHash
+        agentByKeyHash.set(rotation.keyHash, agentId)
+        return Option.some(entry.agent)
       }),
     getAgent: (accountId, agentId) =>
       Effect.sync(() => {
@@ -184,7 +209,9 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
       }),
     listAgents: (accountId, page) =>
       Effect.sync((): Page<Agent> => {
-        const all = [...agents.values()].map((e) => e.agent).filter((a) => a.accountId === accountId).sort(byNewest)
+        const all = [...agents.values()].map((e) => e.agent)
+          .filter((a) => a.accountId === accountId && a.deletedAt === null)
+          .sort(byNewest)
         return { items: all.slice(page.offset, page.offset + page.limit), total: all.length }
       }),
     updateAgent: (accountId, agentId, changes) =>
@@ -192,10 +219,11 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
         const entry = entryIn(accountId, agentId)
         if (entry === undefined) return { _tag: "NotFound" as const }
         const otherLiveOwner = [...agents.values()].some((e) =>
-          e.agent.accountId === accountId && e.agent.id !== agentId && e.agent.role === "owner" && !e.agent.killed
+          e.agent.accountId === accountId && e.agent.id !== agentId && isLiveOwner(e.agent)
         )
         const plan = planAgentChange({ agent: entry.agent, otherLiveOwner }, changes)
         if (plan._tag === "LastLiveOwner") return plan
+        if (plan._tag === "Deleted") return { _tag: "NotFound" as const }
         entry.agent = plan.agent
         return { _tag: "Updated" as const, agent: entry.agent }
       }),
@@ -209,7 +237,7 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
     updatePolicy: (accountId, agentId, patch) =>
       Effect.sync(() => {
         const entry = entryIn(accountId, agentId)
-        if (entry === undefined) return Option.none()
+        if (entry === undefined || entry.agent.deletedAt !== null) return Option.none()
         entry.policy = {
           maxPerCallMicroUsd: patch.maxPerCallMicroUsd !== undefined
             ? patch.maxPerCallMicroUsd
@@ -217,6 +245,9 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
           maxPerDayMicroUsd: patch.maxPerDayMicroUsd !== undefined
             ? patch.maxPerDayMicroUsd
             : entry.policy.maxPerDayMicroUsd,
+          maxPerMonthMicroUsd: patch.maxPerMonthMicroUsd !== undefined
+            ? patch.maxPerMonthMicroUsd
+            : entry.policy.maxPerMonthMicroUsd,
           allowedCapabilities: patch.allowedCapabilities ?? entry.policy.allowedCapabilities
         }
         return Option.some(entry.policy)
@@ -251,6 +282,13 @@ const makeMemoryLedger = (shared: {
   const creditKeys = new Map<string, Transaction>()
 
   const dayKey = (agentId: AgentId, day: string) => `${agentId}|${day}`
+  /** The month's spend: the sum of its days' rows (`day` is YYYY-MM-DD). */
+  const monthlySpent = (agentId: AgentId, day: string) => {
+    const prefix = `${agentId}|${day.slice(0, 7)}-`
+    let sum = 0n
+    for (const [key, spent] of daily) if (key.startsWith(prefix)) sum += spent
+    return sum
+  }
   const addDaily = (agentId: AgentId, day: string, delta: bigint) => {
     const key = dayKey(agentId, day)
     daily.set(key, (daily.get(key) ?? 0n) + delta)
@@ -429,6 +467,7 @@ const makeMemoryLedger = (shared: {
           agent: entry.agent,
           policy: entry.policy,
           dailySpentMicroUsd: daily.get(dayKey(input.agentId, input.day)) ?? 0n,
+          monthlySpentMicroUsd: monthlySpent(input.agentId, input.day),
           wallet
         })
         if (Result.isFailure(decision)) return Result.fail(decision.failure)
@@ -456,6 +495,7 @@ const makeMemoryLedger = (shared: {
           const late = input.planLate(reservation, {
             policy: entry.policy,
             dailySpentMicroUsd: daily.get(dayKey(reservation.agentId, reservation.day)) ?? 0n,
+            monthlySpentMicroUsd: monthlySpent(reservation.agentId, reservation.day),
             wallet
           })
           if (late._tag === "Unpaid") {
@@ -524,6 +564,7 @@ const makeMemoryLedger = (shared: {
     agentSpend: (accountId, agentId, day) =>
       Effect.sync(() => ({
         dailySpentMicroUsd: daily.get(dayKey(agentId, day)) ?? 0n,
+        monthlySpentMicroUsd: monthlySpent(agentId, day),
         lifetimeSpentMicroUsd: transactions
           .filter((t) => t.accountId === accountId && t.agentId === agentId && t.type === "charge")
           .reduce((sum, t) => sum + t.amountMicroUsd, 0n)

@@ -241,6 +241,13 @@ export const makeSqlLedger = (
     sql`
       INSERT INTO agent_daily_spend (agent_id, day, spent_micro_usd) VALUES (${agentId}, ${day}, ${amount})
       ON CONFLICT (agent_id, day) DO UPDATE SET spent_micro_usd = agent_daily_spend.spent_micro_usd + ${amount}`
+  /**
+   * The spend of the calendar month of `day` (YYYY-MM-DD): the sum of that
+   * month's daily rows, read under the wallet lock like the day's own row.
+   */
+  const monthSpent = (agentId: Statement.Fragment | AgentId, day: string) =>
+    sql`(SELECT COALESCE(SUM(m.spent_micro_usd), 0) FROM agent_daily_spend m
+      WHERE m.agent_id = ${agentId} AND m.day >= ${`${day.slice(0, 7)}-01`} AND m.day <= ${`${day.slice(0, 7)}-31`})`
   const lowerDaily = (agentId: AgentId, day: string, amount: bigint) =>
     sql`
       UPDATE agent_daily_spend SET spent_micro_usd = spent_micro_usd - ${amount}
@@ -469,7 +476,7 @@ export const makeSqlLedger = (
         // the transaction it waited for committed.
         const locked = yield* lockWallet(input.accountId)
         const rows = yield* sql<Record<string, unknown>>`
-          SELECT a.*, COALESCE(d.spent_micro_usd, 0) AS daily_spent
+          SELECT a.*, COALESCE(d.spent_micro_usd, 0) AS daily_spent, ${monthSpent(sql`a.id`, input.day)} AS monthly_spent
           FROM agents a
           LEFT JOIN agent_daily_spend d ON d.agent_id = a.id AND d.day = ${input.day}
           WHERE a.id = ${input.agentId} AND a.account_id = ${input.accountId}`
@@ -481,6 +488,7 @@ export const makeSqlLedger = (
           agent,
           policy,
           dailySpentMicroUsd: big(row["daily_spent"] as Int8),
+          monthlySpentMicroUsd: big(row["monthly_spent"] as Int8),
           wallet
         })
         if (Result.isFailure(decision)) return Result.fail(decision.failure)
@@ -519,7 +527,8 @@ export const makeSqlLedger = (
         if (reservation.status === "released" && reservation.settledMicroUsd === null) {
           // The sweep returned the hold while the call ran: settle late, under the same lock.
           const rows = yield* sql<Record<string, unknown>>`
-            SELECT a.*, COALESCE(d.spent_micro_usd, 0) AS daily_spent
+            SELECT a.*, COALESCE(d.spent_micro_usd, 0) AS daily_spent,
+              ${monthSpent(sql`a.id`, reservation.day)} AS monthly_spent
             FROM agents a
             LEFT JOIN agent_daily_spend d ON d.agent_id = a.id AND d.day = ${reservation.day}
             WHERE a.id = ${reservation.agentId} AND a.account_id = ${reservation.accountId}`
@@ -530,6 +539,7 @@ export const makeSqlLedger = (
           const late = input.planLate(reservation, {
             policy: readAgent(row).policy,
             dailySpentMicroUsd: big(row["daily_spent"] as Int8),
+            monthlySpentMicroUsd: big(row["monthly_spent"] as Int8),
             wallet: toWallet(pockets[0]!)
           })
           if (late._tag === "Unpaid") {
@@ -625,8 +635,12 @@ export const makeSqlLedger = (
         const [lifetime] = yield* sql<{ total: Int8 | null }>`
           SELECT COALESCE(SUM(amount_micro_usd), 0) AS total FROM transactions
           WHERE agent_id = ${agentId} AND account_id = ${accountId} AND type = 'charge'`
+        const [monthly] = yield* sql<{ spent: Int8 }>`
+          SELECT ${monthSpent(sql`a.id`, day)} AS spent FROM agents a
+          WHERE a.id = ${agentId} AND a.account_id = ${accountId}`
         return {
           dailySpentMicroUsd: dailyRow === undefined ? 0n : big(dailyRow.spent_micro_usd),
+          monthlySpentMicroUsd: monthly === undefined ? 0n : big(monthly.spent),
           lifetimeSpentMicroUsd: lifetime?.total == null ? 0n : big(lifetime.total)
         }
       }).pipe(Effect.orDie),

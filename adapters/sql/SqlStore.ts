@@ -23,7 +23,9 @@ export interface AgentRow {
   readonly last_active_at: Date | string | null
   readonly max_per_call_micro_usd: string | bigint | null
   readonly max_per_day_micro_usd: string | bigint | null
+  readonly max_per_month_micro_usd: string | bigint | null
   readonly allowed_capabilities: string
+  readonly deleted_at: Date | string | null
 }
 
 const toDate = (value: Date | string): Date => (value instanceof Date ? value : new Date(value))
@@ -36,7 +38,8 @@ export const rowToAgent = (row: AgentRow): Agent => ({
   role: row.role as Role,
   killed: row.killed,
   createdAt: toDate(row.created_at),
-  lastActiveAt: row.last_active_at === null ? null : toDate(row.last_active_at)
+  lastActiveAt: row.last_active_at === null ? null : toDate(row.last_active_at),
+  deletedAt: row.deleted_at === null ? null : toDate(row.deleted_at)
 })
 
 const encodeCapabilities = (capabilities: ReadonlyArray<Capability>): string => capabilities.join(",")
@@ -46,6 +49,7 @@ const decodeCapabilities = (stored: string): ReadonlyArray<Capability> =>
 const rowToPolicy = (row: AgentRow): Policy => ({
   maxPerCallMicroUsd: toBigIntOrNull(row.max_per_call_micro_usd),
   maxPerDayMicroUsd: toBigIntOrNull(row.max_per_day_micro_usd),
+  maxPerMonthMicroUsd: toBigIntOrNull(row.max_per_month_micro_usd),
   allowedCapabilities: decodeCapabilities(row.allowed_capabilities)
 })
 
@@ -65,6 +69,8 @@ export const makeSqlStore = Effect.gen(function*() {
         last_active_at: input.agent.lastActiveAt,
         max_per_call_micro_usd: input.policy.maxPerCallMicroUsd,
         max_per_day_micro_usd: input.policy.maxPerDayMicroUsd,
+        max_per_month_micro_usd: input.policy.maxPerMonthMicroUsd,
+        deleted_at: input.agent.deletedAt,
         allowed_capabilities: encodeCapabilities(input.policy.allowedCapabilities)
       })
     }`
@@ -85,8 +91,11 @@ export const makeSqlStore = Effect.gen(function*() {
         yield* insertAgent(owner)
       })).pipe(Effect.asVoid, Effect.orDie),
     createAgent: (input) => insertAgent(input).pipe(Effect.asVoid, Effect.orDie),
-    findAgentByKeyHash: (keyHash) =>
-      sql<AgentRow>`SELECT * FROM agents WHERE key_hash = ${keyHash}`.pipe(
+    findAgentByKeyHash: (keyHash, now) =>
+      sql<AgentRow>`
+        SELECT * FROM agents
+        WHERE (key_hash = ${keyHash} OR (prev_key_hash = ${keyHash} AND prev_key_expires_at > ${now}))
+          AND deleted_at IS NULL`.pipe(
         Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), rowToAgent)),
         Effect.orDie
       ),
@@ -95,8 +104,20 @@ export const makeSqlStore = Effect.gen(function*() {
         Effect.map(Option.map((row) => ({ agent: rowToAgent(row), policy: rowToPolicy(row) }))),
         Effect.orDie
       ),
+    rotateKey: (accountId, agentId, rotation) =>
+      (rotation.previousExpiresAt === null
+        ? sql<AgentRow>`
+            UPDATE agents SET key_hash = ${rotation.keyHash}, prev_key_hash = NULL, prev_key_expires_at = NULL
+            WHERE id = ${agentId} AND account_id = ${accountId} AND deleted_at IS NULL RETURNING *`
+        : sql<AgentRow>`
+            UPDATE agents SET key_hash = ${rotation.keyHash}, prev_key_hash = key_hash,
+              prev_key_expires_at = ${rotation.previousExpiresAt}
+            WHERE id = ${agentId} AND account_id = ${accountId} AND deleted_at IS NULL RETURNING *`).pipe(
+        Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), rowToAgent)),
+        Effect.orDie
+      ),
     listAgents: (accountId, page) =>
-      paged(sql, "agents", sql`account_id = ${accountId}`, rowToAgent, page).pipe(Effect.orDie),
+      paged(sql, "agents", sql`account_id = ${accountId} AND deleted_at IS NULL`, rowToAgent, page).pipe(Effect.orDie),
     updateAgent: (accountId, agentId, changes) =>
       sql.withTransaction(Effect.gen(function*() {
         // Serialise changes per account: the last-live-owner rule must see
@@ -107,11 +128,13 @@ export const makeSqlStore = Effect.gen(function*() {
         if (Option.isNone(current)) return { _tag: "NotFound" } satisfies UpdateAgentResult
         const others = yield* sql`
           SELECT 1 FROM agents
-          WHERE account_id = ${accountId} AND role = 'owner' AND NOT killed AND id <> ${agentId} LIMIT 1`
+          WHERE account_id = ${accountId} AND role = 'owner' AND NOT killed AND deleted_at IS NULL
+            AND id <> ${agentId} LIMIT 1`
         const plan = planAgentChange({ agent: rowToAgent(current.value), otherLiveOwner: others.length > 0 }, changes)
         if (plan._tag === "LastLiveOwner") return plan satisfies UpdateAgentResult
+        if (plan._tag === "Deleted") return { _tag: "NotFound" } satisfies UpdateAgentResult
         const updated = yield* sql<AgentRow>`
-          UPDATE agents SET name = ${plan.agent.name}, killed = ${plan.agent.killed}
+          UPDATE agents SET name = ${plan.agent.name}, killed = ${plan.agent.killed}, deleted_at = ${plan.agent.deletedAt}
           WHERE id = ${agentId} AND account_id = ${accountId} RETURNING *`
         return { _tag: "Updated", agent: rowToAgent(updated[0]!) } satisfies UpdateAgentResult
       })).pipe(Effect.orDie),
@@ -131,14 +154,18 @@ export const makeSqlStore = Effect.gen(function*() {
         if (patch.maxPerDayMicroUsd !== undefined) {
           sets.push(sql`max_per_day_micro_usd = ${patch.maxPerDayMicroUsd}`)
         }
+        if (patch.maxPerMonthMicroUsd !== undefined) {
+          sets.push(sql`max_per_month_micro_usd = ${patch.maxPerMonthMicroUsd}`)
+        }
         if (patch.allowedCapabilities !== undefined) {
           sets.push(sql`allowed_capabilities = ${encodeCapabilities(patch.allowedCapabilities)}`)
         }
         const rows = sets.length === 0
-          ? yield* sql<AgentRow>`SELECT * FROM agents WHERE id = ${agentId} AND account_id = ${accountId}`
+          ? yield* sql<AgentRow>`
+              SELECT * FROM agents WHERE id = ${agentId} AND account_id = ${accountId} AND deleted_at IS NULL`
           : yield* sql<AgentRow>`
               UPDATE agents SET ${sql.csv(sets)}
-              WHERE id = ${agentId} AND account_id = ${accountId} RETURNING *`
+              WHERE id = ${agentId} AND account_id = ${accountId} AND deleted_at IS NULL RETURNING *`
         return Option.map(Option.fromNullishOr(rows[0]), rowToPolicy)
       }).pipe(Effect.orDie)
   }

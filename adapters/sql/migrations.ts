@@ -208,5 +208,17 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
     yield* sql`
       ALTER TABLE invoices ADD CONSTRAINT invoices_status_check
         CHECK (status IN ('pending', 'paid', 'expired', 'refused'))`
+  }),
+  "0007_agent_control": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // Key rotation keeps the previous key until its grace ends; a deleted
+    // agent keeps its row (history names it) and never authenticates again.
+    yield* sql`
+      ALTER TABLE agents
+        ADD COLUMN prev_key_hash TEXT UNIQUE CHECK (prev_key_hash ~ '^[0-9a-f]{64}$'),
+        ADD COLUMN prev_key_expires_at TIMESTAMPTZ,
+        ADD COLUMN deleted_at TIMESTAMPTZ,
+        ADD COLUMN max_per_month_micro_usd BIGINT CHECK (max_per_month_micro_usd > 0),
+        ADD CONSTRAINT agents_prev_key_pair CHECK ((prev_key_hash IS NULL) = (prev_key_expires_at IS NULL))`
   })
 }

@@ -71,7 +71,8 @@ export class Agents extends Context.Service<Agents, {
             role,
             killed: false,
             createdAt,
-            lastActiveAt: null
+            lastActiveAt: null,
+            deletedAt: null
           }
           const keyHash = yield* hashApiKey(apiKey)
           return { apiKey, agent, keyHash, policy }
@@ -89,13 +90,13 @@ export class Agents extends Context.Service<Agents, {
         if (!isApiKeyFormat(apiKey)) {
           return yield* new Unauthorized({ message: "Missing or invalid API key" })
         }
-        const found = yield* store.findAgentByKeyHash(yield* hashApiKey(apiKey))
+        const at = yield* now
+        const found = yield* store.findAgentByKeyHash(yield* hashApiKey(apiKey), at)
         if (Option.isNone(found)) {
           return yield* new Unauthorized({ message: "Missing or invalid API key" })
         }
         const agent = found.value
         if (agent.killed) return yield* new AgentKilled()
-        const at = yield* now
         if (agent.lastActiveAt === null || at.getTime() - agent.lastActiveAt.getTime() >= LAST_ACTIVE_RESOLUTION_MS) {
           yield* store.touchAgent(agent.id, at, new Date(at.getTime() - LAST_ACTIVE_RESOLUTION_MS))
         }

@@ -65,6 +65,7 @@ export interface Estimate {
   /** Null when allowed; else the refusal the spend pipeline would answer. */
   readonly refusal: SpendRefusal | null
   readonly remainingTodayMicroUsd: bigint | null
+  readonly remainingThisMonthMicroUsd: bigint | null
 }
 
 export type EstimateError = NotFound | ValidationError | UnsafeUrl | NoProvider
@@ -286,14 +287,19 @@ export class Capabilities extends Context.Service<Capabilities, {
         Effect.gen(function*() {
           const { ordered } = yield* choose(capability, input)
           const { provider, quote } = ordered[0]!
-          const { decision, remainingTodayMicroUsd } = yield* spend.estimate(principal, capability, quote.microUsd)
+          const { decision, remainingThisMonthMicroUsd, remainingTodayMicroUsd } = yield* spend.estimate(
+            principal,
+            capability,
+            quote.microUsd
+          )
           return {
             capability,
             provider: provider.name,
             model: quote.model,
             quotedMicroUsd: quote.microUsd,
             refusal: Result.isFailure(decision) ? decision.failure : null,
-            remainingTodayMicroUsd
+            remainingTodayMicroUsd,
+            remainingThisMonthMicroUsd
           } satisfies Estimate
         })
 

@@ -20,6 +20,12 @@ export interface Agent {
   readonly killed: boolean
   readonly createdAt: Date
   readonly lastActiveAt: Date | null
+  /**
+   * When the agent was deleted: its keys no longer authenticate, it is left
+   * out of the account's agent list, and it cannot be changed; its
+   * transactions and audit records keep naming it. `null` while it exists.
+   */
+  readonly deletedAt: Date | null
 }
 
 /**
@@ -30,12 +36,15 @@ export interface Agent {
 export interface Policy {
   readonly maxPerCallMicroUsd: bigint | null
   readonly maxPerDayMicroUsd: bigint | null
+  /** Spend of a calendar month (UTC), held reservations included. */
+  readonly maxPerMonthMicroUsd: bigint | null
   readonly allowedCapabilities: ReadonlyArray<Capability>
 }
 
 export const unlimitedPolicy: Policy = {
   maxPerCallMicroUsd: null,
   maxPerDayMicroUsd: null,
+  maxPerMonthMicroUsd: null,
   allowedCapabilities: []
 }
 

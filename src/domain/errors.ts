@@ -72,8 +72,32 @@ export class BudgetExceeded extends Schema.TaggedError<BudgetExceeded>()("Budget
   }
   get details() {
     return {
+      period: "day",
       dailySpent: microUsdToCents(this.dailySpentMicroUsd),
       dailyCap: microUsdToCents(this.dailyCapMicroUsd),
+      quotedCost: microUsdToCents(this.quotedMicroUsd)
+    }
+  }
+}
+
+/**
+ * The monthly cap (calendar month, UTC) would be exceeded by the quoted cost:
+ * the same code as the daily cap, `details.period` tells them apart.
+ */
+export class MonthlyBudgetExceeded extends Schema.TaggedError<MonthlyBudgetExceeded>()("MonthlyBudgetExceeded", {
+  monthlySpentMicroUsd: Schema.BigInt,
+  monthlyCapMicroUsd: Schema.BigInt,
+  quotedMicroUsd: Schema.BigInt
+}) {
+  readonly code = "BUDGET_EXCEEDED"
+  override get message() {
+    return "The monthly spend cap would be exceeded by this call"
+  }
+  get details() {
+    return {
+      period: "month",
+      monthlySpent: microUsdToCents(this.monthlySpentMicroUsd),
+      monthlyCap: microUsdToCents(this.monthlyCapMicroUsd),
       quotedCost: microUsdToCents(this.quotedMicroUsd)
     }
   }
@@ -130,6 +154,7 @@ export class RateUnavailable extends Schema.TaggedError<RateUnavailable>()("Rate
 export type SpendRefusal =
   | AgentKilled
   | BudgetExceeded
+  | MonthlyBudgetExceeded
   | PerCallLimitExceeded
   | InsufficientBalance
   | CapabilityNotAllowed

@@ -46,7 +46,14 @@ export interface NewAgent {
 export interface PolicyPatch {
   readonly maxPerCallMicroUsd?: bigint | null | undefined
   readonly maxPerDayMicroUsd?: bigint | null | undefined
+  readonly maxPerMonthMicroUsd?: bigint | null | undefined
   readonly allowedCapabilities?: ReadonlyArray<Capability> | undefined
+}
+
+/** A new key for an agent; the current one stays valid until `previousExpiresAt` (null: revoked at once). */
+export interface KeyRotation {
+  readonly keyHash: string
+  readonly previousExpiresAt: Date | null
 }
 
 export interface AgentWithPolicy {
@@ -73,17 +80,34 @@ export interface StoreShape extends LedgerStore, FundingStore {
     readonly owner: NewAgent
   }) => Effect.Effect<void>
   readonly createAgent: (input: NewAgent) => Effect.Effect<void>
-  readonly findAgentByKeyHash: (keyHash: string) => Effect.Effect<Option.Option<Agent>>
-  /** The agent only if it belongs to `accountId`. */
+  /**
+   * The agent whose current key has this hash, or whose previous key (kept
+   * by a rotation with a grace period) has it and expires after `now`. A
+   * deleted agent is never found.
+   */
+  readonly findAgentByKeyHash: (keyHash: string, now: Date) => Effect.Effect<Option.Option<Agent>>
+  /**
+   * The agent only if it belongs to `accountId`; a deleted agent is found
+   * (with `deletedAt` set), so that history can still name it.
+   */
   readonly getAgent: (accountId: AccountId, agentId: AgentId) => Effect.Effect<Option.Option<AgentWithPolicy>>
-  /** Newest first (createdAt, then id, descending). */
+  /**
+   * Atomically: the current key becomes the previous one (valid until
+   * `previousExpiresAt`; with null it is revoked at once) and `keyHash` the
+   * current one. A previous key still in its grace is revoked: an agent has
+   * at most two valid keys. None when the agent is not in the account or is
+   * deleted.
+   */
+  readonly rotateKey: (accountId: AccountId, agentId: AgentId, rotation: KeyRotation) => Effect.Effect<Option.Option<Agent>>
+  /** Newest first (createdAt, then id, descending); deleted agents are left out. */
   readonly listAgents: (accountId: AccountId, page: PageRequest) => Effect.Effect<Page<Agent>>
   /**
    * Applies the changes as `planAgentChange` (src/agents/owners.ts) plans
    * them, over a snapshot read under the account's lock: killing the
    * account's last live owner is refused with `LastLiveOwner` and changes
    * nothing; the check and the write are one atomic step, so two owners
-   * killing each other concurrently cannot both win.
+   * killing each other concurrently cannot both win. Deleting
+   * (`deletedAt`) follows the same rule; a deleted agent is `NotFound`.
    */
   readonly updateAgent: (
     accountId: AccountId,
@@ -92,7 +116,7 @@ export interface StoreShape extends LedgerStore, FundingStore {
   ) => Effect.Effect<UpdateAgentResult>
   /** Sets lastActiveAt to `at` when it is older than `staleBefore` (or unset). */
   readonly touchAgent: (agentId: AgentId, at: Date, staleBefore: Date) => Effect.Effect<void>
-  /** Changes only the given fields, atomically; None when the agent is not in the account. */
+  /** Changes only the given fields, atomically; None when the agent is not in the account or is deleted. */
   readonly updatePolicy: (
     accountId: AccountId,
     agentId: AgentId,
@@ -186,6 +210,8 @@ export interface TransactionFilter {
 
 export interface AgentSpend {
   readonly dailySpentMicroUsd: bigint
+  /** Held plus settled spend of the calendar month (UTC) of `day`, up to and including `day`. */
+  readonly monthlySpentMicroUsd: bigint
   readonly lifetimeSpentMicroUsd: bigint
 }
 

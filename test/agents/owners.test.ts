@@ -12,7 +12,8 @@ const agent = (role: Agent["role"], killed = false): Agent => ({
   role,
   killed,
   createdAt: new Date(0),
-  lastActiveAt: null
+  lastActiveAt: null,
+  deletedAt: null
 })
 
 describe("the last-live-owner rule", () => {
