@@ -11,5 +11,8 @@ export const AgentResponse = Schema.Struct({
   role: Role,
   killed: Schema.Boolean,
   createdAt: Timestamp,
-  lastActiveAt: Schema.NullOr(Timestamp)
+  lastActiveAt: Schema.NullOr(Timestamp),
+  deletedAt: Schema.NullOr(Timestamp).annotate({
+    description: "When the agent was deleted (its keys no longer work); null while it exists"
+  })
 })

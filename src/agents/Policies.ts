@@ -10,6 +10,8 @@ import { requireOwner, requireSelfOrOwner } from "./Access.ts"
 export interface PolicyView extends Policy {
   /** Spend of the current UTC day, in micro-dollars, held reservations included. */
   readonly dailySpentMicroUsd: bigint
+  /** Spend of the current calendar month (UTC), held reservations included. */
+  readonly monthlySpentMicroUsd: bigint
 }
 
 /**
@@ -22,12 +24,15 @@ export const normalizePatch = (patch: PolicyPatch): PolicyPatch => {
   const out: {
     maxPerCallMicroUsd?: bigint | null
     maxPerDayMicroUsd?: bigint | null
+    maxPerMonthMicroUsd?: bigint | null
     allowedCapabilities?: ReadonlyArray<Capability>
   } = {}
   const perCall = cap(patch.maxPerCallMicroUsd)
   if (perCall !== undefined) out.maxPerCallMicroUsd = perCall
   const perDay = cap(patch.maxPerDayMicroUsd)
   if (perDay !== undefined) out.maxPerDayMicroUsd = perDay
+  const perMonth = cap(patch.maxPerMonthMicroUsd)
+  if (perMonth !== undefined) out.maxPerMonthMicroUsd = perMonth
   if (patch.allowedCapabilities !== undefined) {
     const wanted = new Set(patch.allowedCapabilities)
     out.allowedCapabilities = capabilityNames.filter((name) => wanted.has(name))
@@ -35,10 +40,18 @@ export const normalizePatch = (patch: PolicyPatch): PolicyPatch => {
   return out
 }
 
-/** PUT semantics: every field not given is reset to "no limit" / "all". */
+/**
+ * PUT semantics: the original fields (per-call and daily caps, capability
+ * list) not given are reset to "no limit" / "all" (the HTTP contract
+ * requires them, so this happens only for core callers). The fields added
+ * later (the monthly cap) are kept when not given, so a client written
+ * before they existed never lifts one by replacing the policy; `null`
+ * lifts them explicitly.
+ */
 export const replacementPatch = (patch: PolicyPatch): PolicyPatch => ({
   maxPerCallMicroUsd: patch.maxPerCallMicroUsd ?? null,
   maxPerDayMicroUsd: patch.maxPerDayMicroUsd ?? null,
+  ...(patch.maxPerMonthMicroUsd !== undefined ? { maxPerMonthMicroUsd: patch.maxPerMonthMicroUsd } : {}),
   allowedCapabilities: patch.allowedCapabilities ?? []
 })
 
@@ -66,7 +79,7 @@ export class Policies extends Context.Service<Policies, {
         Effect.gen(function*() {
           const today = utcDay(new Date(yield* Clock.currentTimeMillis))
           const spend = yield* store.agentSpend(principal.agent.accountId, agentId, today)
-          return { ...policy, dailySpentMicroUsd: spend.dailySpentMicroUsd }
+          return { ...policy, dailySpentMicroUsd: spend.dailySpentMicroUsd, monthlySpentMicroUsd: spend.monthlySpentMicroUsd }
         })
 
       const get = Effect.fn("Policies.get")(function*(principal: Principal, agentId: AgentId) {
