@@ -56,6 +56,9 @@ export const PolicyResponse = Schema.Struct({
   maxPerMonthUsdCents: Schema.Number.annotate({
     description: "USD cents per calendar month (UTC); 0 means no limit; resets at midnight UTC on the 1st"
   }),
+  maxPerHourUsdCents: Schema.Number.annotate({ description: "USD cents over the last 60 minutes (rolling); 0 means no limit" }),
+  maxCallsPerMinute: Schema.Number.annotate({ description: "Calls started in the last 60 seconds (rolling); 0 means no limit" }),
+  autoKill: Schema.Boolean.annotate({ description: "A call past a velocity limit kills the agent (reason velocity); never an owner" }),
   allowedCapabilities: Schema.Array(Capability).annotate({ description: "Empty means all capabilities" }),
   dailySpentUsdCents: Schema.Number,
   monthlySpentUsdCents: Schema.Number.annotate({ description: "Held and settled spend of the current calendar month (UTC)" })
@@ -88,6 +91,15 @@ const PerDayCap = Schema.NullOr(Cents).annotate({
 const PerMonthCap = Schema.NullOr(Cents).annotate({
   description: "USD cents per calendar month (UTC); 0 or null means no limit"
 })
+const PerHourCap = Schema.NullOr(Cents).annotate({
+  description: "USD cents over the last 60 minutes (rolling); 0 or null means no limit"
+})
+const CallsPerMinute = Schema.NullOr(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 1_000_000 }))).annotate({
+  description: "Calls started in the last 60 seconds (rolling); 0 or null means no limit"
+})
+const AutoKill = Schema.Boolean.annotate({
+  description: "Kill the agent (reason velocity) when a call goes past a velocity limit; never applied to an owner"
+})
 const AllowedCapabilities = Schema.NullOr(CapList).annotate({ description: "[] or null means all capabilities" })
 
 /**
@@ -95,17 +107,21 @@ const AllowedCapabilities = Schema.NullOr(CapList).annotate({ description: "[] o
  * leaving one out cannot silently lift a cap; `null` (or 0 for a cap, [] for
  * the list) says "no limit" / "all" explicitly. A missing one is 400
  * VALIDATION_ERROR naming it in `details.issues`. Fields added later
- * (`maxPerMonthUsdCents`) are optional and, when left out, keep their
+ * (`maxPerMonthUsdCents`, `maxPerHourUsdCents`, `maxCallsPerMinute`,
+ * `autoKill`) are optional and, when left out, keep their
  * current value: a client written before they existed never lifts them.
  */
 export const PolicyReplace = Schema.Struct({
   maxPerCallUsdCents: PerCallCap,
   maxPerDayUsdCents: PerDayCap,
   maxPerMonthUsdCents: Schema.optional(PerMonthCap),
+  maxPerHourUsdCents: Schema.optional(PerHourCap),
+  maxCallsPerMinute: Schema.optional(CallsPerMinute),
+  autoKill: Schema.optional(AutoKill),
   allowedCapabilities: AllowedCapabilities
 }).annotate({
   description:
-    "The whole policy: maxPerCallUsdCents, maxPerDayUsdCents and allowedCapabilities are required (null means no limit / all); maxPerMonthUsdCents is optional and kept when left out"
+    "The whole policy: maxPerCallUsdCents, maxPerDayUsdCents and allowedCapabilities are required (null means no limit / all); maxPerMonthUsdCents, maxPerHourUsdCents, maxCallsPerMinute and autoKill are optional and kept when left out"
 })
 
 /** PATCH: only the fields given change. */
@@ -113,6 +129,9 @@ export const PolicyPatch = Schema.Struct({
   maxPerCallUsdCents: Schema.optional(PerCallCap),
   maxPerDayUsdCents: Schema.optional(PerDayCap),
   maxPerMonthUsdCents: Schema.optional(PerMonthCap),
+  maxPerHourUsdCents: Schema.optional(PerHourCap),
+  maxCallsPerMinute: Schema.optional(CallsPerMinute),
+  autoKill: Schema.optional(AutoKill),
   allowedCapabilities: Schema.optional(AllowedCapabilities)
 }).annotate({ description: "Only the fields given change" })
 

@@ -22,7 +22,7 @@ import {
   SearchInput,
   SearchOutput
 } from "../../src/capabilities/schemas.ts"
-import { BadGateway, BadRequest, ErrorBody, Forbidden, NotFound, PaymentRequired, ServiceUnavailable } from "./errors.ts"
+import { BadGateway, BadRequest, ErrorBody, Forbidden, NotFound, PaymentRequired, ServiceUnavailable, TooManyRequests } from "./errors.ts"
 import { AccessControl, Authentication, IdempotencyKeys } from "./middleware.ts"
 
 /** Capabilities: the catalogue with prices, and metered execution. */
@@ -97,7 +97,7 @@ const estimateErrors = [BadRequest, Forbidden, NotFound, ServiceUnavailable] as 
 const estimate = <Name extends string, P extends Schema.Top>(name: Name, path: `/${string}`, payload: P) =>
   HttpApiEndpoint.post(name, path, { payload, success: EstimateResult, error: estimateErrors })
 
-const executeErrors = [BadRequest, PaymentRequired, Forbidden, NotFound, BadGateway, ServiceUnavailable] as const
+const executeErrors = [BadRequest, PaymentRequired, Forbidden, NotFound, TooManyRequests, BadGateway, ServiceUnavailable] as const
 
 const CapabilityParam = Schema.String.check(Schema.isMaxLength(64))
 

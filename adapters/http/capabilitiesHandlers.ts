@@ -9,7 +9,7 @@ import { NotFound } from "../../src/domain/errors.ts"
 import { microUsdToCents } from "../../src/domain/Money.ts"
 import { callReceipt } from "../../src/wallet/receipt.ts"
 import { Api } from "./Api.ts"
-import { toHttpError } from "./errors.ts"
+import { failAsHttpError, toHttpError } from "./errors.ts"
 import { CurrentPrincipal } from "./middleware.ts"
 
 /** Prices in USD cents, each object carrying its unit (decisions §7). */
@@ -87,7 +87,7 @@ export const CapabilitiesHandlers = HttpApiBuilder.group(
     const capabilities = yield* Capabilities
     const execute = <C extends BuiltCapability>(capability: C, input: CapabilityIO[C]["input"]) =>
       Effect.flatMap(CurrentPrincipal, (principal) =>
-        capabilities.execute(principal, capability, input).pipe(Effect.map(resultJson), Effect.mapError(toHttpError)))
+        capabilities.execute(principal, capability, input).pipe(Effect.map(resultJson), Effect.catch(failAsHttpError)))
     const estimate = <C extends BuiltCapability>(capability: C, input: CapabilityIO[C]["input"]) =>
       Effect.flatMap(CurrentPrincipal, (principal) =>
         capabilities.estimate(principal, capability, input).pipe(Effect.map(estimateJson), Effect.mapError(toHttpError)))

@@ -31,6 +31,7 @@ export const agentJson = (agent: Agent) => ({
   name: agent.name,
   role: agent.role,
   killed: agent.killed,
+  killReason: agent.killReason,
   createdAt: iso(agent.createdAt),
   lastActiveAt: agent.lastActiveAt === null ? null : iso(agent.lastActiveAt),
   deletedAt: agent.deletedAt === null ? null : iso(agent.deletedAt)
@@ -40,6 +41,9 @@ export const policyJson = (policy: PolicyView) => ({
   maxPerCallUsdCents: policy.maxPerCallMicroUsd === null ? 0 : microUsdToCents(policy.maxPerCallMicroUsd),
   maxPerDayUsdCents: policy.maxPerDayMicroUsd === null ? 0 : microUsdToCents(policy.maxPerDayMicroUsd),
   maxPerMonthUsdCents: policy.maxPerMonthMicroUsd === null ? 0 : microUsdToCents(policy.maxPerMonthMicroUsd),
+  maxPerHourUsdCents: policy.maxPerHourMicroUsd === null ? 0 : microUsdToCents(policy.maxPerHourMicroUsd),
+  maxCallsPerMinute: policy.maxCallsPerMinute ?? 0,
+  autoKill: policy.autoKill,
   allowedCapabilities: policy.allowedCapabilities,
   dailySpentUsdCents: microUsdToCents(policy.dailySpentMicroUsd),
   monthlySpentUsdCents: microUsdToCents(policy.monthlySpentMicroUsd)
@@ -49,6 +53,9 @@ const toPatch = (payload: typeof PolicyReplace.Type | typeof PolicyPatchBody.Typ
   ...(payload.maxPerCallUsdCents !== undefined ? { maxPerCallMicroUsd: payload.maxPerCallUsdCents } : {}),
   ...(payload.maxPerDayUsdCents !== undefined ? { maxPerDayMicroUsd: payload.maxPerDayUsdCents } : {}),
   ...(payload.maxPerMonthUsdCents !== undefined ? { maxPerMonthMicroUsd: payload.maxPerMonthUsdCents } : {}),
+  ...(payload.maxPerHourUsdCents !== undefined ? { maxPerHourMicroUsd: payload.maxPerHourUsdCents } : {}),
+  ...(payload.maxCallsPerMinute !== undefined ? { maxCallsPerMinute: payload.maxCallsPerMinute } : {}),
+  ...(payload.autoKill !== undefined ? { autoKill: payload.autoKill } : {}),
   ...(payload.allowedCapabilities !== undefined ? { allowedCapabilities: payload.allowedCapabilities ?? [] } : {})
 })
 
@@ -92,7 +99,7 @@ export const AgentsHandlers = HttpApiBuilder.group(
         Effect.gen(function*() {
           const principal = yield* CurrentPrincipal
           const created = yield* mapCore(agents.create(principal, payload))
-          const { lastActiveAt: _, deletedAt: __, ...agent } = agentJson(created.agent)
+          const { lastActiveAt: _, deletedAt: __, killReason: ___, ...agent } = agentJson(created.agent)
           return { ...agent, apiKey: created.apiKey }
         }))
       .handle("me", () =>

@@ -22,8 +22,11 @@ import { decidePayment } from "../../src/funding/payment.ts"
 import { isLiveOwner } from "../../src/agents/Access.ts"
 import { planAgentChange } from "../../src/agents/owners.ts"
 import { creditFits, MicroUsd, Msat, pocketMaximum } from "../../src/domain/Money.ts"
+import { refusalKillsAgent } from "../../src/wallet/decide.ts"
+import { reservationSpend } from "../../src/wallet/entries.ts"
 import {
   type AgentWithPolicy,
+  type RecentActivity,
   type CreditInput,
   type FundingStore,
   type InvoiceFilter,
@@ -78,6 +81,12 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
     agentEntry: (accountId, agentId) => {
       const entry = entryIn(accountId, agentId)
       return entry === undefined ? undefined : { agent: entry.agent, policy: entry.policy }
+    },
+    killForVelocity: (agentId) => {
+      const entry = agents.get(agentId)
+      if (entry !== undefined && !entry.agent.killed) {
+        entry.agent = { ...entry.agent, killed: true, killReason: "velocity" }
+      }
     }
   })
 
@@ -248,6 +257,13 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
           maxPerMonthMicroUsd: patch.maxPerMonthMicroUsd !== undefined
             ? patch.maxPerMonthMicroUsd
             : entry.policy.maxPerMonthMicroUsd,
+          maxPerHourMicroUsd: patch.maxPerHourMicroUsd !== undefined
+            ? patch.maxPerHourMicroUsd
+            : entry.policy.maxPerHourMicroUsd,
+          maxCallsPerMinute: patch.maxCallsPerMinute !== undefined
+            ? patch.maxCallsPerMinute
+            : entry.policy.maxCallsPerMinute,
+          autoKill: patch.autoKill ?? entry.policy.autoKill,
           allowedCapabilities: patch.allowedCapabilities ?? entry.policy.allowedCapabilities
         }
         return Option.some(entry.policy)
@@ -272,6 +288,7 @@ interface LedgerInternals {
 const makeMemoryLedger = (shared: {
   readonly wallets: Map<AccountId, Wallet>
   readonly agentEntry: (accountId: AccountId, agentId: AgentId) => AgentWithPolicy | undefined
+  readonly killForVelocity: (agentId: AgentId) => void
 }): LedgerStore & FundingStore & LedgerInternals => {
   const { wallets } = shared
   const lock = Semaphore.makeUnsafe(1)
@@ -288,6 +305,23 @@ const makeMemoryLedger = (shared: {
     let sum = 0n
     for (const [key, spent] of daily) if (key.startsWith(prefix)) sum += spent
     return sum
+  }
+  const recentOf = (agentId: AgentId, now: Date): RecentActivity => {
+    const hourAgo = now.getTime() - 60 * 60_000
+    const minuteAgo = now.getTime() - 60_000
+    let spentLastHourMicroUsd = 0n
+    let callsLastMinute = 0
+    let oldest: Date | null = null
+    for (const r of reservations.values()) {
+      const at = r.createdAt.getTime()
+      if (r.agentId !== agentId || at <= hourAgo || at > now.getTime()) continue
+      spentLastHourMicroUsd += reservationSpend(r)
+      if (at > minuteAgo) {
+        callsLastMinute++
+        if (oldest === null || at < oldest.getTime()) oldest = r.createdAt
+      }
+    }
+    return { spentLastHourMicroUsd, callsLastMinute, oldestCallLastMinuteAt: oldest }
   }
   const addDaily = (agentId: AgentId, day: string, delta: bigint) => {
     const key = dayKey(agentId, day)
@@ -468,9 +502,14 @@ const makeMemoryLedger = (shared: {
           policy: entry.policy,
           dailySpentMicroUsd: daily.get(dayKey(input.agentId, input.day)) ?? 0n,
           monthlySpentMicroUsd: monthlySpent(input.agentId, input.day),
+          recent: recentOf(input.agentId, input.now),
+          now: input.now,
           wallet
         })
-        if (Result.isFailure(decision)) return Result.fail(decision.failure)
+        if (Result.isFailure(decision)) {
+          if (refusalKillsAgent(decision.failure)) shared.killForVelocity(input.agentId)
+          return Result.fail(decision.failure)
+        }
         const plan = decision.success
         const reservation = heldReservation(input, plan)
         const next = movedBy(wallet, -plan.fromUsdMicroUsd, -plan.fromSatsMsat)
@@ -569,6 +608,12 @@ const makeMemoryLedger = (shared: {
           .filter((t) => t.accountId === accountId && t.agentId === agentId && t.type === "charge")
           .reduce((sum, t) => sum + t.amountMicroUsd, 0n)
       })),
+    recentActivity: (accountId, agentId, now) =>
+      Effect.sync(() =>
+        shared.agentEntry(accountId, agentId) === undefined
+          ? { spentLastHourMicroUsd: 0n, callsLastMinute: 0, oldestCallLastMinuteAt: null }
+          : recentOf(agentId, now)
+      ),
     getAudit: (accountId, auditId) =>
       Effect.sync(() => Option.fromNullishOr((audit.get(accountId) ?? []).find((r) => r.id === auditId))),
     listAudit: (accountId, afterSeq, limit) =>

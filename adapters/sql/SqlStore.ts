@@ -1,6 +1,6 @@
 import { Effect, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
-import type { Agent, Policy, Role } from "../../src/domain/Agent.ts"
+import type { Agent, KillReason, Policy, Role } from "../../src/domain/Agent.ts"
 import { type Capability, isCapability } from "../../src/domain/Capability.ts"
 import type { AccountId, AgentId } from "../../src/domain/ids.ts"
 import { planAgentChange } from "../../src/agents/owners.ts"
@@ -24,6 +24,10 @@ export interface AgentRow {
   readonly max_per_call_micro_usd: string | bigint | null
   readonly max_per_day_micro_usd: string | bigint | null
   readonly max_per_month_micro_usd: string | bigint | null
+  readonly max_per_hour_micro_usd: string | bigint | null
+  readonly max_calls_per_minute: number | string | null
+  readonly auto_kill: boolean
+  readonly kill_reason: string | null
   readonly allowed_capabilities: string
   readonly deleted_at: Date | string | null
 }
@@ -37,6 +41,7 @@ export const rowToAgent = (row: AgentRow): Agent => ({
   name: row.name,
   role: row.role as Role,
   killed: row.killed,
+  killReason: row.kill_reason as KillReason | null,
   createdAt: toDate(row.created_at),
   lastActiveAt: row.last_active_at === null ? null : toDate(row.last_active_at),
   deletedAt: row.deleted_at === null ? null : toDate(row.deleted_at)
@@ -50,6 +55,9 @@ const rowToPolicy = (row: AgentRow): Policy => ({
   maxPerCallMicroUsd: toBigIntOrNull(row.max_per_call_micro_usd),
   maxPerDayMicroUsd: toBigIntOrNull(row.max_per_day_micro_usd),
   maxPerMonthMicroUsd: toBigIntOrNull(row.max_per_month_micro_usd),
+  maxPerHourMicroUsd: toBigIntOrNull(row.max_per_hour_micro_usd),
+  maxCallsPerMinute: row.max_calls_per_minute === null ? null : Number(row.max_calls_per_minute),
+  autoKill: row.auto_kill,
   allowedCapabilities: decodeCapabilities(row.allowed_capabilities)
 })
 
@@ -70,6 +78,10 @@ export const makeSqlStore = Effect.gen(function*() {
         max_per_call_micro_usd: input.policy.maxPerCallMicroUsd,
         max_per_day_micro_usd: input.policy.maxPerDayMicroUsd,
         max_per_month_micro_usd: input.policy.maxPerMonthMicroUsd,
+        max_per_hour_micro_usd: input.policy.maxPerHourMicroUsd,
+        max_calls_per_minute: input.policy.maxCallsPerMinute,
+        auto_kill: input.policy.autoKill,
+        kill_reason: input.agent.killReason,
         deleted_at: input.agent.deletedAt,
         allowed_capabilities: encodeCapabilities(input.policy.allowedCapabilities)
       })
@@ -134,7 +146,8 @@ export const makeSqlStore = Effect.gen(function*() {
         if (plan._tag === "LastLiveOwner") return plan satisfies UpdateAgentResult
         if (plan._tag === "Deleted") return { _tag: "NotFound" } satisfies UpdateAgentResult
         const updated = yield* sql<AgentRow>`
-          UPDATE agents SET name = ${plan.agent.name}, killed = ${plan.agent.killed}, deleted_at = ${plan.agent.deletedAt}
+          UPDATE agents SET name = ${plan.agent.name}, killed = ${plan.agent.killed},
+            kill_reason = ${plan.agent.killReason}, deleted_at = ${plan.agent.deletedAt}
           WHERE id = ${agentId} AND account_id = ${accountId} RETURNING *`
         return { _tag: "Updated", agent: rowToAgent(updated[0]!) } satisfies UpdateAgentResult
       })).pipe(Effect.orDie),
@@ -156,6 +169,15 @@ export const makeSqlStore = Effect.gen(function*() {
         }
         if (patch.maxPerMonthMicroUsd !== undefined) {
           sets.push(sql`max_per_month_micro_usd = ${patch.maxPerMonthMicroUsd}`)
+        }
+        if (patch.maxPerHourMicroUsd !== undefined) {
+          sets.push(sql`max_per_hour_micro_usd = ${patch.maxPerHourMicroUsd}`)
+        }
+        if (patch.maxCallsPerMinute !== undefined) {
+          sets.push(sql`max_calls_per_minute = ${patch.maxCallsPerMinute}`)
+        }
+        if (patch.autoKill !== undefined) {
+          sets.push(sql`auto_kill = ${patch.autoKill}`)
         }
         if (patch.allowedCapabilities !== undefined) {
           sets.push(sql`allowed_capabilities = ${encodeCapabilities(patch.allowedCapabilities)}`)

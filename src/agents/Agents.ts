@@ -99,6 +99,7 @@ export class Agents extends Context.Service<Agents, {
             name,
             role,
             killed: false,
+            killReason: null,
             createdAt,
             lastActiveAt: null,
             deletedAt: null

@@ -25,6 +25,9 @@ export const normalizePatch = (patch: PolicyPatch): PolicyPatch => {
     maxPerCallMicroUsd?: bigint | null
     maxPerDayMicroUsd?: bigint | null
     maxPerMonthMicroUsd?: bigint | null
+    maxPerHourMicroUsd?: bigint | null
+    maxCallsPerMinute?: number | null
+    autoKill?: boolean
     allowedCapabilities?: ReadonlyArray<Capability>
   } = {}
   const perCall = cap(patch.maxPerCallMicroUsd)
@@ -33,6 +36,12 @@ export const normalizePatch = (patch: PolicyPatch): PolicyPatch => {
   if (perDay !== undefined) out.maxPerDayMicroUsd = perDay
   const perMonth = cap(patch.maxPerMonthMicroUsd)
   if (perMonth !== undefined) out.maxPerMonthMicroUsd = perMonth
+  const perHour = cap(patch.maxPerHourMicroUsd)
+  if (perHour !== undefined) out.maxPerHourMicroUsd = perHour
+  if (patch.maxCallsPerMinute !== undefined) {
+    out.maxCallsPerMinute = patch.maxCallsPerMinute === 0 ? null : patch.maxCallsPerMinute
+  }
+  if (patch.autoKill !== undefined) out.autoKill = patch.autoKill
   if (patch.allowedCapabilities !== undefined) {
     const wanted = new Set(patch.allowedCapabilities)
     out.allowedCapabilities = capabilityNames.filter((name) => wanted.has(name))
@@ -44,7 +53,7 @@ export const normalizePatch = (patch: PolicyPatch): PolicyPatch => {
  * PUT semantics: the original fields (per-call and daily caps, capability
  * list) not given are reset to "no limit" / "all" (the HTTP contract
  * requires them, so this happens only for core callers). The fields added
- * later (the monthly cap) are kept when not given, so a client written
+ * later (the monthly cap, the velocity limits and autoKill) are kept when not given, so a client written
  * before they existed never lifts one by replacing the policy; `null`
  * lifts them explicitly.
  */
@@ -52,6 +61,9 @@ export const replacementPatch = (patch: PolicyPatch): PolicyPatch => ({
   maxPerCallMicroUsd: patch.maxPerCallMicroUsd ?? null,
   maxPerDayMicroUsd: patch.maxPerDayMicroUsd ?? null,
   ...(patch.maxPerMonthMicroUsd !== undefined ? { maxPerMonthMicroUsd: patch.maxPerMonthMicroUsd } : {}),
+  ...(patch.maxPerHourMicroUsd !== undefined ? { maxPerHourMicroUsd: patch.maxPerHourMicroUsd } : {}),
+  ...(patch.maxCallsPerMinute !== undefined ? { maxCallsPerMinute: patch.maxCallsPerMinute } : {}),
+  ...(patch.autoKill !== undefined ? { autoKill: patch.autoKill } : {}),
   allowedCapabilities: patch.allowedCapabilities ?? []
 })
 

@@ -44,6 +44,11 @@ export const planAgentChange = (snapshot: AgentChangeSnapshot, change: AgentChan
       ...agent,
       name: change.name ?? agent.name,
       killed: change.killed ?? agent.killed,
+      killReason: change.killed === undefined
+        ? agent.killReason
+        : change.killed
+        ? agent.killed ? agent.killReason : "owner"
+        : null,
       deletedAt: change.deletedAt ?? agent.deletedAt
     }
   }

@@ -47,6 +47,9 @@ export interface PolicyPatch {
   readonly maxPerCallMicroUsd?: bigint | null | undefined
   readonly maxPerDayMicroUsd?: bigint | null | undefined
   readonly maxPerMonthMicroUsd?: bigint | null | undefined
+  readonly maxPerHourMicroUsd?: bigint | null | undefined
+  readonly maxCallsPerMinute?: number | null | undefined
+  readonly autoKill?: boolean | undefined
   readonly allowedCapabilities?: ReadonlyArray<Capability> | undefined
 }
 
@@ -208,6 +211,19 @@ export interface TransactionFilter {
   readonly until?: Date | undefined
 }
 
+/**
+ * An agent's reservations created in (now - 1 h, now] and (now - 60 s, now]:
+ * what the velocity limits of its policy count.
+ */
+export interface RecentActivity {
+  /** Held quotes plus settled charges of the last 60 minutes (released holds count 0). */
+  readonly spentLastHourMicroUsd: bigint
+  /** Calls (holds, whatever became of them) started in the last 60 seconds. */
+  readonly callsLastMinute: number
+  /** When the oldest of those calls started (null when there is none). */
+  readonly oldestCallLastMinuteAt: Date | null
+}
+
 export interface AgentSpend {
   readonly dailySpentMicroUsd: bigint
   /** Held plus settled spend of the calendar month (UTC) of `day`, up to and including `day`. */
@@ -221,7 +237,10 @@ export interface LedgerStore {
    * Under the wallet lock: reads the agent, its policy, its spend for `day`
    * and the wallet; asks `decide`; on success debits the pockets by the plan,
    * records the hold, adds the quote to the day's spend and appends a
-   * `reserve` audit record. A refusal changes nothing.
+   * `reserve` audit record. A refusal changes nothing, except a velocity
+   * refusal of a policy with `autoKill`: then the agent is killed (reason
+   * `velocity`) in the same transaction, unless it is the account's last
+   * live owner.
    */
   readonly reserve: (input: ReserveInput) => Effect.Effect<Result.Result<Reservation, SpendRefusal>>
   /**
@@ -251,6 +270,8 @@ export interface LedgerStore {
   ) => Effect.Effect<Page<Transaction>>
   readonly listReservations: (accountId: AccountId, page: PageRequest) => Effect.Effect<Page<Reservation>>
   readonly agentSpend: (accountId: AccountId, agentId: AgentId, day: string) => Effect.Effect<AgentSpend>
+  /** The agent's calls of the last hour and minute before `now` (what the velocity limits count). */
+  readonly recentActivity: (accountId: AccountId, agentId: AgentId, now: Date) => Effect.Effect<RecentActivity>
   readonly getAudit: (accountId: AccountId, auditId: string) => Effect.Effect<Option.Option<AuditRecord>>
   /** Records with seq in (afterSeq, afterSeq + limit], in order. */
   readonly listAudit: (accountId: AccountId, afterSeq: bigint, limit: number) => Effect.Effect<ReadonlyArray<AuditRecord>>

@@ -229,8 +229,9 @@ export class Spend extends Context.Service<Spend, {
             // Read again, as reserve reads it, so a kill or policy change since authentication is seen.
             const { agent, policy } = stored.value
             const wallet = yield* store.getWallet(accountId)
+            const recent = yield* store.recentActivity(accountId, agentId, at)
             const decision = planHold(
-              { agent, policy, dailySpentMicroUsd, monthlySpentMicroUsd, wallet },
+              { agent, policy, dailySpentMicroUsd, monthlySpentMicroUsd, recent, now: at, wallet },
               capability,
               quote,
               rate?.rate ?? null

@@ -8,11 +8,14 @@ import {
   CapabilityNotAllowed,
   InsufficientBalance,
   MonthlyBudgetExceeded,
+  CallRateExceeded,
+  VelocityExceeded,
   PerCallLimitExceeded,
   RateUnavailable,
   type SpendRefusal
 } from "../domain/errors.ts"
 import type { Reservation, Wallet } from "../domain/Ledger.ts"
+import type { RecentActivity } from "../ports/Store.ts"
 import { Msat, MicroUsd, msatToMicroUsdValue, splitCharge, spendableMicroUsd, usdToMsatForCharge } from "../domain/Money.ts"
 import type { BtcUsdRate } from "../domain/Money.ts"
 
@@ -35,6 +38,10 @@ export interface ReserveSnapshot {
   readonly dailySpentMicroUsd: bigint
   /** Held plus settled spend of the agent for the calendar month (UTC) of the reservation's day. */
   readonly monthlySpentMicroUsd: bigint
+  /** The agent's calls of the last hour and minute before `now`. */
+  readonly recent: RecentActivity
+  /** The time of the reservation. */
+  readonly now: Date
   readonly wallet: Wallet
 }
 
@@ -58,6 +65,47 @@ export const checkPolicy = (
   }
   return Result.void
 }
+
+const MINUTE_MS = 60_000
+
+/**
+ * The velocity limits: calls started in the last 60 seconds
+ * (`callsLastMinute + 1 <= maxCallsPerMinute`) and the spend of the last 60
+ * minutes (`spentLastHour + quote <= maxPerHour`). With `autoKill`, a
+ * refusal kills an agent of role `agent` (never an owner, so an account can
+ * always be administered).
+ */
+export const checkVelocity = (
+  snapshot: Pick<ReserveSnapshot, "agent" | "policy" | "recent" | "now">,
+  quotedMicroUsd: bigint
+): VelocityExceeded | CallRateExceeded | undefined => {
+  const { policy, recent } = snapshot
+  const killsAgent = policy.autoKill && snapshot.agent.role === "agent"
+  if (policy.maxCallsPerMinute !== null && recent.callsLastMinute + 1 > policy.maxCallsPerMinute) {
+    const oldest = recent.oldestCallLastMinuteAt ?? snapshot.now
+    const resetAt = new Date(Math.max(oldest.getTime() + MINUTE_MS, snapshot.now.getTime() + 1))
+    return new CallRateExceeded({
+      limit: policy.maxCallsPerMinute,
+      resetAt,
+      retryAfterSeconds: Math.max(1, Math.ceil((resetAt.getTime() - snapshot.now.getTime()) / 1000)),
+      killsAgent
+    })
+  }
+  const hourly = policy.maxPerHourMicroUsd
+  if (hourly !== null && recent.spentLastHourMicroUsd + quotedMicroUsd > hourly) {
+    return new VelocityExceeded({
+      spentLastHourMicroUsd: recent.spentLastHourMicroUsd,
+      hourlyCapMicroUsd: hourly,
+      quotedMicroUsd,
+      killsAgent
+    })
+  }
+  return undefined
+}
+
+/** Whether a refusal of `planHold` kills the agent (velocity with `autoKill`). */
+export const refusalKillsAgent = (refusal: SpendRefusal): boolean =>
+  (refusal._tag === "VelocityExceeded" || refusal._tag === "CallRateExceeded") && refusal.killsAgent
 
 /**
  * The daily and monthly caps, both as `spent + amount <= cap`: the daily one
@@ -90,7 +138,8 @@ const checkPeriodCaps = (
 /**
  * Decides whether `quotedMicroUsd` may be held for this call and from which
  * pockets: kill switch (a deleted agent is refused like a killed one),
- * allowed capabilities, per-call cap, daily cap (`dailySpent + quote <= cap`),
+ * allowed capabilities, per-call cap, velocity (calls per minute, then spend
+ * of the last hour), daily cap (`dailySpent + quote <= cap`),
  * monthly cap (`monthlySpent + quote <= cap`), then balance (usd pocket first, the rest from
  * the sats pocket at the rate snapshot, rounded up to the msat).
  */
@@ -103,6 +152,8 @@ export const planHold = (
   if (snapshot.agent.killed || snapshot.agent.deletedAt !== null) return Result.fail(new AgentKilled())
   const policy = checkPolicy(snapshot.policy, capability, quotedMicroUsd)
   if (Result.isFailure(policy)) return Result.fail(policy.failure)
+  const tooFast = checkVelocity(snapshot, quotedMicroUsd)
+  if (tooFast !== undefined) return Result.fail(tooFast)
   const overCap = checkPeriodCaps(snapshot.policy, snapshot, quotedMicroUsd)
   if (overCap !== undefined) return Result.fail(overCap)
   const { usdMicroUsd, satsMsat } = snapshot.wallet

@@ -11,6 +11,7 @@ const agent = (role: Agent["role"], killed = false): Agent => ({
   name: "ops",
   role,
   killed,
+  killReason: killed ? "owner" : null,
   createdAt: new Date(0),
   lastActiveAt: null,
   deletedAt: null

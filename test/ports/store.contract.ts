@@ -16,7 +16,7 @@ const NOW = at("2026-06-01T12:00:00Z")
 const makeAgent = (accountId: AccountId, name: string, role: Role, createdAt: Date) =>
   Effect.gen(function*() {
     const apiKey = newApiKey()
-    const agent: Agent = { id: newAgentId(), accountId, name, role, killed: false, createdAt, lastActiveAt: null, deletedAt: null }
+    const agent: Agent = { id: newAgentId(), accountId, name, role, killed: false, killReason: null, createdAt, lastActiveAt: null, deletedAt: null }
     return { apiKey, keyHash: yield* hashApiKey(apiKey), agent, policy: unlimitedPolicy }
   })
 
@@ -241,6 +241,9 @@ export const storeContract = (name: string, storeLayer: Layer.Layer<Store, unkno
           maxPerCallMicroUsd: 375n,
           maxPerDayMicroUsd: big,
           maxPerMonthMicroUsd: null,
+          maxPerHourMicroUsd: null,
+          maxCallsPerMinute: null,
+          autoKill: false,
           allowedCapabilities: []
         })
         const p2 = Option.getOrThrow(
@@ -250,6 +253,9 @@ export const storeContract = (name: string, storeLayer: Layer.Layer<Store, unkno
           maxPerCallMicroUsd: 375n,
           maxPerDayMicroUsd: big,
           maxPerMonthMicroUsd: null,
+          maxPerHourMicroUsd: null,
+          maxCallsPerMinute: null,
+          autoKill: false,
           allowedCapabilities: ["reason", "search"]
         })
         const monthly = Option.getOrThrow(yield* store.updatePolicy(accountId, owner.agent.id, { maxPerMonthMicroUsd: big }))

@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
-import { BadGateway, BadRequest, Forbidden, NotFound, PaymentRequired, ServiceUnavailable } from "../errors.ts"
+import { BadGateway, BadRequest, Forbidden, NotFound, PaymentRequired, ServiceUnavailable, TooManyRequests } from "../errors.ts"
 import { AccessControl, Authentication } from "../middleware.ts"
 
 /**
@@ -50,7 +50,7 @@ export class OpenAiApi extends HttpApiGroup.make("openai")
     HttpApiEndpoint.post("chatCompletions", "/v1/chat/completions", {
       payload: ChatCompletionRequest,
       success: ChatCompletion,
-      error: [BadRequest, PaymentRequired, Forbidden, NotFound, BadGateway, ServiceUnavailable]
+      error: [BadRequest, PaymentRequired, Forbidden, NotFound, TooManyRequests, BadGateway, ServiceUnavailable]
     }),
     HttpApiEndpoint.get("models", "/v1/models", { success: ModelList, error: BadRequest })
   )

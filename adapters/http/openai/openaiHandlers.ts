@@ -6,7 +6,7 @@ import { microUsdToCents } from "../../../src/domain/Money.ts"
 import { Store } from "../../../src/ports/Store.ts"
 import { CHAT_CAPABILITY, type ChatBody, Services } from "../../../src/services/Services.ts"
 import { Api } from "../Api.ts"
-import { toHttpError } from "../errors.ts"
+import { failAsHttpError } from "../errors.ts"
 import { CurrentPrincipal } from "../middleware.ts"
 
 /** The handlers of the OpenAI-compatible routes (OpenAiApi.ts). */
@@ -31,7 +31,7 @@ export const OpenAiHandlers = HttpApiBuilder.group(
           const principal = yield* CurrentPrincipal
           const body = chatBody(payload)
           if (body["stream"] === true) {
-            const streamed = yield* services.chatStream(principal, body).pipe(Effect.mapError(toHttpError))
+            const streamed = yield* services.chatStream(principal, body).pipe(Effect.catch(failAsHttpError))
             return HttpServerResponse.stream(streamed.body, {
               status: streamed.status,
               headers: {
@@ -43,7 +43,7 @@ export const OpenAiHandlers = HttpApiBuilder.group(
               contentType: streamed.headers["content-type"] ?? "text/event-stream"
             })
           }
-          const result = yield* services.chat(principal, body).pipe(Effect.mapError(toHttpError))
+          const result = yield* services.chat(principal, body).pipe(Effect.catch(failAsHttpError))
           const { status, headers, body: answer } = result.response
           const { ["content-type"]: _contentType, ...rest } = headers
           const options = {
