@@ -14,7 +14,16 @@ import type {
 } from "../domain/Ledger.ts"
 import type { Invoice, InvoiceStatus, InvoiceType, PaymentOutcome } from "../domain/Invoice.ts"
 import type { MicroUsd } from "../domain/Money.ts"
-import type { HoldPlan, LateSettlePlan, LateSettleSnapshot, ReserveSnapshot, SettlePlan } from "../wallet/decide.ts"
+import type {
+  HoldPlan,
+  LateSettlePlan,
+  LateSettleSnapshot,
+  RecentActivity,
+  ReserveSnapshot,
+  SettlePlan
+} from "../wallet/decide.ts"
+
+export type { RecentActivity }
 import type { AgentChange } from "../agents/owners.ts"
 
 /**
@@ -209,19 +218,6 @@ export interface TransactionFilter {
   readonly from?: Date | undefined
   /** Exclusive upper bound. */
   readonly until?: Date | undefined
-}
-
-/**
- * An agent's reservations created in (now - 1 h, now] and (now - 60 s, now]:
- * what the velocity limits of its policy count.
- */
-export interface RecentActivity {
-  /** Held quotes plus settled charges of the last 60 minutes (released holds count 0). */
-  readonly spentLastHourMicroUsd: bigint
-  /** Calls (holds, whatever became of them) started in the last 60 seconds. */
-  readonly callsLastMinute: number
-  /** When the oldest of those calls started (null when there is none). */
-  readonly oldestCallLastMinuteAt: Date | null
 }
 
 export interface AgentSpend {

@@ -15,7 +15,6 @@ import {
   type SpendRefusal
 } from "../domain/errors.ts"
 import type { Reservation, Wallet } from "../domain/Ledger.ts"
-import type { RecentActivity } from "../ports/Store.ts"
 import { Msat, MicroUsd, msatToMicroUsdValue, splitCharge, spendableMicroUsd, usdToMsatForCharge } from "../domain/Money.ts"
 import type { BtcUsdRate } from "../domain/Money.ts"
 
@@ -30,6 +29,19 @@ const NO_MSAT = Msat.make(0n)
 /** The actual cost as charged: never below zero, never above the quote. */
 const clampToQuote = (actualMicroUsd: bigint, quotedMicroUsd: MicroUsd): MicroUsd =>
   actualMicroUsd < 0n ? MicroUsd.make(0n) : actualMicroUsd > quotedMicroUsd ? quotedMicroUsd : MicroUsd.make(actualMicroUsd)
+
+/**
+ * An agent's reservations created in (now - 1 h, now] and (now - 60 s, now]:
+ * what the velocity limits of its policy count.
+ */
+export interface RecentActivity {
+  /** Held quotes plus settled charges of the last 60 minutes (released holds count 0). */
+  readonly spentLastHourMicroUsd: bigint
+  /** Calls (holds, whatever became of them) started in the last 60 seconds. */
+  readonly callsLastMinute: number
+  /** When the oldest of those calls started (null when there is none). */
+  readonly oldestCallLastMinuteAt: Date | null
+}
 
 export interface ReserveSnapshot {
   readonly agent: Agent

@@ -278,4 +278,66 @@ describe.each(storeBackends)("HTTP agent control over %s", (_name, store) => {
       expect((await api.get("/v1/wallet", a.ownerKey)).body.balanceUsdCents).toBe(90)
     })
   })
+
+  describe("the velocity guard", () => {
+    const policyPath = (a: { workerId: string }) => `/v1/agents/${a.workerId}/policy`
+    const search = (key: string) => api.post("/v1/capabilities/search", { query: "q" }, key)
+
+    it("PUT and PATCH set the velocity fields; a PUT that leaves them out keeps them; bad values are 400", async () => {
+      const a = await account()
+      const set = await api.patch(policyPath(a), { maxPerHourUsdCents: 50, maxCallsPerMinute: 10, autoKill: true }, a.ownerKey)
+      expect(set.status).toBe(200)
+      expect(set.body).toMatchObject({ maxPerHourUsdCents: 50, maxCallsPerMinute: 10, autoKill: true })
+      const old = await api.put(policyPath(a), { maxPerCallUsdCents: null, maxPerDayUsdCents: null, allowedCapabilities: null }, a.ownerKey)
+      expect(old.body).toMatchObject({ maxPerHourUsdCents: 50, maxCallsPerMinute: 10, autoKill: true })
+      const lifted = await api.patch(policyPath(a), { maxPerHourUsdCents: null, maxCallsPerMinute: 0, autoKill: false }, a.ownerKey)
+      expect(lifted.body).toMatchObject({ maxPerHourUsdCents: 0, maxCallsPerMinute: 0, autoKill: false })
+      for (const bad of [{ maxCallsPerMinute: -1 }, { maxCallsPerMinute: 1.5 }, { autoKill: "yes" }, { maxPerHourUsdCents: -3 }]) {
+        const res = await api.patch(policyPath(a), bad, a.ownerKey)
+        expect(res.status, JSON.stringify(bad)).toBe(400)
+        expect(errorCode(res)).toBe("VALIDATION_ERROR")
+      }
+      expect((await api.get(policyPath(a), a.ownerKey)).body).toMatchObject({ maxCallsPerMinute: 0, autoKill: false })
+    })
+
+    it("a loop of calls is stopped at maxCallsPerMinute with 429 RATE_LIMITED and Retry-After", async () => {
+      const a = await account(100n)
+      await api.patch(policyPath(a), { maxCallsPerMinute: 3 }, a.ownerKey)
+      const statuses: Array<number> = []
+      let refused: Awaited<ReturnType<typeof search>> | undefined
+      for (let i = 0; i < 6; i++) {
+        const res = await search(a.workerKey)
+        statuses.push(res.status)
+        if (res.status !== 200 && refused === undefined) refused = res
+      }
+      expect(statuses).toEqual([200, 200, 200, 429, 429, 429])
+      expect(errorCode(refused!)).toBe("RATE_LIMITED")
+      expect(refused!.body.error.details).toMatchObject({ scope: "policy", limit: 3, agentKilled: false })
+      const retryAfter = Number(refused!.headers.get("retry-after"))
+      expect(retryAfter).toBeGreaterThanOrEqual(1)
+      expect(retryAfter).toBeLessThanOrEqual(60)
+      expect((await api.get("/v1/wallet", a.ownerKey)).body.balanceUsdCents).toBe(85)
+      expect((await api.get("/v1/agents/me", a.workerKey)).status).toBe(200)
+    })
+
+    it("with autoKill the refused call kills the agent: the next call is 403 AGENT_KILLED and the owner sees why", async () => {
+      const a = await account(100n)
+      await api.patch(policyPath(a), { maxPerHourUsdCents: 10, autoKill: true }, a.ownerKey)
+      expect((await search(a.workerKey)).status).toBe(200)
+      expect((await search(a.workerKey)).status).toBe(200)
+      const refused = await search(a.workerKey)
+      expect(refused.status).toBe(402)
+      expect(errorCode(refused)).toBe("VELOCITY_EXCEEDED")
+      expect(refused.body.error.details).toEqual({ period: "hour", spentLastHour: 10, hourlyCap: 10, quotedCost: 5, agentKilled: true })
+      const next = await search(a.workerKey)
+      expect(next.status).toBe(403)
+      expect(errorCode(next)).toBe("AGENT_KILLED")
+      const seen = await api.get(`/v1/agents/${a.workerId}`, a.ownerKey)
+      expect(seen.body).toMatchObject({ killed: true, killReason: "velocity" })
+      const revived = await api.patch(`/v1/agents/${a.workerId}`, { killed: false }, a.ownerKey)
+      expect(revived.body).toMatchObject({ killed: false, killReason: null })
+      const byOwner = await api.patch(`/v1/agents/${a.workerId}`, { killed: true }, a.ownerKey)
+      expect(byOwner.body).toMatchObject({ killed: true, killReason: "owner" })
+    })
+  })
 })

@@ -205,6 +205,9 @@ describe.each(storeBackends)("HTTP /v1 agents and policies over %s", (_name, sto
       maxPerCallUsdCents: 0,
       maxPerDayUsdCents: 0,
       maxPerMonthUsdCents: 0,
+      maxPerHourUsdCents: 0,
+      maxCallsPerMinute: 0,
+      autoKill: false,
       allowedCapabilities: [],
       dailySpentUsdCents: 0,
       monthlySpentUsdCents: 0
@@ -224,6 +227,9 @@ describe.each(storeBackends)("HTTP /v1 agents and policies over %s", (_name, sto
       maxPerCallUsdCents: 0.0375,
       maxPerDayUsdCents: 1999.99,
       maxPerMonthUsdCents: 0,
+      maxPerHourUsdCents: 0,
+      maxCallsPerMinute: 0,
+      autoKill: false,
       allowedCapabilities: ["reason", "search"],
       dailySpentUsdCents: 0,
       monthlySpentUsdCents: 0
@@ -234,6 +240,9 @@ describe.each(storeBackends)("HTTP /v1 agents and policies over %s", (_name, sto
       maxPerCallUsdCents: 0,
       maxPerDayUsdCents: 500,
       maxPerMonthUsdCents: 0,
+      maxPerHourUsdCents: 0,
+      maxCallsPerMinute: 0,
+      autoKill: false,
       allowedCapabilities: [],
       dailySpentUsdCents: 0,
       monthlySpentUsdCents: 0
@@ -272,6 +281,9 @@ describe.each(storeBackends)("HTTP /v1 agents and policies over %s", (_name, sto
       maxPerCallUsdCents: 25,
       maxPerDayUsdCents: 100,
       maxPerMonthUsdCents: 0,
+      maxPerHourUsdCents: 0,
+      maxCallsPerMinute: 0,
+      autoKill: false,
       allowedCapabilities: ["read"],
       dailySpentUsdCents: 0,
       monthlySpentUsdCents: 0
