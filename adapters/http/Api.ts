@@ -77,6 +77,16 @@ export const MeResponse = Schema.Struct({
   remainingThisMonthUsdCents: Schema.NullOr(Schema.Number).annotate({
     description: "The monthly cap less this month's spend (never below 0), USD cents; null when there is no monthly cap"
   }),
+  spentLastHourUsdCents: Schema.Number.annotate({
+    description: "Held quotes and settled charges of the last 60 minutes (rolling), USD cents"
+  }),
+  remainingThisHourUsdCents: Schema.NullOr(Schema.Number).annotate({
+    description: "maxPerHourUsdCents less the last 60 minutes' spend (never below 0); null when there is no hourly limit"
+  }),
+  callsLastMinute: Schema.Number.annotate({ description: "Calls started in the last 60 seconds" }),
+  callsLeftThisMinute: Schema.NullOr(Schema.Number).annotate({
+    description: "maxCallsPerMinute less the calls of the last 60 seconds (never below 0); null when there is no such limit"
+  }),
   allowedCapabilities: Schema.Array(Capability).annotate({
     description: "The capabilities this agent may call now (the policy's list, or all when it is empty)"
   })

@@ -86,6 +86,9 @@ export const EstimateResult = Schema.Struct({
   remainingThisMonthUsdCents: Schema.NullOr(Schema.Number).annotate({
     description:
       "The monthly cap less this calendar month's held and settled spend (UTC), USD cents; null when there is no monthly cap"
+  }),
+  remainingThisHourUsdCents: Schema.NullOr(Schema.Number).annotate({
+    description: "maxPerHourUsdCents less the last 60 minutes' held and settled spend, USD cents; null when there is no hourly limit"
   })
 }).annotate({
   description:

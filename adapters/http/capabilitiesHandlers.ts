@@ -77,7 +77,10 @@ export const estimateJson = (estimate: Estimate) => ({
   remainingTodayUsdCents: estimate.remainingTodayMicroUsd === null ? null : microUsdToCents(estimate.remainingTodayMicroUsd),
   remainingThisMonthUsdCents: estimate.remainingThisMonthMicroUsd === null
     ? null
-    : microUsdToCents(estimate.remainingThisMonthMicroUsd)
+    : microUsdToCents(estimate.remainingThisMonthMicroUsd),
+  remainingThisHourUsdCents: estimate.remainingThisHourMicroUsd === null
+    ? null
+    : microUsdToCents(estimate.remainingThisHourMicroUsd)
 })
 
 export const CapabilitiesHandlers = HttpApiBuilder.group(

@@ -37,7 +37,7 @@ export const agentJson = (agent: Agent) => ({
   deletedAt: agent.deletedAt === null ? null : iso(agent.deletedAt)
 })
 
-export const policyJson = (policy: PolicyView) => ({
+export const policyJson = ({ recent: _, ...policy }: PolicyView) => ({
   maxPerCallUsdCents: policy.maxPerCallMicroUsd === null ? 0 : microUsdToCents(policy.maxPerCallMicroUsd),
   maxPerDayUsdCents: policy.maxPerDayMicroUsd === null ? 0 : microUsdToCents(policy.maxPerDayMicroUsd),
   maxPerMonthUsdCents: policy.maxPerMonthMicroUsd === null ? 0 : microUsdToCents(policy.maxPerMonthMicroUsd),
@@ -111,6 +111,10 @@ export const AgentsHandlers = HttpApiBuilder.group(
           const policy = yield* mapCore(policies.get(principal, self))
           const remainingToday = remainingUnder(policy.maxPerDayMicroUsd, policy.dailySpentMicroUsd)
           const remainingThisMonth = remainingUnder(policy.maxPerMonthMicroUsd, policy.monthlySpentMicroUsd)
+          const remainingThisHour = remainingUnder(policy.maxPerHourMicroUsd, policy.recent.spentLastHourMicroUsd)
+          const callsLeft = policy.maxCallsPerMinute === null
+            ? null
+            : Math.max(0, policy.maxCallsPerMinute - policy.recent.callsLastMinute)
           return {
             ...agentJson(agent),
             policy: policyJson(policy),
@@ -118,6 +122,10 @@ export const AgentsHandlers = HttpApiBuilder.group(
             remainingTodayUsdCents: remainingToday === null ? null : microUsdToCents(remainingToday),
             spentThisMonthUsdCents: microUsdToCents(policy.monthlySpentMicroUsd),
             remainingThisMonthUsdCents: remainingThisMonth === null ? null : microUsdToCents(remainingThisMonth),
+            spentLastHourUsdCents: microUsdToCents(policy.recent.spentLastHourMicroUsd),
+            remainingThisHourUsdCents: remainingThisHour === null ? null : microUsdToCents(remainingThisHour),
+            callsLastMinute: policy.recent.callsLastMinute,
+            callsLeftThisMinute: callsLeft,
             allowedCapabilities: policy.allowedCapabilities.length === 0 ? [...capabilityNames] : policy.allowedCapabilities
           }
         }))

@@ -4,7 +4,7 @@ import { type Capability, capabilityNames } from "../domain/Capability.ts"
 import { type Forbidden, NotFound } from "../domain/errors.ts"
 import type { AgentId } from "../domain/ids.ts"
 import { utcDay } from "../domain/Ledger.ts"
-import { type PolicyPatch, Store } from "../ports/Store.ts"
+import { type PolicyPatch, type RecentActivity, Store } from "../ports/Store.ts"
 import { requireOwner, requireSelfOrOwner } from "./Access.ts"
 
 export interface PolicyView extends Policy {
@@ -12,6 +12,8 @@ export interface PolicyView extends Policy {
   readonly dailySpentMicroUsd: bigint
   /** Spend of the current calendar month (UTC), held reservations included. */
   readonly monthlySpentMicroUsd: bigint
+  /** Spend of the last 60 minutes and calls of the last 60 seconds (what the velocity limits count). */
+  readonly recent: RecentActivity
 }
 
 /**
@@ -89,9 +91,15 @@ export class Policies extends Context.Service<Policies, {
 
       const view = (principal: Principal, agentId: AgentId, policy: Policy): Effect.Effect<PolicyView> =>
         Effect.gen(function*() {
-          const today = utcDay(new Date(yield* Clock.currentTimeMillis))
-          const spend = yield* store.agentSpend(principal.agent.accountId, agentId, today)
-          return { ...policy, dailySpentMicroUsd: spend.dailySpentMicroUsd, monthlySpentMicroUsd: spend.monthlySpentMicroUsd }
+          const now = new Date(yield* Clock.currentTimeMillis)
+          const spend = yield* store.agentSpend(principal.agent.accountId, agentId, utcDay(now))
+          const recent = yield* store.recentActivity(principal.agent.accountId, agentId, now)
+          return {
+            ...policy,
+            dailySpentMicroUsd: spend.dailySpentMicroUsd,
+            monthlySpentMicroUsd: spend.monthlySpentMicroUsd,
+            recent
+          }
         })
 
       const get = Effect.fn("Policies.get")(function*(principal: Principal, agentId: AgentId) {

@@ -66,6 +66,7 @@ export interface Estimate {
   readonly refusal: SpendRefusal | null
   readonly remainingTodayMicroUsd: bigint | null
   readonly remainingThisMonthMicroUsd: bigint | null
+  readonly remainingThisHourMicroUsd: bigint | null
 }
 
 export type EstimateError = NotFound | ValidationError | UnsafeUrl | NoProvider
@@ -287,7 +288,7 @@ export class Capabilities extends Context.Service<Capabilities, {
         Effect.gen(function*() {
           const { ordered } = yield* choose(capability, input)
           const { provider, quote } = ordered[0]!
-          const { decision, remainingThisMonthMicroUsd, remainingTodayMicroUsd } = yield* spend.estimate(
+          const { decision, remainingThisHourMicroUsd, remainingThisMonthMicroUsd, remainingTodayMicroUsd } = yield* spend.estimate(
             principal,
             capability,
             quote.microUsd
@@ -299,7 +300,8 @@ export class Capabilities extends Context.Service<Capabilities, {
             quotedMicroUsd: quote.microUsd,
             refusal: Result.isFailure(decision) ? decision.failure : null,
             remainingTodayMicroUsd,
-            remainingThisMonthMicroUsd
+            remainingThisMonthMicroUsd,
+            remainingThisHourMicroUsd
           } satisfies Estimate
         })
 

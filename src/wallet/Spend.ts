@@ -72,6 +72,8 @@ export interface SpendEstimate {
   readonly monthlySpentMicroUsd: bigint
   /** The monthly cap less the month's spend (never below zero); null when the policy has no monthly cap. */
   readonly remainingThisMonthMicroUsd: bigint | null
+  /** maxPerHour less the spend of the last 60 minutes (never below zero); null when there is no hourly limit. */
+  readonly remainingThisHourMicroUsd: bigint | null
 }
 
 /** A cap less what was spent against it, never below zero; null for no cap. */
@@ -223,7 +225,8 @@ export class Spend extends Context.Service<Spend, {
                 dailySpentMicroUsd,
                 remainingTodayMicroUsd: 0n,
                 monthlySpentMicroUsd,
-                remainingThisMonthMicroUsd: 0n
+                remainingThisMonthMicroUsd: 0n,
+                remainingThisHourMicroUsd: 0n
               } satisfies SpendEstimate
             }
             // Read again, as reserve reads it, so a kill or policy change since authentication is seen.
@@ -241,7 +244,8 @@ export class Spend extends Context.Service<Spend, {
               dailySpentMicroUsd,
               remainingTodayMicroUsd: remainingUnder(policy.maxPerDayMicroUsd, dailySpentMicroUsd),
               monthlySpentMicroUsd,
-              remainingThisMonthMicroUsd: remainingUnder(policy.maxPerMonthMicroUsd, monthlySpentMicroUsd)
+              remainingThisMonthMicroUsd: remainingUnder(policy.maxPerMonthMicroUsd, monthlySpentMicroUsd),
+              remainingThisHourMicroUsd: remainingUnder(policy.maxPerHourMicroUsd, recent.spentLastHourMicroUsd)
             } satisfies SpendEstimate
           })
 
