@@ -78,7 +78,7 @@ export const EstimateResult = Schema.Struct({
   quotedUsdCents: Schema.Number.annotate({ description: "The quote execute would hold, USD cents" }),
   allowed: Schema.Boolean.annotate({ description: "Whether the spend rules would hold this quote now" }),
   refusal: Schema.optional(ErrorBody).annotate({
-    description: "When not allowed: the code, message and details execute would answer (BUDGET_EXCEEDED, PER_CALL_LIMIT_EXCEEDED, INSUFFICIENT_BALANCE, CAPABILITY_NOT_ALLOWED, AGENT_KILLED, RATE_UNAVAILABLE)"
+    description: "When not allowed: the code, message and details execute would answer (BUDGET_EXCEEDED, VELOCITY_EXCEEDED, RATE_LIMITED, PER_CALL_LIMIT_EXCEEDED, INSUFFICIENT_BALANCE, CAPABILITY_NOT_ALLOWED, AGENT_KILLED, RATE_UNAVAILABLE)"
   }),
   remainingTodayUsdCents: Schema.NullOr(Schema.Number).annotate({
     description: "The daily cap less today's held and settled spend (UTC day), USD cents; null when there is no daily cap"
