@@ -1,5 +1,6 @@
 import { Schema } from "effect"
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import { MAX_KEY_GRACE_SECONDS } from "../../src/agents/Agents.ts"
 import { AgentName, Role } from "../../src/domain/Agent.ts"
 import { Capability } from "../../src/domain/Capability.ts"
 import { Cents } from "../../src/domain/Money.ts"
@@ -53,8 +54,15 @@ export const CreatedAgentResponse = Schema.Struct({
 export const PolicyResponse = Schema.Struct({
   maxPerCallUsdCents: Schema.Number.annotate({ description: "USD cents; 0 means no limit" }),
   maxPerDayUsdCents: Schema.Number.annotate({ description: "USD cents; 0 means no limit; resets at midnight UTC" }),
+  maxPerMonthUsdCents: Schema.Number.annotate({
+    description: "USD cents per calendar month (UTC); 0 means no limit; resets at midnight UTC on the 1st"
+  }),
+  maxPerHourUsdCents: Schema.Number.annotate({ description: "USD cents over the last 60 minutes (rolling); 0 means no limit" }),
+  maxCallsPerMinute: Schema.Number.annotate({ description: "Calls started in the last 60 seconds (rolling); 0 means no limit" }),
+  autoKill: Schema.Boolean.annotate({ description: "A call past a velocity limit kills the agent (reason velocity); never an owner" }),
   allowedCapabilities: Schema.Array(Capability).annotate({ description: "Empty means all capabilities" }),
-  dailySpentUsdCents: Schema.Number
+  dailySpentUsdCents: Schema.Number,
+  monthlySpentUsdCents: Schema.Number.annotate({ description: "Held and settled spend of the current calendar month (UTC)" })
 })
 
 export const MeResponse = Schema.Struct({
@@ -63,6 +71,22 @@ export const MeResponse = Schema.Struct({
   spentTodayUsdCents: Schema.Number.annotate({ description: "Held and settled spend of the current UTC day, USD cents" }),
   remainingTodayUsdCents: Schema.NullOr(Schema.Number).annotate({
     description: "The daily cap less today's spend (never below 0), USD cents; null when there is no daily cap"
+  }),
+  spentThisMonthUsdCents: Schema.Number.annotate({
+    description: "Held and settled spend of the current calendar month (UTC), USD cents"
+  }),
+  remainingThisMonthUsdCents: Schema.NullOr(Schema.Number).annotate({
+    description: "The monthly cap less this month's spend (never below 0), USD cents; null when there is no monthly cap"
+  }),
+  spentLastHourUsdCents: Schema.Number.annotate({
+    description: "Held quotes and settled charges of the last 60 minutes (rolling), USD cents"
+  }),
+  remainingThisHourUsdCents: Schema.NullOr(Schema.Number).annotate({
+    description: "maxPerHourUsdCents less the last 60 minutes' spend (never below 0); null when there is no hourly limit"
+  }),
+  callsLastMinute: Schema.Number.annotate({ description: "Calls started in the last 60 seconds" }),
+  callsLeftThisMinute: Schema.NullOr(Schema.Number).annotate({
+    description: "maxCallsPerMinute less the calls of the last 60 seconds (never below 0); null when there is no such limit"
   }),
   allowedCapabilities: Schema.Array(Capability).annotate({
     description: "The capabilities this agent may call now (the policy's list, or all when it is empty)"
@@ -75,26 +99,68 @@ const PerCallCap = Schema.NullOr(Cents).annotate({ description: "USD cents per c
 const PerDayCap = Schema.NullOr(Cents).annotate({
   description: "USD cents per UTC day; 0 or null means no limit"
 })
+const PerMonthCap = Schema.NullOr(Cents).annotate({
+  description: "USD cents per calendar month (UTC); 0 or null means no limit"
+})
+const PerHourCap = Schema.NullOr(Cents).annotate({
+  description: "USD cents over the last 60 minutes (rolling); 0 or null means no limit"
+})
+const CallsPerMinute = Schema.NullOr(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 1_000_000 }))).annotate({
+  description: "Calls started in the last 60 seconds (rolling); 0 or null means no limit"
+})
+const AutoKill = Schema.Boolean.annotate({
+  description: "Kill the agent (reason velocity) when a call goes past a velocity limit; never applied to an owner"
+})
 const AllowedCapabilities = Schema.NullOr(CapList).annotate({ description: "[] or null means all capabilities" })
 
 /**
- * PUT: the whole policy. Every field is required, so that leaving one out
- * cannot silently lift a cap; `null` (or 0 for a cap, [] for the list) says
- * "no limit" / "all" explicitly. A missing field is 400 VALIDATION_ERROR
- * naming it in `details.issues`.
+ * PUT: the whole policy. The original three fields are required, so that
+ * leaving one out cannot silently lift a cap; `null` (or 0 for a cap, [] for
+ * the list) says "no limit" / "all" explicitly. A missing one is 400
+ * VALIDATION_ERROR naming it in `details.issues`. Fields added later
+ * (`maxPerMonthUsdCents`, `maxPerHourUsdCents`, `maxCallsPerMinute`,
+ * `autoKill`) are optional and, when left out, keep their
+ * current value: a client written before they existed never lifts them.
  */
 export const PolicyReplace = Schema.Struct({
   maxPerCallUsdCents: PerCallCap,
   maxPerDayUsdCents: PerDayCap,
+  maxPerMonthUsdCents: Schema.optional(PerMonthCap),
+  maxPerHourUsdCents: Schema.optional(PerHourCap),
+  maxCallsPerMinute: Schema.optional(CallsPerMinute),
+  autoKill: Schema.optional(AutoKill),
   allowedCapabilities: AllowedCapabilities
-}).annotate({ description: "The whole policy: all three fields are required (null means no limit / all)" })
+}).annotate({
+  description:
+    "The whole policy: maxPerCallUsdCents, maxPerDayUsdCents and allowedCapabilities are required (null means no limit / all); maxPerMonthUsdCents, maxPerHourUsdCents, maxCallsPerMinute and autoKill are optional and kept when left out"
+})
 
 /** PATCH: only the fields given change. */
 export const PolicyPatch = Schema.Struct({
   maxPerCallUsdCents: Schema.optional(PerCallCap),
   maxPerDayUsdCents: Schema.optional(PerDayCap),
+  maxPerMonthUsdCents: Schema.optional(PerMonthCap),
+  maxPerHourUsdCents: Schema.optional(PerHourCap),
+  maxCallsPerMinute: Schema.optional(CallsPerMinute),
+  autoKill: Schema.optional(AutoKill),
   allowedCapabilities: Schema.optional(AllowedCapabilities)
 }).annotate({ description: "Only the fields given change" })
+
+export const RotateKeyRequest = Schema.Struct({
+  graceSeconds: Schema.optional(
+    Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: MAX_KEY_GRACE_SECONDS })).annotate({
+      description: `How long the current key keeps working, 0 to ${MAX_KEY_GRACE_SECONDS} seconds (7 days); default 0: revoked at once`
+    })
+  )
+})
+
+export const RotatedKeyResponse = Schema.Struct({
+  id: Schema.String,
+  apiKey: Schema.String.annotate({ description: "The new key. Shown once; store it now" }),
+  previousKeyExpiresAt: Schema.NullOr(Timestamp).annotate({
+    description: "When the previous key stops working; null when it stopped at once"
+  })
+})
 
 export const HealthResponse = Schema.Struct({
   status: Schema.Literals(["ok", "degraded"]),
@@ -166,6 +232,17 @@ export class AgentsApi extends HttpApiGroup.make("agents")
       success: AgentResponse,
       error: [...accessErrors, Conflict]
     }),
+    HttpApiEndpoint.delete("delete", "/:id", {
+      params: { id: PathId },
+      success: AgentResponse,
+      error: [...accessErrors, Conflict]
+    }),
+    HttpApiEndpoint.post("rotateKey", "/:id/rotate-key", {
+      params: { id: PathId },
+      payload: RotateKeyRequest,
+      success: RotatedKeyResponse,
+      error: accessErrors
+    }).middleware(IdempotencyKeys),
     HttpApiEndpoint.get("getPolicy", "/:id/policy", {
       params: { id: PathId },
       success: PolicyResponse,

@@ -22,7 +22,7 @@ import {
   SearchInput,
   SearchOutput
 } from "../../src/capabilities/schemas.ts"
-import { BadGateway, BadRequest, ErrorBody, Forbidden, NotFound, PaymentRequired, ServiceUnavailable } from "./errors.ts"
+import { BadGateway, BadRequest, ErrorBody, Forbidden, NotFound, PaymentRequired, ServiceUnavailable, TooManyRequests } from "./errors.ts"
 import { AccessControl, Authentication, IdempotencyKeys } from "./middleware.ts"
 
 /** Capabilities: the catalogue with prices, and metered execution. */
@@ -85,10 +85,17 @@ export const EstimateResult = Schema.Struct({
   quotedUsdCents: Schema.Number.annotate({ description: "The quote execute would hold, USD cents" }),
   allowed: Schema.Boolean.annotate({ description: "Whether the spend rules would hold this quote now" }),
   refusal: Schema.optional(ErrorBody).annotate({
-    description: "When not allowed: the code, message and details execute would answer (BUDGET_EXCEEDED, PER_CALL_LIMIT_EXCEEDED, INSUFFICIENT_BALANCE, CAPABILITY_NOT_ALLOWED, AGENT_KILLED, RATE_UNAVAILABLE)"
+    description: "When not allowed: the code, message and details execute would answer (BUDGET_EXCEEDED, VELOCITY_EXCEEDED, RATE_LIMITED, PER_CALL_LIMIT_EXCEEDED, INSUFFICIENT_BALANCE, CAPABILITY_NOT_ALLOWED, AGENT_KILLED, RATE_UNAVAILABLE)"
   }),
   remainingTodayUsdCents: Schema.NullOr(Schema.Number).annotate({
     description: "The daily cap less today's held and settled spend (UTC day), USD cents; null when there is no daily cap"
+  }),
+  remainingThisMonthUsdCents: Schema.NullOr(Schema.Number).annotate({
+    description:
+      "The monthly cap less this calendar month's held and settled spend (UTC), USD cents; null when there is no monthly cap"
+  }),
+  remainingThisHourUsdCents: Schema.NullOr(Schema.Number).annotate({
+    description: "maxPerHourUsdCents less the last 60 minutes' held and settled spend, USD cents; null when there is no hourly limit"
   })
 }).annotate({
   description:
@@ -100,7 +107,7 @@ const estimateErrors = [BadRequest, Forbidden, NotFound, ServiceUnavailable] as 
 const estimate = <Name extends string, P extends Schema.Top>(name: Name, path: `/${string}`, payload: P) =>
   HttpApiEndpoint.post(name, path, { payload, success: EstimateResult, error: estimateErrors })
 
-const executeErrors = [BadRequest, PaymentRequired, Forbidden, NotFound, BadGateway, ServiceUnavailable] as const
+const executeErrors = [BadRequest, PaymentRequired, Forbidden, NotFound, TooManyRequests, BadGateway, ServiceUnavailable] as const
 
 const CapabilityParam = Schema.String.check(Schema.isMaxLength(64))
 

@@ -3,7 +3,7 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/ht
 import { ProxyCall } from "../../src/services/Services.ts"
 import { SubmissionInput } from "../../src/services/Service.ts"
 import { Metadata } from "./CapabilitiesApi.ts"
-import { BadGateway, BadRequest, Conflict, Forbidden, NotFound, PaymentRequired, ServiceUnavailable } from "./errors.ts"
+import { BadGateway, BadRequest, Conflict, Forbidden, NotFound, PaymentRequired, ServiceUnavailable, TooManyRequests } from "./errors.ts"
 import { AccessControl, Authentication, IdempotencyKeys } from "./middleware.ts"
 
 /** The service catalogue, the proxy and the registry of community services. */
@@ -63,7 +63,7 @@ export class ServicesApi extends HttpApiGroup.make("services")
         body: Schema.Unknown,
         metadata: Metadata
       }),
-      error: [BadRequest, PaymentRequired, Forbidden, NotFound, BadGateway, ServiceUnavailable]
+      error: [BadRequest, PaymentRequired, Forbidden, NotFound, TooManyRequests, BadGateway, ServiceUnavailable]
     }).middleware(IdempotencyKeys),
     HttpApiEndpoint.post("submit", "/v1/registry/submit", {
       payload: SubmissionInput,

@@ -9,7 +9,7 @@ import { NotFound } from "../../src/domain/errors.ts"
 import { microUsdToCents } from "../../src/domain/Money.ts"
 import { callReceipt } from "../../src/wallet/receipt.ts"
 import { Api } from "./Api.ts"
-import { toHttpError } from "./errors.ts"
+import { failAsHttpError, toHttpError } from "./errors.ts"
 import { CurrentPrincipal } from "./middleware.ts"
 
 /** Prices in USD cents, each object carrying its unit (decisions §7). */
@@ -77,7 +77,13 @@ export const estimateJson = (estimate: Estimate) => ({
   ...(estimate.refusal !== null
     ? { refusal: toHttpError(estimate.refusal).error }
     : {}),
-  remainingTodayUsdCents: estimate.remainingTodayMicroUsd === null ? null : microUsdToCents(estimate.remainingTodayMicroUsd)
+  remainingTodayUsdCents: estimate.remainingTodayMicroUsd === null ? null : microUsdToCents(estimate.remainingTodayMicroUsd),
+  remainingThisMonthUsdCents: estimate.remainingThisMonthMicroUsd === null
+    ? null
+    : microUsdToCents(estimate.remainingThisMonthMicroUsd),
+  remainingThisHourUsdCents: estimate.remainingThisHourMicroUsd === null
+    ? null
+    : microUsdToCents(estimate.remainingThisHourMicroUsd)
 })
 
 export const CapabilitiesHandlers = HttpApiBuilder.group(
@@ -87,7 +93,7 @@ export const CapabilitiesHandlers = HttpApiBuilder.group(
     const capabilities = yield* Capabilities
     const execute = <C extends BuiltCapability>(capability: C, input: CapabilityIO[C]["input"]) =>
       Effect.flatMap(CurrentPrincipal, (principal) =>
-        capabilities.execute(principal, capability, input).pipe(Effect.map(resultJson), Effect.mapError(toHttpError)))
+        capabilities.execute(principal, capability, input).pipe(Effect.map(resultJson), Effect.catch(failAsHttpError)))
     const estimate = <C extends BuiltCapability>(capability: C, input: CapabilityIO[C]["input"]) =>
       Effect.flatMap(CurrentPrincipal, (principal) =>
         capabilities.estimate(principal, capability, input).pipe(Effect.map(estimateJson), Effect.mapError(toHttpError)))

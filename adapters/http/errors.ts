@@ -1,5 +1,6 @@
 import { Schema } from "effect"
-import { HttpServerResponse } from "effect/http"
+import { Effect } from "effect"
+import { HttpEffect, type HttpServerRequest, HttpServerResponse } from "effect/http"
 
 /**
  * The error envelope of the API: `{ error: { code, message, details? } }`,
@@ -54,6 +55,7 @@ export const statusByCode = {
   UNAUTHORIZED: 401,
   BUDGET_EXCEEDED: 402,
   PER_CALL_LIMIT_EXCEEDED: 402,
+  VELOCITY_EXCEEDED: 402,
   INSUFFICIENT_BALANCE: 402,
   AGENT_KILLED: 403,
   CAPABILITY_NOT_ALLOWED: 403,
@@ -88,6 +90,23 @@ export const toHttpError = (error: CodedError): HttpError => {
     : { code: error.code, message: error.message, details: error.details }
   return new Class({ error: body })
 }
+
+/**
+ * `toHttpError` for a failure of a spending route: an error that says when
+ * to retry (`retryAfterSeconds`, e.g. a policy's calls-per-minute limit)
+ * also sets `Retry-After` on the response.
+ */
+export const failAsHttpError = (
+  error: CodedError & { readonly retryAfterSeconds?: number }
+): Effect.Effect<never, HttpError, HttpServerRequest.HttpServerRequest> =>
+  error.retryAfterSeconds === undefined
+    ? Effect.fail(toHttpError(error))
+    : Effect.andThen(
+      HttpEffect.appendPreResponseHandler((_request, response) =>
+        Effect.succeed(HttpServerResponse.setHeader(response, "retry-after", String(error.retryAfterSeconds)))
+      ),
+      Effect.fail(toHttpError(error))
+    )
 
 /** A response in the envelope, for failures raised outside any endpoint (routing, body parsing). */
 export const envelopeResponse = (

@@ -7,6 +7,7 @@ import type { Agent } from "../../src/domain/Agent.ts"
 import { capabilityNames } from "../../src/domain/Capability.ts"
 import type { AgentId } from "../../src/domain/ids.ts"
 import { microUsdToCents } from "../../src/domain/Money.ts"
+import { remainingUnder } from "../../src/wallet/Spend.ts"
 import type { PolicyPatch } from "../../src/ports/Store.ts"
 import { Health } from "../../src/Health.ts"
 import {
@@ -31,20 +32,31 @@ export const agentJson = (agent: Agent) => ({
   name: agent.name,
   role: agent.role,
   killed: agent.killed,
+  killReason: agent.killReason,
   createdAt: iso(agent.createdAt),
-  lastActiveAt: agent.lastActiveAt === null ? null : iso(agent.lastActiveAt)
+  lastActiveAt: agent.lastActiveAt === null ? null : iso(agent.lastActiveAt),
+  deletedAt: agent.deletedAt === null ? null : iso(agent.deletedAt)
 })
 
-export const policyJson = (policy: PolicyView) => ({
+export const policyJson = ({ recent: _, ...policy }: PolicyView) => ({
   maxPerCallUsdCents: policy.maxPerCallMicroUsd === null ? 0 : microUsdToCents(policy.maxPerCallMicroUsd),
   maxPerDayUsdCents: policy.maxPerDayMicroUsd === null ? 0 : microUsdToCents(policy.maxPerDayMicroUsd),
+  maxPerMonthUsdCents: policy.maxPerMonthMicroUsd === null ? 0 : microUsdToCents(policy.maxPerMonthMicroUsd),
+  maxPerHourUsdCents: policy.maxPerHourMicroUsd === null ? 0 : microUsdToCents(policy.maxPerHourMicroUsd),
+  maxCallsPerMinute: policy.maxCallsPerMinute ?? 0,
+  autoKill: policy.autoKill,
   allowedCapabilities: policy.allowedCapabilities,
-  dailySpentUsdCents: microUsdToCents(policy.dailySpentMicroUsd)
+  dailySpentUsdCents: microUsdToCents(policy.dailySpentMicroUsd),
+  monthlySpentUsdCents: microUsdToCents(policy.monthlySpentMicroUsd)
 })
 
 const toPatch = (payload: typeof PolicyReplace.Type | typeof PolicyPatchBody.Type): PolicyPatch => ({
   ...(payload.maxPerCallUsdCents !== undefined ? { maxPerCallMicroUsd: payload.maxPerCallUsdCents } : {}),
   ...(payload.maxPerDayUsdCents !== undefined ? { maxPerDayMicroUsd: payload.maxPerDayUsdCents } : {}),
+  ...(payload.maxPerMonthUsdCents !== undefined ? { maxPerMonthMicroUsd: payload.maxPerMonthUsdCents } : {}),
+  ...(payload.maxPerHourUsdCents !== undefined ? { maxPerHourMicroUsd: payload.maxPerHourUsdCents } : {}),
+  ...(payload.maxCallsPerMinute !== undefined ? { maxCallsPerMinute: payload.maxCallsPerMinute } : {}),
+  ...(payload.autoKill !== undefined ? { autoKill: payload.autoKill } : {}),
   ...(payload.allowedCapabilities !== undefined ? { allowedCapabilities: payload.allowedCapabilities ?? [] } : {})
 })
 
@@ -88,7 +100,7 @@ export const AgentsHandlers = HttpApiBuilder.group(
         Effect.gen(function*() {
           const principal = yield* CurrentPrincipal
           const created = yield* mapCore(agents.create(principal, payload))
-          const { lastActiveAt: _, ...agent } = agentJson(created.agent)
+          const { lastActiveAt: _, deletedAt: __, killReason: ___, ...agent } = agentJson(created.agent)
           return { ...agent, apiKey: created.apiKey }
         }))
       .handle("me", () =>
@@ -98,14 +110,23 @@ export const AgentsHandlers = HttpApiBuilder.group(
           const self = principal.agent.id
           const agent = yield* mapCore(agents.get(principal, self))
           const policy = yield* mapCore(policies.get(principal, self))
-          const cap = policy.maxPerDayMicroUsd
+          const remainingToday = remainingUnder(policy.maxPerDayMicroUsd, policy.dailySpentMicroUsd)
+          const remainingThisMonth = remainingUnder(policy.maxPerMonthMicroUsd, policy.monthlySpentMicroUsd)
+          const remainingThisHour = remainingUnder(policy.maxPerHourMicroUsd, policy.recent.spentLastHourMicroUsd)
+          const callsLeft = policy.maxCallsPerMinute === null
+            ? null
+            : Math.max(0, policy.maxCallsPerMinute - policy.recent.callsLastMinute)
           return {
             ...agentJson(agent),
             policy: policyJson(policy),
             spentTodayUsdCents: microUsdToCents(policy.dailySpentMicroUsd),
-            remainingTodayUsdCents: cap === null
-              ? null
-              : microUsdToCents(cap > policy.dailySpentMicroUsd ? cap - policy.dailySpentMicroUsd : 0n),
+            remainingTodayUsdCents: remainingToday === null ? null : microUsdToCents(remainingToday),
+            spentThisMonthUsdCents: microUsdToCents(policy.monthlySpentMicroUsd),
+            remainingThisMonthUsdCents: remainingThisMonth === null ? null : microUsdToCents(remainingThisMonth),
+            spentLastHourUsdCents: microUsdToCents(policy.recent.spentLastHourMicroUsd),
+            remainingThisHourUsdCents: remainingThisHour === null ? null : microUsdToCents(remainingThisHour),
+            callsLastMinute: policy.recent.callsLastMinute,
+            callsLeftThisMinute: callsLeft,
             allowedCapabilities: policy.allowedCapabilities.length === 0 ? [...capabilityNames] : policy.allowedCapabilities
           }
         }))
@@ -115,6 +136,18 @@ export const AgentsHandlers = HttpApiBuilder.group(
       .handle("update", ({ params, payload }) =>
         Effect.flatMap(CurrentPrincipal, (principal) =>
           mapCore(agents.update(principal, params.id as AgentId, payload)).pipe(Effect.map(agentJson))))
+      .handle("delete", ({ params }) =>
+        Effect.flatMap(CurrentPrincipal, (principal) =>
+          mapCore(agents.delete(principal, params.id as AgentId)).pipe(Effect.map(agentJson))))
+      .handle("rotateKey", ({ params, payload }) =>
+        Effect.flatMap(CurrentPrincipal, (principal) =>
+          mapCore(agents.rotateKey(principal, params.id as AgentId, payload)).pipe(
+            Effect.map((rotated) => ({
+              id: rotated.agent.id,
+              apiKey: rotated.apiKey,
+              previousKeyExpiresAt: rotated.previousKeyExpiresAt === null ? null : iso(rotated.previousKeyExpiresAt)
+            }))
+          )))
       .handle("getPolicy", ({ params }) =>
         Effect.flatMap(CurrentPrincipal, (principal) =>
           mapCore(policies.get(principal, params.id as AgentId)).pipe(Effect.map(policyJson))))

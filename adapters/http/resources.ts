@@ -1,5 +1,5 @@
 import { Schema } from "effect"
-import { Role } from "../../src/domain/Agent.ts"
+import { KillReason, Role } from "../../src/domain/Agent.ts"
 
 /** Resource shapes shared by several groups of the contract. */
 
@@ -10,6 +10,12 @@ export const AgentResponse = Schema.Struct({
   name: Schema.String,
   role: Role,
   killed: Schema.Boolean,
+  killReason: Schema.NullOr(KillReason).annotate({
+    description: "Why the agent is killed: `owner` (PATCH killed: true) or `velocity` (its policy's autoKill); null when not killed"
+  }),
   createdAt: Timestamp,
-  lastActiveAt: Schema.NullOr(Timestamp)
+  lastActiveAt: Schema.NullOr(Timestamp),
+  deletedAt: Schema.NullOr(Timestamp).annotate({
+    description: "When the agent was deleted (its keys no longer work); null while it exists"
+  })
 })

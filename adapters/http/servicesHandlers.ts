@@ -6,7 +6,7 @@ import { callReceipt } from "../../src/wallet/receipt.ts"
 import type { Service, Submission } from "../../src/services/Service.ts"
 import { Services } from "../../src/services/Services.ts"
 import { Api } from "./Api.ts"
-import { toHttpError } from "./errors.ts"
+import { failAsHttpError, toHttpError } from "./errors.ts"
 import { CurrentPrincipal } from "./middleware.ts"
 
 export const serviceSummary = (s: Service) => ({
@@ -77,14 +77,14 @@ export const ServicesHandlers = HttpApiBuilder.group(
           const wantsStream = typeof payload.body === "object" && payload.body !== null &&
             (payload.body as { stream?: unknown }).stream === true
           if (wantsStream) {
-            const streamed = yield* services.proxyStream(principal, params.slug, payload).pipe(Effect.mapError(toHttpError))
+            const streamed = yield* services.proxyStream(principal, params.slug, payload).pipe(Effect.catch(failAsHttpError))
             return HttpServerResponse.stream(streamed.body, {
               status: streamed.status,
               headers: { ...streamed.headers, "cache-control": "no-cache" },
               contentType: streamed.headers["content-type"] ?? "text/event-stream"
             })
           }
-          const result = yield* services.proxy(principal, params.slug, payload).pipe(Effect.mapError(toHttpError))
+          const result = yield* services.proxy(principal, params.slug, payload).pipe(Effect.catch(failAsHttpError))
           return {
             status: result.response.status,
             headers: result.response.headers,

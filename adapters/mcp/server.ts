@@ -179,7 +179,7 @@ export const makeMcpServer = (backend: Backend): Server => {
       capabilities: { tools: {} },
       instructions: "Paid capabilities behind a spending gateway. Every tool call is charged to the wallet under " +
         "this agent's policy; a refused call returns isError with a code (e.g. CAPABILITY_NOT_ALLOWED, " +
-        "PER_CALL_LIMIT_EXCEEDED, BUDGET_EXCEEDED, INSUFFICIENT_BALANCE, AGENT_KILLED) and details."
+        "PER_CALL_LIMIT_EXCEEDED, BUDGET_EXCEEDED, VELOCITY_EXCEEDED, RATE_LIMITED, INSUFFICIENT_BALANCE, AGENT_KILLED) and details."
     }
   )
 

@@ -19,10 +19,14 @@ import * as MemoryRegistryStore from "./MemoryRegistryStore.ts"
 import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
 import { effectiveStatus, type Invoice, type InvoiceType } from "../../src/domain/Invoice.ts"
 import { decidePayment } from "../../src/funding/payment.ts"
+import { isLiveOwner } from "../../src/agents/Access.ts"
 import { planAgentChange } from "../../src/agents/owners.ts"
 import { creditFits, MicroUsd, Msat, pocketMaximum } from "../../src/domain/Money.ts"
+import { refusalKillsAgent } from "../../src/wallet/decide.ts"
+import { reservationSpend } from "../../src/wallet/entries.ts"
 import {
   type AgentWithPolicy,
+  type RecentActivity,
   type CreditInput,
   type FundingStore,
   type InvoiceFilter,
@@ -44,7 +48,9 @@ import * as MemoryIdempotencyStore from "./MemoryIdempotencyStore.ts"
 interface AgentEntry {
   agent: Agent
   policy: Policy
-  readonly keyHash: string
+  keyHash: string
+  /** The key a rotation kept valid until `previousExpiresAt`. */
+  previous: { readonly keyHash: string; readonly expiresAt: Date } | null
 }
 
 const byNewest = (a: Agent, b: Agent) =>
@@ -61,7 +67,7 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
       throw new Error("duplicate agent id or key hash")
     }
     if (!accounts.has(input.agent.accountId)) throw new Error("unknown account")
-    agents.set(input.agent.id, { agent: input.agent, policy: input.policy, keyHash: input.keyHash })
+    agents.set(input.agent.id, { agent: input.agent, policy: input.policy, keyHash: input.keyHash, previous: null })
     agentByKeyHash.set(input.keyHash, input.agent.id)
   }
 
@@ -75,6 +81,12 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
     agentEntry: (accountId, agentId) => {
       const entry = entryIn(accountId, agentId)
       return entry === undefined ? undefined : { agent: entry.agent, policy: entry.policy }
+    },
+    killForVelocity: (agentId) => {
+      const entry = agents.get(agentId)
+      if (entry !== undefined && !entry.agent.killed) {
+        entry.agent = { ...entry.agent, killed: true, killReason: "velocity" }
+      }
     }
   })
 
@@ -170,10 +182,32 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
         wallets.set(accountId, { accountId, usdMicroUsd: MicroUsd.make(0n), satsMsat: Msat.make(0n) })
       }),
     createAgent: (input) => Effect.sync(() => insertAgent(input)),
-    findAgentByKeyHash: (keyHash) =>
+    findAgentByKeyHash: (keyHash, now) =>
       Effect.sync(() => {
         const id = agentByKeyHash.get(keyHash)
-        return Option.fromNullishOr(id === undefined ? undefined : agents.get(id)?.agent)
+        const entry = id === undefined ? undefined : agents.get(id)
+        if (entry === undefined || entry.agent.deletedAt !== null) return Option.none()
+        if (entry.keyHash === keyHash) return Option.some(entry.agent)
+        const previous = entry.previous
+        return previous !== null && previous.keyHash === keyHash && previous.expiresAt.getTime() > now.getTime()
+          ? Option.some(entry.agent)
+          : Option.none()
+      }),
+    rotateKey: (accountId, agentId, rotation) =>
+      Effect.sync(() => {
+        const entry = entryIn(accountId, agentId)
+        if (entry === undefined || entry.agent.deletedAt !== null) return Option.none()
+        if (agentByKeyHash.has(rotation.keyHash)) throw new Error("duplicate key hash")
+        if (entry.previous !== null) agentByKeyHash.delete(entry.previous.keyHash)
+        if (rotation.previousExpiresAt === null) {
+          agentByKeyHash.delete(entry.keyHash)
+          entry.previous = null
+        } else {
+          entry.previous = { keyHash: entry.keyHash, expiresAt: rotation.previousExpiresAt }
+        }
+        entry.keyHash = rotation.keyHash
+        agentByKeyHash.set(rotation.keyHash, agentId)
+        return Option.some(entry.agent)
       }),
     getAgent: (accountId, agentId) =>
       Effect.sync(() => {
@@ -184,7 +218,9 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
       }),
     listAgents: (accountId, page) =>
       Effect.sync((): Page<Agent> => {
-        const all = [...agents.values()].map((e) => e.agent).filter((a) => a.accountId === accountId).sort(byNewest)
+        const all = [...agents.values()].map((e) => e.agent)
+          .filter((a) => a.accountId === accountId && a.deletedAt === null)
+          .sort(byNewest)
         return { items: all.slice(page.offset, page.offset + page.limit), total: all.length }
       }),
     updateAgent: (accountId, agentId, changes) =>
@@ -192,10 +228,11 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
         const entry = entryIn(accountId, agentId)
         if (entry === undefined) return { _tag: "NotFound" as const }
         const otherLiveOwner = [...agents.values()].some((e) =>
-          e.agent.accountId === accountId && e.agent.id !== agentId && e.agent.role === "owner" && !e.agent.killed
+          e.agent.accountId === accountId && e.agent.id !== agentId && isLiveOwner(e.agent)
         )
         const plan = planAgentChange({ agent: entry.agent, otherLiveOwner }, changes)
         if (plan._tag === "LastLiveOwner") return plan
+        if (plan._tag === "Deleted") return { _tag: "NotFound" as const }
         entry.agent = plan.agent
         return { _tag: "Updated" as const, agent: entry.agent }
       }),
@@ -209,7 +246,7 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
     updatePolicy: (accountId, agentId, patch) =>
       Effect.sync(() => {
         const entry = entryIn(accountId, agentId)
-        if (entry === undefined) return Option.none()
+        if (entry === undefined || entry.agent.deletedAt !== null) return Option.none()
         entry.policy = {
           maxPerCallMicroUsd: patch.maxPerCallMicroUsd !== undefined
             ? patch.maxPerCallMicroUsd
@@ -217,6 +254,16 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
           maxPerDayMicroUsd: patch.maxPerDayMicroUsd !== undefined
             ? patch.maxPerDayMicroUsd
             : entry.policy.maxPerDayMicroUsd,
+          maxPerMonthMicroUsd: patch.maxPerMonthMicroUsd !== undefined
+            ? patch.maxPerMonthMicroUsd
+            : entry.policy.maxPerMonthMicroUsd,
+          maxPerHourMicroUsd: patch.maxPerHourMicroUsd !== undefined
+            ? patch.maxPerHourMicroUsd
+            : entry.policy.maxPerHourMicroUsd,
+          maxCallsPerMinute: patch.maxCallsPerMinute !== undefined
+            ? patch.maxCallsPerMinute
+            : entry.policy.maxCallsPerMinute,
+          autoKill: patch.autoKill ?? entry.policy.autoKill,
           allowedCapabilities: patch.allowedCapabilities ?? entry.policy.allowedCapabilities
         }
         return Option.some(entry.policy)
@@ -241,6 +288,7 @@ interface LedgerInternals {
 const makeMemoryLedger = (shared: {
   readonly wallets: Map<AccountId, Wallet>
   readonly agentEntry: (accountId: AccountId, agentId: AgentId) => AgentWithPolicy | undefined
+  readonly killForVelocity: (agentId: AgentId) => void
 }): LedgerStore & FundingStore & LedgerInternals => {
   const { wallets } = shared
   const lock = Semaphore.makeUnsafe(1)
@@ -251,6 +299,30 @@ const makeMemoryLedger = (shared: {
   const creditKeys = new Map<string, Transaction>()
 
   const dayKey = (agentId: AgentId, day: string) => `${agentId}|${day}`
+  /** The month's spend: the sum of its days' rows (`day` is YYYY-MM-DD). */
+  const monthlySpent = (agentId: AgentId, day: string) => {
+    const prefix = `${agentId}|${day.slice(0, 7)}-`
+    let sum = 0n
+    for (const [key, spent] of daily) if (key.startsWith(prefix)) sum += spent
+    return sum
+  }
+  const recentOf = (agentId: AgentId, now: Date): RecentActivity => {
+    const hourAgo = now.getTime() - 60 * 60_000
+    const minuteAgo = now.getTime() - 60_000
+    let spentLastHourMicroUsd = 0n
+    let callsLastMinute = 0
+    let oldest: Date | null = null
+    for (const r of reservations.values()) {
+      const at = r.createdAt.getTime()
+      if (r.agentId !== agentId || at <= hourAgo || at > now.getTime()) continue
+      spentLastHourMicroUsd += reservationSpend(r)
+      if (at > minuteAgo) {
+        callsLastMinute++
+        if (oldest === null || at < oldest.getTime()) oldest = r.createdAt
+      }
+    }
+    return { spentLastHourMicroUsd, callsLastMinute, oldestCallLastMinuteAt: oldest }
+  }
   const addDaily = (agentId: AgentId, day: string, delta: bigint) => {
     const key = dayKey(agentId, day)
     daily.set(key, (daily.get(key) ?? 0n) + delta)
@@ -429,9 +501,15 @@ const makeMemoryLedger = (shared: {
           agent: entry.agent,
           policy: entry.policy,
           dailySpentMicroUsd: daily.get(dayKey(input.agentId, input.day)) ?? 0n,
+          monthlySpentMicroUsd: monthlySpent(input.agentId, input.day),
+          recent: recentOf(input.agentId, input.now),
+          now: input.now,
           wallet
         })
-        if (Result.isFailure(decision)) return Result.fail(decision.failure)
+        if (Result.isFailure(decision)) {
+          if (refusalKillsAgent(decision.failure)) shared.killForVelocity(input.agentId)
+          return Result.fail(decision.failure)
+        }
         const plan = decision.success
         const reservation = heldReservation(input, plan)
         const next = movedBy(wallet, -plan.fromUsdMicroUsd, -plan.fromSatsMsat)
@@ -456,6 +534,7 @@ const makeMemoryLedger = (shared: {
           const late = input.planLate(reservation, {
             policy: entry.policy,
             dailySpentMicroUsd: daily.get(dayKey(reservation.agentId, reservation.day)) ?? 0n,
+            monthlySpentMicroUsd: monthlySpent(reservation.agentId, reservation.day),
             wallet
           })
           if (late._tag === "Unpaid") {
@@ -524,10 +603,17 @@ const makeMemoryLedger = (shared: {
     agentSpend: (accountId, agentId, day) =>
       Effect.sync(() => ({
         dailySpentMicroUsd: daily.get(dayKey(agentId, day)) ?? 0n,
+        monthlySpentMicroUsd: monthlySpent(agentId, day),
         lifetimeSpentMicroUsd: transactions
           .filter((t) => t.accountId === accountId && t.agentId === agentId && t.type === "charge")
           .reduce((sum, t) => sum + t.amountMicroUsd, 0n)
       })),
+    recentActivity: (accountId, agentId, now) =>
+      Effect.sync(() =>
+        shared.agentEntry(accountId, agentId) === undefined
+          ? { spentLastHourMicroUsd: 0n, callsLastMinute: 0, oldestCallLastMinuteAt: null }
+          : recentOf(agentId, now)
+      ),
     getAudit: (accountId, auditId) =>
       Effect.sync(() => Option.fromNullishOr((audit.get(accountId) ?? []).find((r) => r.id === auditId))),
     listAudit: (accountId, afterSeq, limit) =>

@@ -18,7 +18,8 @@ import { type Invoice, type InvoiceStatus, type InvoiceType } from "../../src/do
 import { decidePayment } from "../../src/funding/payment.ts"
 import { creditFits, MicroUsd, Msat, pocketMaximum } from "../../src/domain/Money.ts"
 import { paged } from "./paging.ts"
-import type { CreditInput, FundingStore, LedgerStore } from "../../src/ports/Store.ts"
+import type { CreditInput, FundingStore, LedgerStore, RecentActivity } from "../../src/ports/Store.ts"
+import { refusalKillsAgent } from "../../src/wallet/decide.ts"
 import {
   creditEntries,
   heldReservation,
@@ -241,6 +242,31 @@ export const makeSqlLedger = (
     sql`
       INSERT INTO agent_daily_spend (agent_id, day, spent_micro_usd) VALUES (${agentId}, ${day}, ${amount})
       ON CONFLICT (agent_id, day) DO UPDATE SET spent_micro_usd = agent_daily_spend.spent_micro_usd + ${amount}`
+  /**
+   * The spend of the calendar month of `day` (YYYY-MM-DD): the sum of that
+   * month's daily rows, read under the wallet lock like the day's own row.
+   */
+  const monthSpent = (agentId: Statement.Fragment | AgentId, day: string) =>
+    sql`(SELECT COALESCE(SUM(m.spent_micro_usd), 0) FROM agent_daily_spend m
+      WHERE m.agent_id = ${agentId} AND m.day >= ${`${day.slice(0, 7)}-01`} AND m.day <= ${`${day.slice(0, 7)}-31`})`
+  /** The agent's reservations of the last hour and minute before `now` (see `reservationSpend`). */
+  const recentOf = (agentId: AgentId, now: Date) =>
+    Effect.map(
+      sql<{ spent: Int8; calls: Int8; oldest: Date | string | null }>`
+        SELECT
+          COALESCE(SUM(CASE WHEN status = 'held' THEN quoted_micro_usd
+                            WHEN status = 'settled' THEN COALESCE(settled_micro_usd, 0)
+                            ELSE 0 END), 0) AS spent,
+          COUNT(*) FILTER (WHERE created_at > ${new Date(now.getTime() - 60_000)}) AS calls,
+          MIN(created_at) FILTER (WHERE created_at > ${new Date(now.getTime() - 60_000)}) AS oldest
+        FROM reservations
+        WHERE agent_id = ${agentId} AND created_at > ${new Date(now.getTime() - 3_600_000)} AND created_at <= ${now}`,
+      (rows): RecentActivity => ({
+        spentLastHourMicroUsd: big(rows[0]?.spent ?? 0),
+        callsLastMinute: Number(rows[0]?.calls ?? 0),
+        oldestCallLastMinuteAt: rows[0]?.oldest == null ? null : date(rows[0].oldest)
+      })
+    )
   const lowerDaily = (agentId: AgentId, day: string, amount: bigint) =>
     sql`
       UPDATE agent_daily_spend SET spent_micro_usd = spent_micro_usd - ${amount}
@@ -469,7 +495,7 @@ export const makeSqlLedger = (
         // the transaction it waited for committed.
         const locked = yield* lockWallet(input.accountId)
         const rows = yield* sql<Record<string, unknown>>`
-          SELECT a.*, COALESCE(d.spent_micro_usd, 0) AS daily_spent
+          SELECT a.*, COALESCE(d.spent_micro_usd, 0) AS daily_spent, ${monthSpent(sql`a.id`, input.day)} AS monthly_spent
           FROM agents a
           LEFT JOIN agent_daily_spend d ON d.agent_id = a.id AND d.day = ${input.day}
           WHERE a.id = ${input.agentId} AND a.account_id = ${input.accountId}`
@@ -481,9 +507,19 @@ export const makeSqlLedger = (
           agent,
           policy,
           dailySpentMicroUsd: big(row["daily_spent"] as Int8),
+          monthlySpentMicroUsd: big(row["monthly_spent"] as Int8),
+          recent: yield* recentOf(input.agentId, input.now),
+          now: input.now,
           wallet
         })
-        if (Result.isFailure(decision)) return Result.fail(decision.failure)
+        if (Result.isFailure(decision)) {
+          if (refusalKillsAgent(decision.failure)) {
+            yield* sql`
+              UPDATE agents SET killed = TRUE, kill_reason = 'velocity'
+              WHERE id = ${input.agentId} AND account_id = ${input.accountId} AND NOT killed`
+          }
+          return Result.fail(decision.failure)
+        }
         const plan = decision.success
         const audit = yield* seal(locked, reserveAudit(input, plan))
         const reservation = heldReservation(input, plan)
@@ -519,7 +555,8 @@ export const makeSqlLedger = (
         if (reservation.status === "released" && reservation.settledMicroUsd === null) {
           // The sweep returned the hold while the call ran: settle late, under the same lock.
           const rows = yield* sql<Record<string, unknown>>`
-            SELECT a.*, COALESCE(d.spent_micro_usd, 0) AS daily_spent
+            SELECT a.*, COALESCE(d.spent_micro_usd, 0) AS daily_spent,
+              ${monthSpent(sql`a.id`, reservation.day)} AS monthly_spent
             FROM agents a
             LEFT JOIN agent_daily_spend d ON d.agent_id = a.id AND d.day = ${reservation.day}
             WHERE a.id = ${reservation.agentId} AND a.account_id = ${reservation.accountId}`
@@ -530,6 +567,7 @@ export const makeSqlLedger = (
           const late = input.planLate(reservation, {
             policy: readAgent(row).policy,
             dailySpentMicroUsd: big(row["daily_spent"] as Int8),
+            monthlySpentMicroUsd: big(row["monthly_spent"] as Int8),
             wallet: toWallet(pockets[0]!)
           })
           if (late._tag === "Unpaid") {
@@ -625,10 +663,21 @@ export const makeSqlLedger = (
         const [lifetime] = yield* sql<{ total: Int8 | null }>`
           SELECT COALESCE(SUM(amount_micro_usd), 0) AS total FROM transactions
           WHERE agent_id = ${agentId} AND account_id = ${accountId} AND type = 'charge'`
+        const [monthly] = yield* sql<{ spent: Int8 }>`
+          SELECT ${monthSpent(sql`a.id`, day)} AS spent FROM agents a
+          WHERE a.id = ${agentId} AND a.account_id = ${accountId}`
         return {
           dailySpentMicroUsd: dailyRow === undefined ? 0n : big(dailyRow.spent_micro_usd),
+          monthlySpentMicroUsd: monthly === undefined ? 0n : big(monthly.spent),
           lifetimeSpentMicroUsd: lifetime?.total == null ? 0n : big(lifetime.total)
         }
+      }).pipe(Effect.orDie),
+
+    recentActivity: (accountId, agentId, now) =>
+      Effect.gen(function*() {
+        const [found] = yield* sql`SELECT 1 FROM agents WHERE id = ${agentId} AND account_id = ${accountId}`
+        if (found === undefined) return { spentLastHourMicroUsd: 0n, callsLastMinute: 0, oldestCallLastMinuteAt: null }
+        return yield* recentOf(agentId, now)
       }).pipe(Effect.orDie),
 
     getAudit: (accountId, auditId) =>

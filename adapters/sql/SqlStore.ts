@@ -1,6 +1,6 @@
 import { Effect, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
-import type { Agent, Policy, Role } from "../../src/domain/Agent.ts"
+import type { Agent, KillReason, Policy, Role } from "../../src/domain/Agent.ts"
 import { type Capability, isCapability } from "../../src/domain/Capability.ts"
 import type { AccountId, AgentId } from "../../src/domain/ids.ts"
 import { planAgentChange } from "../../src/agents/owners.ts"
@@ -23,7 +23,13 @@ export interface AgentRow {
   readonly last_active_at: Date | string | null
   readonly max_per_call_micro_usd: string | bigint | null
   readonly max_per_day_micro_usd: string | bigint | null
+  readonly max_per_month_micro_usd: string | bigint | null
+  readonly max_per_hour_micro_usd: string | bigint | null
+  readonly max_calls_per_minute: number | string | null
+  readonly auto_kill: boolean
+  readonly kill_reason: string | null
   readonly allowed_capabilities: string
+  readonly deleted_at: Date | string | null
 }
 
 const toDate = (value: Date | string): Date => (value instanceof Date ? value : new Date(value))
@@ -35,8 +41,10 @@ export const rowToAgent = (row: AgentRow): Agent => ({
   name: row.name,
   role: row.role as Role,
   killed: row.killed,
+  killReason: row.kill_reason as KillReason | null,
   createdAt: toDate(row.created_at),
-  lastActiveAt: row.last_active_at === null ? null : toDate(row.last_active_at)
+  lastActiveAt: row.last_active_at === null ? null : toDate(row.last_active_at),
+  deletedAt: row.deleted_at === null ? null : toDate(row.deleted_at)
 })
 
 const encodeCapabilities = (capabilities: ReadonlyArray<Capability>): string => capabilities.join(",")
@@ -46,6 +54,10 @@ const decodeCapabilities = (stored: string): ReadonlyArray<Capability> =>
 const rowToPolicy = (row: AgentRow): Policy => ({
   maxPerCallMicroUsd: toBigIntOrNull(row.max_per_call_micro_usd),
   maxPerDayMicroUsd: toBigIntOrNull(row.max_per_day_micro_usd),
+  maxPerMonthMicroUsd: toBigIntOrNull(row.max_per_month_micro_usd),
+  maxPerHourMicroUsd: toBigIntOrNull(row.max_per_hour_micro_usd),
+  maxCallsPerMinute: row.max_calls_per_minute === null ? null : Number(row.max_calls_per_minute),
+  autoKill: row.auto_kill,
   allowedCapabilities: decodeCapabilities(row.allowed_capabilities)
 })
 
@@ -65,6 +77,12 @@ export const makeSqlStore = Effect.gen(function*() {
         last_active_at: input.agent.lastActiveAt,
         max_per_call_micro_usd: input.policy.maxPerCallMicroUsd,
         max_per_day_micro_usd: input.policy.maxPerDayMicroUsd,
+        max_per_month_micro_usd: input.policy.maxPerMonthMicroUsd,
+        max_per_hour_micro_usd: input.policy.maxPerHourMicroUsd,
+        max_calls_per_minute: input.policy.maxCallsPerMinute,
+        auto_kill: input.policy.autoKill,
+        kill_reason: input.agent.killReason,
+        deleted_at: input.agent.deletedAt,
         allowed_capabilities: encodeCapabilities(input.policy.allowedCapabilities)
       })
     }`
@@ -85,8 +103,11 @@ export const makeSqlStore = Effect.gen(function*() {
         yield* insertAgent(owner)
       })).pipe(Effect.asVoid, Effect.orDie),
     createAgent: (input) => insertAgent(input).pipe(Effect.asVoid, Effect.orDie),
-    findAgentByKeyHash: (keyHash) =>
-      sql<AgentRow>`SELECT * FROM agents WHERE key_hash = ${keyHash}`.pipe(
+    findAgentByKeyHash: (keyHash, now) =>
+      sql<AgentRow>`
+        SELECT * FROM agents
+        WHERE (key_hash = ${keyHash} OR (prev_key_hash = ${keyHash} AND prev_key_expires_at > ${now}))
+          AND deleted_at IS NULL`.pipe(
         Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), rowToAgent)),
         Effect.orDie
       ),
@@ -95,8 +116,20 @@ export const makeSqlStore = Effect.gen(function*() {
         Effect.map(Option.map((row) => ({ agent: rowToAgent(row), policy: rowToPolicy(row) }))),
         Effect.orDie
       ),
+    rotateKey: (accountId, agentId, rotation) =>
+      (rotation.previousExpiresAt === null
+        ? sql<AgentRow>`
+            UPDATE agents SET key_hash = ${rotation.keyHash}, prev_key_hash = NULL, prev_key_expires_at = NULL
+            WHERE id = ${agentId} AND account_id = ${accountId} AND deleted_at IS NULL RETURNING *`
+        : sql<AgentRow>`
+            UPDATE agents SET key_hash = ${rotation.keyHash}, prev_key_hash = key_hash,
+              prev_key_expires_at = ${rotation.previousExpiresAt}
+            WHERE id = ${agentId} AND account_id = ${accountId} AND deleted_at IS NULL RETURNING *`).pipe(
+        Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), rowToAgent)),
+        Effect.orDie
+      ),
     listAgents: (accountId, page) =>
-      paged(sql, "agents", sql`account_id = ${accountId}`, rowToAgent, page).pipe(Effect.orDie),
+      paged(sql, "agents", sql`account_id = ${accountId} AND deleted_at IS NULL`, rowToAgent, page).pipe(Effect.orDie),
     updateAgent: (accountId, agentId, changes) =>
       sql.withTransaction(Effect.gen(function*() {
         // Serialise changes per account: the last-live-owner rule must see
@@ -107,11 +140,14 @@ export const makeSqlStore = Effect.gen(function*() {
         if (Option.isNone(current)) return { _tag: "NotFound" } satisfies UpdateAgentResult
         const others = yield* sql`
           SELECT 1 FROM agents
-          WHERE account_id = ${accountId} AND role = 'owner' AND NOT killed AND id <> ${agentId} LIMIT 1`
+          WHERE account_id = ${accountId} AND role = 'owner' AND NOT killed AND deleted_at IS NULL
+            AND id <> ${agentId} LIMIT 1`
         const plan = planAgentChange({ agent: rowToAgent(current.value), otherLiveOwner: others.length > 0 }, changes)
         if (plan._tag === "LastLiveOwner") return plan satisfies UpdateAgentResult
+        if (plan._tag === "Deleted") return { _tag: "NotFound" } satisfies UpdateAgentResult
         const updated = yield* sql<AgentRow>`
-          UPDATE agents SET name = ${plan.agent.name}, killed = ${plan.agent.killed}
+          UPDATE agents SET name = ${plan.agent.name}, killed = ${plan.agent.killed},
+            kill_reason = ${plan.agent.killReason}, deleted_at = ${plan.agent.deletedAt}
           WHERE id = ${agentId} AND account_id = ${accountId} RETURNING *`
         return { _tag: "Updated", agent: rowToAgent(updated[0]!) } satisfies UpdateAgentResult
       })).pipe(Effect.orDie),
@@ -131,14 +167,27 @@ export const makeSqlStore = Effect.gen(function*() {
         if (patch.maxPerDayMicroUsd !== undefined) {
           sets.push(sql`max_per_day_micro_usd = ${patch.maxPerDayMicroUsd}`)
         }
+        if (patch.maxPerMonthMicroUsd !== undefined) {
+          sets.push(sql`max_per_month_micro_usd = ${patch.maxPerMonthMicroUsd}`)
+        }
+        if (patch.maxPerHourMicroUsd !== undefined) {
+          sets.push(sql`max_per_hour_micro_usd = ${patch.maxPerHourMicroUsd}`)
+        }
+        if (patch.maxCallsPerMinute !== undefined) {
+          sets.push(sql`max_calls_per_minute = ${patch.maxCallsPerMinute}`)
+        }
+        if (patch.autoKill !== undefined) {
+          sets.push(sql`auto_kill = ${patch.autoKill}`)
+        }
         if (patch.allowedCapabilities !== undefined) {
           sets.push(sql`allowed_capabilities = ${encodeCapabilities(patch.allowedCapabilities)}`)
         }
         const rows = sets.length === 0
-          ? yield* sql<AgentRow>`SELECT * FROM agents WHERE id = ${agentId} AND account_id = ${accountId}`
+          ? yield* sql<AgentRow>`
+              SELECT * FROM agents WHERE id = ${agentId} AND account_id = ${accountId} AND deleted_at IS NULL`
           : yield* sql<AgentRow>`
               UPDATE agents SET ${sql.csv(sets)}
-              WHERE id = ${agentId} AND account_id = ${accountId} RETURNING *`
+              WHERE id = ${agentId} AND account_id = ${accountId} AND deleted_at IS NULL RETURNING *`
         return Option.map(Option.fromNullishOr(rows[0]), rowToPolicy)
       }).pipe(Effect.orDie)
   }

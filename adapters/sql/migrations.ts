@@ -208,5 +208,30 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
     yield* sql`
       ALTER TABLE invoices ADD CONSTRAINT invoices_status_check
         CHECK (status IN ('pending', 'paid', 'expired', 'refused'))`
+  }),
+  "0007_agent_control": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // Key rotation keeps the previous key until its grace ends; a deleted
+    // agent keeps its row (history names it) and never authenticates again.
+    yield* sql`
+      ALTER TABLE agents
+        ADD COLUMN prev_key_hash TEXT UNIQUE CHECK (prev_key_hash ~ '^[0-9a-f]{64}$'),
+        ADD COLUMN prev_key_expires_at TIMESTAMPTZ,
+        ADD COLUMN deleted_at TIMESTAMPTZ,
+        ADD COLUMN max_per_month_micro_usd BIGINT CHECK (max_per_month_micro_usd > 0),
+        ADD CONSTRAINT agents_prev_key_pair CHECK ((prev_key_hash IS NULL) = (prev_key_expires_at IS NULL))`
+  }),
+  "0008_velocity": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // Velocity limits are checked on the agent's reservations of the last
+    // hour / minute, read under the wallet lock like the daily spend.
+    yield* sql`
+      ALTER TABLE agents
+        ADD COLUMN max_per_hour_micro_usd BIGINT CHECK (max_per_hour_micro_usd > 0),
+        ADD COLUMN max_calls_per_minute INTEGER CHECK (max_calls_per_minute > 0),
+        ADD COLUMN auto_kill BOOLEAN NOT NULL DEFAULT FALSE,
+        ADD COLUMN kill_reason TEXT CHECK (kill_reason IN ('owner', 'velocity')),
+        ADD CONSTRAINT agents_kill_reason CHECK (killed OR kill_reason IS NULL)`
+    yield* sql`CREATE INDEX reservations_agent_created ON reservations (agent_id, created_at DESC)`
   })
 }

@@ -68,6 +68,13 @@ export const accessMatrix = {
     me: entry("GET", "/v1/agents/me", { access: "agent" }, "read themselves"),
     get: entry("GET", "/v1/agents/:id", { access: "selfOrOwner", target: pathAgent }, "read"),
     update: entry("PATCH", "/v1/agents/:id", { access: "owner", target: pathAgent }, "change agents"),
+    delete: entry("DELETE", "/v1/agents/:id", { access: "owner", target: pathAgent }, "delete agents"),
+    rotateKey: entry(
+      "POST",
+      "/v1/agents/:id/rotate-key",
+      { access: "selfOrOwner", target: pathAgent },
+      "rotate the key of"
+    ),
     getPolicy: entry("GET", "/v1/agents/:id/policy", { access: "selfOrOwner", target: pathAgent }, "read the policy of"),
     replacePolicy: entry("PUT", "/v1/agents/:id/policy", { access: "owner", target: pathAgent }, "change policies"),
     patchPolicy: entry("PATCH", "/v1/agents/:id/policy", { access: "owner", target: pathAgent }, "change policies")

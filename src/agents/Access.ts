@@ -88,4 +88,4 @@ export const checkCapability = (
     ? Result.fail(new CapabilityNotAllowed({ capability, allowedCapabilities: policy.allowedCapabilities }))
     : Result.void
 
-export const isLiveOwner = (agent: Agent): boolean => agent.role === "owner" && !agent.killed
+export const isLiveOwner = (agent: Agent): boolean => agent.role === "owner" && !agent.killed && agent.deletedAt === null

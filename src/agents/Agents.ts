@@ -14,6 +14,7 @@ import {
 import type { Page, PageRequest } from "../ports/Store.ts"
 import { Store } from "../ports/Store.ts"
 import { requireOwner, requireSelfOrOwner } from "./Access.ts"
+import { publishAgentEvent } from "./events.ts"
 
 export interface SignupResult {
   readonly apiKey: string
@@ -25,6 +26,16 @@ export interface CreatedAgent {
   readonly apiKey: string
   readonly agent: Agent
 }
+
+export interface RotatedKey {
+  readonly apiKey: string
+  readonly agent: Agent
+  /** When the previous key stops working; null when it stopped at once. */
+  readonly previousKeyExpiresAt: Date | null
+}
+
+/** The longest grace a rotated key may keep: 7 days. */
+export const MAX_KEY_GRACE_SECONDS = 7 * 24 * 60 * 60
 
 export interface AgentUpdate {
   readonly name?: string | undefined
@@ -54,6 +65,24 @@ export class Agents extends Context.Service<Agents, {
     agentId: AgentId,
     changes: AgentUpdate
   ) => Effect.Effect<Agent, Forbidden | NotFound | Conflict>
+  /**
+   * A new key for the agent, returned once. The current key keeps working
+   * for `graceSeconds` (0 to MAX_KEY_GRACE_SECONDS, default 0: revoked at
+   * once); a key still in the grace of an earlier rotation is revoked now.
+   * Owners for any agent of the account, an agent for itself.
+   */
+  readonly rotateKey: (
+    principal: Principal,
+    agentId: AgentId,
+    input: { readonly graceSeconds?: number | undefined }
+  ) => Effect.Effect<RotatedKey, Forbidden | NotFound>
+  /**
+   * Deletes the agent: its keys stop working at once, it leaves the agent
+   * list, its transactions and audit records keep naming it, and its
+   * in-flight calls settle normally. Owner only; the last live owner of an
+   * account cannot be deleted (Conflict).
+   */
+  readonly delete: (principal: Principal, agentId: AgentId) => Effect.Effect<Agent, Forbidden | NotFound | Conflict>
 }>()("spendgate/Agents") {
   static readonly layer = Layer.effect(
     Agents,
@@ -70,8 +99,10 @@ export class Agents extends Context.Service<Agents, {
             name,
             role,
             killed: false,
+            killReason: null,
             createdAt,
-            lastActiveAt: null
+            lastActiveAt: null,
+            deletedAt: null
           }
           const keyHash = yield* hashApiKey(apiKey)
           return { apiKey, agent, keyHash, policy }
@@ -89,13 +120,13 @@ export class Agents extends Context.Service<Agents, {
         if (!isApiKeyFormat(apiKey)) {
           return yield* new Unauthorized({ message: "Missing or invalid API key" })
         }
-        const found = yield* store.findAgentByKeyHash(yield* hashApiKey(apiKey))
+        const at = yield* now
+        const found = yield* store.findAgentByKeyHash(yield* hashApiKey(apiKey), at)
         if (Option.isNone(found)) {
           return yield* new Unauthorized({ message: "Missing or invalid API key" })
         }
         const agent = found.value
         if (agent.killed) return yield* new AgentKilled()
-        const at = yield* now
         if (agent.lastActiveAt === null || at.getTime() - agent.lastActiveAt.getTime() >= LAST_ACTIVE_RESOLUTION_MS) {
           yield* store.touchAgent(agent.id, at, new Date(at.getTime() - LAST_ACTIVE_RESOLUTION_MS))
         }
@@ -153,7 +184,53 @@ export class Agents extends Context.Service<Agents, {
         }
       })
 
-      return Agents.of({ signup, authenticate, create, list, get, update })
+      const rotateKey = Effect.fn("Agents.rotateKey")(function*(
+        principal: Principal,
+        agentId: AgentId,
+        input: { readonly graceSeconds?: number | undefined }
+      ) {
+        const found = yield* store.getAgent(principal.agent.accountId, agentId)
+        if (Option.isNone(found) || found.value.agent.deletedAt !== null) return yield* new NotFound({ resource: "Agent" })
+        yield* requireSelfOrOwner(principal, agentId, "rotate the key of")
+        const at = yield* now
+        const graceSeconds = Math.min(Math.max(Math.floor(input.graceSeconds ?? 0), 0), MAX_KEY_GRACE_SECONDS)
+        const previousKeyExpiresAt = graceSeconds === 0 ? null : new Date(at.getTime() + graceSeconds * 1000)
+        const apiKey = newApiKey()
+        const rotated = yield* store.rotateKey(principal.agent.accountId, agentId, {
+          keyHash: yield* hashApiKey(apiKey),
+          previousExpiresAt: previousKeyExpiresAt
+        })
+        if (Option.isNone(rotated)) return yield* new NotFound({ resource: "Agent" })
+        yield* publishAgentEvent({
+          type: "agent.key_rotated",
+          accountId: principal.agent.accountId,
+          agentId,
+          at,
+          previousKeyExpiresAt
+        })
+        return { apiKey, agent: rotated.value, previousKeyExpiresAt } satisfies RotatedKey
+      })
+
+      const remove = Effect.fn("Agents.delete")(function*(principal: Principal, agentId: AgentId) {
+        const found = yield* store.getAgent(principal.agent.accountId, agentId)
+        if (Option.isNone(found) || found.value.agent.deletedAt !== null) return yield* new NotFound({ resource: "Agent" })
+        yield* requireOwner(principal, "delete agents")
+        const at = yield* now
+        const result = yield* store.updateAgent(principal.agent.accountId, agentId, { deletedAt: at })
+        switch (result._tag) {
+          case "Updated":
+            yield* publishAgentEvent({ type: "agent.deleted", accountId: principal.agent.accountId, agentId, at })
+            return result.agent
+          case "NotFound":
+            return yield* new NotFound({ resource: "Agent" })
+          case "LastLiveOwner":
+            return yield* new Conflict({
+              message: "The last live owner of an account cannot be deleted; create or revive another owner first"
+            })
+        }
+      })
+
+      return Agents.of({ signup, authenticate, create, list, get, update, rotateKey, delete: remove })
     })
   )
 }

@@ -4,12 +4,16 @@ import { type Capability, capabilityNames } from "../domain/Capability.ts"
 import { type Forbidden, NotFound } from "../domain/errors.ts"
 import type { AgentId } from "../domain/ids.ts"
 import { utcDay } from "../domain/Ledger.ts"
-import { type PolicyPatch, Store } from "../ports/Store.ts"
+import { type PolicyPatch, type RecentActivity, Store } from "../ports/Store.ts"
 import { requireOwner, requireSelfOrOwner } from "./Access.ts"
 
 export interface PolicyView extends Policy {
   /** Spend of the current UTC day, in micro-dollars, held reservations included. */
   readonly dailySpentMicroUsd: bigint
+  /** Spend of the current calendar month (UTC), held reservations included. */
+  readonly monthlySpentMicroUsd: bigint
+  /** Spend of the last 60 minutes and calls of the last 60 seconds (what the velocity limits count). */
+  readonly recent: RecentActivity
 }
 
 /**
@@ -22,12 +26,24 @@ export const normalizePatch = (patch: PolicyPatch): PolicyPatch => {
   const out: {
     maxPerCallMicroUsd?: bigint | null
     maxPerDayMicroUsd?: bigint | null
+    maxPerMonthMicroUsd?: bigint | null
+    maxPerHourMicroUsd?: bigint | null
+    maxCallsPerMinute?: number | null
+    autoKill?: boolean
     allowedCapabilities?: ReadonlyArray<Capability>
   } = {}
   const perCall = cap(patch.maxPerCallMicroUsd)
   if (perCall !== undefined) out.maxPerCallMicroUsd = perCall
   const perDay = cap(patch.maxPerDayMicroUsd)
   if (perDay !== undefined) out.maxPerDayMicroUsd = perDay
+  const perMonth = cap(patch.maxPerMonthMicroUsd)
+  if (perMonth !== undefined) out.maxPerMonthMicroUsd = perMonth
+  const perHour = cap(patch.maxPerHourMicroUsd)
+  if (perHour !== undefined) out.maxPerHourMicroUsd = perHour
+  if (patch.maxCallsPerMinute !== undefined) {
+    out.maxCallsPerMinute = patch.maxCallsPerMinute === 0 ? null : patch.maxCallsPerMinute
+  }
+  if (patch.autoKill !== undefined) out.autoKill = patch.autoKill
   if (patch.allowedCapabilities !== undefined) {
     const wanted = new Set(patch.allowedCapabilities)
     out.allowedCapabilities = capabilityNames.filter((name) => wanted.has(name))
@@ -35,10 +51,21 @@ export const normalizePatch = (patch: PolicyPatch): PolicyPatch => {
   return out
 }
 
-/** PUT semantics: every field not given is reset to "no limit" / "all". */
+/**
+ * PUT semantics: the original fields (per-call and daily caps, capability
+ * list) not given are reset to "no limit" / "all" (the HTTP contract
+ * requires them, so this happens only for core callers). The fields added
+ * later (the monthly cap, the velocity limits and autoKill) are kept when not given, so a client written
+ * before they existed never lifts one by replacing the policy; `null`
+ * lifts them explicitly.
+ */
 export const replacementPatch = (patch: PolicyPatch): PolicyPatch => ({
   maxPerCallMicroUsd: patch.maxPerCallMicroUsd ?? null,
   maxPerDayMicroUsd: patch.maxPerDayMicroUsd ?? null,
+  ...(patch.maxPerMonthMicroUsd !== undefined ? { maxPerMonthMicroUsd: patch.maxPerMonthMicroUsd } : {}),
+  ...(patch.maxPerHourMicroUsd !== undefined ? { maxPerHourMicroUsd: patch.maxPerHourMicroUsd } : {}),
+  ...(patch.maxCallsPerMinute !== undefined ? { maxCallsPerMinute: patch.maxCallsPerMinute } : {}),
+  ...(patch.autoKill !== undefined ? { autoKill: patch.autoKill } : {}),
   allowedCapabilities: patch.allowedCapabilities ?? []
 })
 
@@ -64,9 +91,15 @@ export class Policies extends Context.Service<Policies, {
 
       const view = (principal: Principal, agentId: AgentId, policy: Policy): Effect.Effect<PolicyView> =>
         Effect.gen(function*() {
-          const today = utcDay(new Date(yield* Clock.currentTimeMillis))
-          const spend = yield* store.agentSpend(principal.agent.accountId, agentId, today)
-          return { ...policy, dailySpentMicroUsd: spend.dailySpentMicroUsd }
+          const now = new Date(yield* Clock.currentTimeMillis)
+          const spend = yield* store.agentSpend(principal.agent.accountId, agentId, utcDay(now))
+          const recent = yield* store.recentActivity(principal.agent.accountId, agentId, now)
+          return {
+            ...policy,
+            dailySpentMicroUsd: spend.dailySpentMicroUsd,
+            monthlySpentMicroUsd: spend.monthlySpentMicroUsd,
+            recent
+          }
         })
 
       const get = Effect.fn("Policies.get")(function*(principal: Principal, agentId: AgentId) {

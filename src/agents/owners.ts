@@ -20,6 +20,8 @@ export interface AgentChangeSnapshot {
 export interface AgentChange {
   readonly name?: string | undefined
   readonly killed?: boolean | undefined
+  /** Deletes the agent at this time (a deleted agent is never live). */
+  readonly deletedAt?: Date | undefined
 }
 
 export type AgentChangePlan =
@@ -27,13 +29,27 @@ export type AgentChangePlan =
   | { readonly _tag: "Update"; readonly agent: Agent }
   /** The change would leave the account without a live owner: change nothing. */
   | { readonly _tag: "LastLiveOwner" }
+  /** The agent is deleted: it is never changed again. */
+  | { readonly _tag: "Deleted" }
 
 export const planAgentChange = (snapshot: AgentChangeSnapshot, change: AgentChange): AgentChangePlan => {
   const { agent } = snapshot
-  const killsLiveOwner = change.killed === true && agent.role === "owner" && !agent.killed
-  if (killsLiveOwner && !snapshot.otherLiveOwner) return { _tag: "LastLiveOwner" }
+  if (agent.deletedAt !== null) return { _tag: "Deleted" }
+  const isLiveOwner = agent.role === "owner" && !agent.killed
+  const removesLiveOwner = isLiveOwner && (change.killed === true || change.deletedAt !== undefined)
+  if (removesLiveOwner && !snapshot.otherLiveOwner) return { _tag: "LastLiveOwner" }
   return {
     _tag: "Update",
-    agent: { ...agent, name: change.name ?? agent.name, killed: change.killed ?? agent.killed }
+    agent: {
+      ...agent,
+      name: change.name ?? agent.name,
+      killed: change.killed ?? agent.killed,
+      killReason: change.killed === undefined
+        ? agent.killReason
+        : change.killed
+        ? agent.killed ? agent.killReason : "owner"
+        : null,
+      deletedAt: change.deletedAt ?? agent.deletedAt
+    }
   }
 }

@@ -65,6 +65,8 @@ export interface Estimate {
   /** Null when allowed; else the refusal the spend pipeline would answer. */
   readonly refusal: SpendRefusal | null
   readonly remainingTodayMicroUsd: bigint | null
+  readonly remainingThisMonthMicroUsd: bigint | null
+  readonly remainingThisHourMicroUsd: bigint | null
 }
 
 export type EstimateError = NotFound | ModelNotPriced | ValidationError | UnsafeUrl | NoProvider
@@ -292,14 +294,20 @@ export class Capabilities extends Context.Service<Capabilities, {
         Effect.gen(function*() {
           const { ordered } = yield* choose(capability, input)
           const { provider, quote } = ordered[0]!
-          const { decision, remainingTodayMicroUsd } = yield* spend.estimate(principal, capability, quote.microUsd)
+          const { decision, remainingThisHourMicroUsd, remainingThisMonthMicroUsd, remainingTodayMicroUsd } = yield* spend.estimate(
+            principal,
+            capability,
+            quote.microUsd
+          )
           return {
             capability,
             provider: provider.name,
             model: quote.model,
             quotedMicroUsd: quote.microUsd,
             refusal: Result.isFailure(decision) ? decision.failure : null,
-            remainingTodayMicroUsd
+            remainingTodayMicroUsd,
+            remainingThisMonthMicroUsd,
+            remainingThisHourMicroUsd
           } satisfies Estimate
         })
 

@@ -12,14 +12,29 @@ export const AgentName = Schema.Trim.check(
   Schema.isPattern(/^[^\u0000-\u001f\u007f]*$/, { message: "name must not contain control characters" })
 )
 
+export const KillReason = Schema.Literals(["owner", "velocity"])
+export type KillReason = typeof KillReason.Type
+
 export interface Agent {
   readonly id: AgentId
   readonly accountId: AccountId
   readonly name: string
   readonly role: Role
   readonly killed: boolean
+  /**
+   * Why a killed agent was killed: `owner` by an owner's PATCH, `velocity`
+   * by its policy's `autoKill` when a call went past a velocity limit;
+   * null while it is not killed.
+   */
+  readonly killReason: KillReason | null
   readonly createdAt: Date
   readonly lastActiveAt: Date | null
+  /**
+   * When the agent was deleted: its keys no longer authenticate, it is left
+   * out of the account's agent list, and it cannot be changed; its
+   * transactions and audit records keep naming it. `null` while it exists.
+   */
+  readonly deletedAt: Date | null
 }
 
 /**
@@ -30,12 +45,24 @@ export interface Agent {
 export interface Policy {
   readonly maxPerCallMicroUsd: bigint | null
   readonly maxPerDayMicroUsd: bigint | null
+  /** Spend of a calendar month (UTC), held reservations included. */
+  readonly maxPerMonthMicroUsd: bigint | null
+  /** Spend of the last 60 minutes (rolling), held reservations included. */
+  readonly maxPerHourMicroUsd: bigint | null
+  /** Calls (holds) started in the last 60 seconds (rolling). */
+  readonly maxCallsPerMinute: number | null
+  /** Kill the agent (reason `velocity`) when a call goes past either velocity limit. */
+  readonly autoKill: boolean
   readonly allowedCapabilities: ReadonlyArray<Capability>
 }
 
 export const unlimitedPolicy: Policy = {
   maxPerCallMicroUsd: null,
   maxPerDayMicroUsd: null,
+  maxPerMonthMicroUsd: null,
+  maxPerHourMicroUsd: null,
+  maxCallsPerMinute: null,
+  autoKill: false,
   allowedCapabilities: []
 }
 

@@ -96,10 +96,83 @@ export class BudgetExceeded extends Schema.TaggedError<BudgetExceeded>()("Budget
   }
   get details() {
     return {
+      period: "day",
       dailySpent: microUsdToCents(this.dailySpentMicroUsd),
       dailyCap: microUsdToCents(this.dailyCapMicroUsd),
       quotedCost: microUsdToCents(this.quotedMicroUsd)
     }
+  }
+}
+
+/**
+ * The monthly cap (calendar month, UTC) would be exceeded by the quoted cost:
+ * the same code as the daily cap, `details.period` tells them apart.
+ */
+export class MonthlyBudgetExceeded extends Schema.TaggedError<MonthlyBudgetExceeded>()("MonthlyBudgetExceeded", {
+  monthlySpentMicroUsd: Schema.BigInt,
+  monthlyCapMicroUsd: Schema.BigInt,
+  quotedMicroUsd: Schema.BigInt
+}) {
+  readonly code = "BUDGET_EXCEEDED"
+  override get message() {
+    return "The monthly spend cap would be exceeded by this call"
+  }
+  get details() {
+    return {
+      period: "month",
+      monthlySpent: microUsdToCents(this.monthlySpentMicroUsd),
+      monthlyCap: microUsdToCents(this.monthlyCapMicroUsd),
+      quotedCost: microUsdToCents(this.quotedMicroUsd)
+    }
+  }
+}
+
+/**
+ * The hourly money limit (`maxPerHourUsdCents`, rolling 60 minutes) would be
+ * exceeded by the quoted cost. `killsAgent`: the policy's `autoKill` killed
+ * the agent with this refusal.
+ */
+export class VelocityExceeded extends Schema.TaggedError<VelocityExceeded>()("VelocityExceeded", {
+  spentLastHourMicroUsd: Schema.BigInt,
+  hourlyCapMicroUsd: Schema.BigInt,
+  quotedMicroUsd: Schema.BigInt,
+  killsAgent: Schema.Boolean
+}) {
+  readonly code = "VELOCITY_EXCEEDED"
+  override get message() {
+    return this.killsAgent
+      ? "The hourly spend limit would be exceeded by this call; the agent has been killed (autoKill)"
+      : "The hourly spend limit would be exceeded by this call"
+  }
+  get details() {
+    return {
+      period: "hour",
+      spentLastHour: microUsdToCents(this.spentLastHourMicroUsd),
+      hourlyCap: microUsdToCents(this.hourlyCapMicroUsd),
+      quotedCost: microUsdToCents(this.quotedMicroUsd),
+      agentKilled: this.killsAgent
+    }
+  }
+}
+
+/**
+ * The agent started `maxCallsPerMinute` calls in the last 60 seconds: 429
+ * RATE_LIMITED with scope `policy`; the next call may start at `resetAt`.
+ */
+export class CallRateExceeded extends Schema.TaggedError<CallRateExceeded>()("CallRateExceeded", {
+  limit: Schema.Number,
+  resetAt: Schema.Date,
+  retryAfterSeconds: Schema.Number,
+  killsAgent: Schema.Boolean
+}) {
+  readonly code = "RATE_LIMITED"
+  override get message() {
+    return this.killsAgent
+      ? `This agent's policy allows ${this.limit} calls a minute; the agent has been killed (autoKill)`
+      : `This agent's policy allows ${this.limit} calls a minute; retry in ${this.retryAfterSeconds} s`
+  }
+  get details() {
+    return { scope: "policy", limit: this.limit, resetAt: this.resetAt.toISOString(), agentKilled: this.killsAgent }
   }
 }
 
@@ -154,6 +227,9 @@ export class RateUnavailable extends Schema.TaggedError<RateUnavailable>()("Rate
 export type SpendRefusal =
   | AgentKilled
   | BudgetExceeded
+  | MonthlyBudgetExceeded
+  | VelocityExceeded
+  | CallRateExceeded
   | PerCallLimitExceeded
   | InsufficientBalance
   | CapabilityNotAllowed

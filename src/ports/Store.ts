@@ -14,7 +14,16 @@ import type {
 } from "../domain/Ledger.ts"
 import type { Invoice, InvoiceStatus, InvoiceType, PaymentOutcome } from "../domain/Invoice.ts"
 import type { MicroUsd } from "../domain/Money.ts"
-import type { HoldPlan, LateSettlePlan, LateSettleSnapshot, ReserveSnapshot, SettlePlan } from "../wallet/decide.ts"
+import type {
+  HoldPlan,
+  LateSettlePlan,
+  LateSettleSnapshot,
+  RecentActivity,
+  ReserveSnapshot,
+  SettlePlan
+} from "../wallet/decide.ts"
+
+export type { RecentActivity }
 import type { AgentChange } from "../agents/owners.ts"
 
 /**
@@ -46,7 +55,17 @@ export interface NewAgent {
 export interface PolicyPatch {
   readonly maxPerCallMicroUsd?: bigint | null | undefined
   readonly maxPerDayMicroUsd?: bigint | null | undefined
+  readonly maxPerMonthMicroUsd?: bigint | null | undefined
+  readonly maxPerHourMicroUsd?: bigint | null | undefined
+  readonly maxCallsPerMinute?: number | null | undefined
+  readonly autoKill?: boolean | undefined
   readonly allowedCapabilities?: ReadonlyArray<Capability> | undefined
+}
+
+/** A new key for an agent; the current one stays valid until `previousExpiresAt` (null: revoked at once). */
+export interface KeyRotation {
+  readonly keyHash: string
+  readonly previousExpiresAt: Date | null
 }
 
 export interface AgentWithPolicy {
@@ -73,17 +92,34 @@ export interface StoreShape extends LedgerStore, FundingStore {
     readonly owner: NewAgent
   }) => Effect.Effect<void>
   readonly createAgent: (input: NewAgent) => Effect.Effect<void>
-  readonly findAgentByKeyHash: (keyHash: string) => Effect.Effect<Option.Option<Agent>>
-  /** The agent only if it belongs to `accountId`. */
+  /**
+   * The agent whose current key has this hash, or whose previous key (kept
+   * by a rotation with a grace period) has it and expires after `now`. A
+   * deleted agent is never found.
+   */
+  readonly findAgentByKeyHash: (keyHash: string, now: Date) => Effect.Effect<Option.Option<Agent>>
+  /**
+   * The agent only if it belongs to `accountId`; a deleted agent is found
+   * (with `deletedAt` set), so that history can still name it.
+   */
   readonly getAgent: (accountId: AccountId, agentId: AgentId) => Effect.Effect<Option.Option<AgentWithPolicy>>
-  /** Newest first (createdAt, then id, descending). */
+  /**
+   * Atomically: the current key becomes the previous one (valid until
+   * `previousExpiresAt`; with null it is revoked at once) and `keyHash` the
+   * current one. A previous key still in its grace is revoked: an agent has
+   * at most two valid keys. None when the agent is not in the account or is
+   * deleted.
+   */
+  readonly rotateKey: (accountId: AccountId, agentId: AgentId, rotation: KeyRotation) => Effect.Effect<Option.Option<Agent>>
+  /** Newest first (createdAt, then id, descending); deleted agents are left out. */
   readonly listAgents: (accountId: AccountId, page: PageRequest) => Effect.Effect<Page<Agent>>
   /**
    * Applies the changes as `planAgentChange` (src/agents/owners.ts) plans
    * them, over a snapshot read under the account's lock: killing the
    * account's last live owner is refused with `LastLiveOwner` and changes
    * nothing; the check and the write are one atomic step, so two owners
-   * killing each other concurrently cannot both win.
+   * killing each other concurrently cannot both win. Deleting
+   * (`deletedAt`) follows the same rule; a deleted agent is `NotFound`.
    */
   readonly updateAgent: (
     accountId: AccountId,
@@ -92,7 +128,7 @@ export interface StoreShape extends LedgerStore, FundingStore {
   ) => Effect.Effect<UpdateAgentResult>
   /** Sets lastActiveAt to `at` when it is older than `staleBefore` (or unset). */
   readonly touchAgent: (agentId: AgentId, at: Date, staleBefore: Date) => Effect.Effect<void>
-  /** Changes only the given fields, atomically; None when the agent is not in the account. */
+  /** Changes only the given fields, atomically; None when the agent is not in the account or is deleted. */
   readonly updatePolicy: (
     accountId: AccountId,
     agentId: AgentId,
@@ -186,6 +222,8 @@ export interface TransactionFilter {
 
 export interface AgentSpend {
   readonly dailySpentMicroUsd: bigint
+  /** Held plus settled spend of the calendar month (UTC) of `day`, up to and including `day`. */
+  readonly monthlySpentMicroUsd: bigint
   readonly lifetimeSpentMicroUsd: bigint
 }
 
@@ -195,7 +233,10 @@ export interface LedgerStore {
    * Under the wallet lock: reads the agent, its policy, its spend for `day`
    * and the wallet; asks `decide`; on success debits the pockets by the plan,
    * records the hold, adds the quote to the day's spend and appends a
-   * `reserve` audit record. A refusal changes nothing.
+   * `reserve` audit record. A refusal changes nothing, except a velocity
+   * refusal of a policy with `autoKill`: then the agent is killed (reason
+   * `velocity`) in the same transaction, unless it is the account's last
+   * live owner.
    */
   readonly reserve: (input: ReserveInput) => Effect.Effect<Result.Result<Reservation, SpendRefusal>>
   /**
@@ -225,6 +266,8 @@ export interface LedgerStore {
   ) => Effect.Effect<Page<Transaction>>
   readonly listReservations: (accountId: AccountId, page: PageRequest) => Effect.Effect<Page<Reservation>>
   readonly agentSpend: (accountId: AccountId, agentId: AgentId, day: string) => Effect.Effect<AgentSpend>
+  /** The agent's calls of the last hour and minute before `now` (what the velocity limits count). */
+  readonly recentActivity: (accountId: AccountId, agentId: AgentId, now: Date) => Effect.Effect<RecentActivity>
   readonly getAudit: (accountId: AccountId, auditId: string) => Effect.Effect<Option.Option<AuditRecord>>
   /** Records with seq in (afterSeq, afterSeq + limit], in order. */
   readonly listAudit: (accountId: AccountId, afterSeq: bigint, limit: number) => Effect.Effect<ReadonlyArray<AuditRecord>>

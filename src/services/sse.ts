@@ -28,6 +28,7 @@ export const openAiErrorType = (code: string): string => {
       return "authentication_error"
     case "BUDGET_EXCEEDED":
     case "PER_CALL_LIMIT_EXCEEDED":
+    case "VELOCITY_EXCEEDED":
     case "INSUFFICIENT_BALANCE":
       return "insufficient_quota"
     case "AGENT_KILLED":

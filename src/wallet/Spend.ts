@@ -68,7 +68,17 @@ export interface SpendEstimate {
   readonly dailySpentMicroUsd: bigint
   /** The daily cap less the day's spend (never below zero); null when the policy has no daily cap. */
   readonly remainingTodayMicroUsd: bigint | null
+  /** Held plus settled spend of the current calendar month (UTC). */
+  readonly monthlySpentMicroUsd: bigint
+  /** The monthly cap less the month's spend (never below zero); null when the policy has no monthly cap. */
+  readonly remainingThisMonthMicroUsd: bigint | null
+  /** maxPerHour less the spend of the last 60 minutes (never below zero); null when there is no hourly limit. */
+  readonly remainingThisHourMicroUsd: bigint | null
 }
+
+/** A cap less what was spent against it, never below zero; null for no cap. */
+export const remainingUnder = (cap: bigint | null, spent: bigint): bigint | null =>
+  cap === null ? null : cap > spent ? cap - spent : 0n
 
 export class Spend extends Context.Service<Spend, {
   readonly spend: <A, E, R>(
@@ -207,18 +217,36 @@ export class Spend extends Context.Service<Spend, {
             const at = yield* now
             const { accountId, id: agentId } = principal.agent
             const stored = yield* store.getAgent(accountId, agentId)
-            const { dailySpentMicroUsd } = yield* store.agentSpend(accountId, agentId, utcDay(at))
+            const { dailySpentMicroUsd, monthlySpentMicroUsd } = yield* store.agentSpend(accountId, agentId, utcDay(at))
             // Gone since it authenticated: it can spend nothing, as reserve would find.
             if (Option.isNone(stored)) {
-              return { decision: Result.fail(new AgentKilled()), dailySpentMicroUsd, remainingTodayMicroUsd: 0n } satisfies SpendEstimate
+              return {
+                decision: Result.fail(new AgentKilled()),
+                dailySpentMicroUsd,
+                remainingTodayMicroUsd: 0n,
+                monthlySpentMicroUsd,
+                remainingThisMonthMicroUsd: 0n,
+                remainingThisHourMicroUsd: 0n
+              } satisfies SpendEstimate
             }
             // Read again, as reserve reads it, so a kill or policy change since authentication is seen.
             const { agent, policy } = stored.value
             const wallet = yield* store.getWallet(accountId)
-            const decision = planHold({ agent, policy, dailySpentMicroUsd, wallet }, capability, quote, rate?.rate ?? null)
-            const cap = policy.maxPerDayMicroUsd
-            const remainingTodayMicroUsd = cap === null ? null : cap > dailySpentMicroUsd ? cap - dailySpentMicroUsd : 0n
-            return { decision, dailySpentMicroUsd, remainingTodayMicroUsd } satisfies SpendEstimate
+            const recent = yield* store.recentActivity(accountId, agentId, at)
+            const decision = planHold(
+              { agent, policy, dailySpentMicroUsd, monthlySpentMicroUsd, recent, now: at, wallet },
+              capability,
+              quote,
+              rate?.rate ?? null
+            )
+            return {
+              decision,
+              dailySpentMicroUsd,
+              remainingTodayMicroUsd: remainingUnder(policy.maxPerDayMicroUsd, dailySpentMicroUsd),
+              monthlySpentMicroUsd,
+              remainingThisMonthMicroUsd: remainingUnder(policy.maxPerMonthMicroUsd, monthlySpentMicroUsd),
+              remainingThisHourMicroUsd: remainingUnder(policy.maxPerHourMicroUsd, recent.spentLastHourMicroUsd)
+            } satisfies SpendEstimate
           })
 
         return Spend.of({ spend, estimate, sweep })

@@ -7,6 +7,9 @@ import {
   BudgetExceeded,
   CapabilityNotAllowed,
   InsufficientBalance,
+  MonthlyBudgetExceeded,
+  CallRateExceeded,
+  VelocityExceeded,
   PerCallLimitExceeded,
   RateUnavailable,
   type SpendRefusal
@@ -27,11 +30,30 @@ const NO_MSAT = Msat.make(0n)
 const clampToQuote = (actualMicroUsd: bigint, quotedMicroUsd: MicroUsd): MicroUsd =>
   actualMicroUsd < 0n ? MicroUsd.make(0n) : actualMicroUsd > quotedMicroUsd ? quotedMicroUsd : MicroUsd.make(actualMicroUsd)
 
+/**
+ * An agent's reservations created in (now - 1 h, now] and (now - 60 s, now]:
+ * what the velocity limits of its policy count.
+ */
+export interface RecentActivity {
+  /** Held quotes plus settled charges of the last 60 minutes (released holds count 0). */
+  readonly spentLastHourMicroUsd: bigint
+  /** Calls (holds, whatever became of them) started in the last 60 seconds. */
+  readonly callsLastMinute: number
+  /** When the oldest of those calls started (null when there is none). */
+  readonly oldestCallLastMinuteAt: Date | null
+}
+
 export interface ReserveSnapshot {
   readonly agent: Agent
   readonly policy: Policy
   /** Held plus settled spend of the agent for the reservation's UTC day. */
   readonly dailySpentMicroUsd: bigint
+  /** Held plus settled spend of the agent for the calendar month (UTC) of the reservation's day. */
+  readonly monthlySpentMicroUsd: bigint
+  /** The agent's calls of the last hour and minute before `now`. */
+  readonly recent: RecentActivity
+  /** The time of the reservation. */
+  readonly now: Date
   readonly wallet: Wallet
 }
 
@@ -56,10 +78,81 @@ export const checkPolicy = (
   return Result.void
 }
 
+const MINUTE_MS = 60_000
+
+/**
+ * The velocity limits: calls started in the last 60 seconds
+ * (`callsLastMinute + 1 <= maxCallsPerMinute`) and the spend of the last 60
+ * minutes (`spentLastHour + quote <= maxPerHour`). With `autoKill`, a
+ * refusal kills an agent of role `agent` (never an owner, so an account can
+ * always be administered).
+ */
+export const checkVelocity = (
+  snapshot: Pick<ReserveSnapshot, "agent" | "policy" | "recent" | "now">,
+  quotedMicroUsd: bigint
+): VelocityExceeded | CallRateExceeded | undefined => {
+  const { policy, recent } = snapshot
+  const killsAgent = policy.autoKill && snapshot.agent.role === "agent"
+  if (policy.maxCallsPerMinute !== null && recent.callsLastMinute + 1 > policy.maxCallsPerMinute) {
+    const oldest = recent.oldestCallLastMinuteAt ?? snapshot.now
+    const resetAt = new Date(Math.max(oldest.getTime() + MINUTE_MS, snapshot.now.getTime() + 1))
+    return new CallRateExceeded({
+      limit: policy.maxCallsPerMinute,
+      resetAt,
+      retryAfterSeconds: Math.max(1, Math.ceil((resetAt.getTime() - snapshot.now.getTime()) / 1000)),
+      killsAgent
+    })
+  }
+  const hourly = policy.maxPerHourMicroUsd
+  if (hourly !== null && recent.spentLastHourMicroUsd + quotedMicroUsd > hourly) {
+    return new VelocityExceeded({
+      spentLastHourMicroUsd: recent.spentLastHourMicroUsd,
+      hourlyCapMicroUsd: hourly,
+      quotedMicroUsd,
+      killsAgent
+    })
+  }
+  return undefined
+}
+
+/** Whether a refusal of `planHold` kills the agent (velocity with `autoKill`). */
+export const refusalKillsAgent = (refusal: SpendRefusal): boolean =>
+  (refusal._tag === "VelocityExceeded" || refusal._tag === "CallRateExceeded") && refusal.killsAgent
+
+/**
+ * The daily and monthly caps, both as `spent + amount <= cap`: the daily one
+ * first, so an amount over both is named by the daily cap.
+ */
+const checkPeriodCaps = (
+  policy: Policy,
+  spent: { readonly dailySpentMicroUsd: bigint; readonly monthlySpentMicroUsd: bigint },
+  amountMicroUsd: bigint
+): BudgetExceeded | MonthlyBudgetExceeded | undefined => {
+  const daily = policy.maxPerDayMicroUsd
+  if (daily !== null && spent.dailySpentMicroUsd + amountMicroUsd > daily) {
+    return new BudgetExceeded({
+      dailySpentMicroUsd: spent.dailySpentMicroUsd,
+      dailyCapMicroUsd: daily,
+      quotedMicroUsd: amountMicroUsd
+    })
+  }
+  const monthly = policy.maxPerMonthMicroUsd
+  if (monthly !== null && spent.monthlySpentMicroUsd + amountMicroUsd > monthly) {
+    return new MonthlyBudgetExceeded({
+      monthlySpentMicroUsd: spent.monthlySpentMicroUsd,
+      monthlyCapMicroUsd: monthly,
+      quotedMicroUsd: amountMicroUsd
+    })
+  }
+  return undefined
+}
+
 /**
  * Decides whether `quotedMicroUsd` may be held for this call and from which
- * pockets: kill switch, allowed capabilities, per-call cap, daily cap
- * (`dailySpent + quote <= cap`), then balance (usd pocket first, the rest from
+ * pockets: kill switch (a deleted agent is refused like a killed one),
+ * allowed capabilities, per-call cap, velocity (calls per minute, then spend
+ * of the last hour), daily cap (`dailySpent + quote <= cap`),
+ * monthly cap (`monthlySpent + quote <= cap`), then balance (usd pocket first, the rest from
  * the sats pocket at the rate snapshot, rounded up to the msat).
  */
 export const planHold = (
@@ -68,19 +161,13 @@ export const planHold = (
   quotedMicroUsd: MicroUsd,
   rate: BtcUsdRate | null
 ): Result.Result<HoldPlan, SpendRefusal> => {
-  if (snapshot.agent.killed) return Result.fail(new AgentKilled())
+  if (snapshot.agent.killed || snapshot.agent.deletedAt !== null) return Result.fail(new AgentKilled())
   const policy = checkPolicy(snapshot.policy, capability, quotedMicroUsd)
   if (Result.isFailure(policy)) return Result.fail(policy.failure)
-  const cap = snapshot.policy.maxPerDayMicroUsd
-  if (cap !== null && snapshot.dailySpentMicroUsd + quotedMicroUsd > cap) {
-    return Result.fail(
-      new BudgetExceeded({
-        dailySpentMicroUsd: snapshot.dailySpentMicroUsd,
-        dailyCapMicroUsd: cap,
-        quotedMicroUsd
-      })
-    )
-  }
+  const tooFast = checkVelocity(snapshot, quotedMicroUsd)
+  if (tooFast !== undefined) return Result.fail(tooFast)
+  const overCap = checkPeriodCaps(snapshot.policy, snapshot, quotedMicroUsd)
+  if (overCap !== undefined) return Result.fail(overCap)
   const { usdMicroUsd, satsMsat } = snapshot.wallet
   if (usdMicroUsd >= quotedMicroUsd) return Result.succeed({ fromUsdMicroUsd: quotedMicroUsd, fromSatsMsat: NO_MSAT })
   if (rate === null) {
@@ -146,6 +233,8 @@ export interface LateSettleSnapshot {
   readonly policy: Policy
   /** Held plus settled spend of the agent for the reservation's UTC day, now (the sweep already took the quote off). */
   readonly dailySpentMicroUsd: bigint
+  /** The same for the calendar month (UTC) of the reservation's day. */
+  readonly monthlySpentMicroUsd: bigint
   readonly wallet: Wallet
 }
 
@@ -161,7 +250,7 @@ export type LateSettlePlan =
   | {
     readonly _tag: "Unpaid"
     readonly owedMicroUsd: MicroUsd
-    readonly refusal: BudgetExceeded | InsufficientBalance
+    readonly refusal: BudgetExceeded | MonthlyBudgetExceeded | InsufficientBalance
   }
 
 /**
@@ -171,8 +260,8 @@ export type LateSettlePlan =
  * allow it, all or nothing:
  *
  * - the charge is the actual cost clamped to the quote, as in `planSettle`;
- * - the daily cap is checked against the day's spend as it is now
- *   (`dailySpent + charge <= cap`); the per-call cap and the allowed
+ * - the daily and monthly caps are checked against the spend as it is now
+ *   (`dailySpent + charge <= cap`, `monthlySpent + charge <= cap`); the per-call cap and the allowed
  *   capabilities were checked on the quote when the hold was made, and the
  *   kill switch stops new calls, not the charge of one already made;
  * - the usd pocket pays first, the rest comes from the sats pocket at the
@@ -189,14 +278,8 @@ export const planLateSettle = (
   snapshot: LateSettleSnapshot
 ): LateSettlePlan => {
   const charged = clampToQuote(actualMicroUsd, reservation.quotedMicroUsd)
-  const cap = snapshot.policy.maxPerDayMicroUsd
-  if (charged > 0n && cap !== null && snapshot.dailySpentMicroUsd + charged > cap) {
-    return {
-      _tag: "Unpaid",
-      owedMicroUsd: charged,
-      refusal: new BudgetExceeded({ dailySpentMicroUsd: snapshot.dailySpentMicroUsd, dailyCapMicroUsd: cap, quotedMicroUsd: charged })
-    }
-  }
+  const overCap = charged > 0n ? checkPeriodCaps(snapshot.policy, snapshot, charged) : undefined
+  if (overCap !== undefined) return { _tag: "Unpaid", owedMicroUsd: charged, refusal: overCap }
   const { usdMicroUsd, satsMsat } = snapshot.wallet
   const chargeUsdMicroUsd = charged < usdMicroUsd ? charged : usdMicroUsd
   const remainder = MicroUsd.make(charged - chargeUsdMicroUsd)

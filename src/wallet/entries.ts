@@ -183,3 +183,15 @@ export const creditEntries = (
     }
   }
 }
+
+/**
+ * What a reservation counts for in the velocity limits' spend: the quote
+ * while held, the charge once settled, nothing once released (an amount
+ * recorded as owed on a released hold was not paid).
+ */
+export const reservationSpend = (reservation: Reservation): bigint =>
+  reservation.status === "held"
+    ? reservation.quotedMicroUsd
+    : reservation.status === "settled"
+    ? reservation.settledMicroUsd ?? 0n
+    : 0n

@@ -11,8 +11,10 @@ const agent = (role: Agent["role"], killed = false): Agent => ({
   name: "ops",
   role,
   killed,
+  killReason: killed ? "owner" : null,
   createdAt: new Date(0),
-  lastActiveAt: null
+  lastActiveAt: null,
+  deletedAt: null
 })
 
 describe("the last-live-owner rule", () => {

@@ -105,12 +105,12 @@ describe.each(storeBackends)("every endpoint × caller × target over %s", (_nam
   /** An audit record of each agent, by agent id. */
   const auditOf = new Map<string, string>()
 
-  beforeAll(async () => {
-    server = await startServer(store(), {
-      adminToken: ADMIN,
-      rateLimits: { agentPerMinute: 1_000_000, accountPerMinute: 1_000_000 }
-    })
-    api = client(server.baseUrl)
+  /**
+   * Two accounts, each with an owner, a worker and a killed agent, and the
+   * callers over them. Run again before each request of an endpoint that
+   * changes its target for good (deleting an agent, rotating its key).
+   */
+  const setup = async () => {
     const account = async () => {
       const owner = (await api.post("/v1/signup", { name: "owner" })).body as { apiKey: string; agentId: string; accountId: string }
       const worker = (await api.post("/v1/agents", { name: "worker" }, owner.apiKey)).body as { apiKey: string; id: string }
@@ -142,7 +142,7 @@ describe.each(storeBackends)("every endpoint × caller × target over %s", (_nam
     expect((await api.patch(`/v1/agents/${speakOnly.id}/policy`, { allowedCapabilities: ["speak"] }, a.owner.key)).status)
       .toBe(200)
     speakOnlyKey = speakOnly.apiKey
-    callers = [
+    return [
       { label: "owner", kind: "owner", key: a.owner.key, agents: { self: a.owner.id, sibling: a.worker.id, foreign: b.worker.id } },
       { label: "worker", kind: "agent", key: a.worker.apiKey, agents: { self: a.worker.id, sibling: a.owner.id, foreign: b.owner.id } },
       {
@@ -154,9 +154,21 @@ describe.each(storeBackends)("every endpoint × caller × target over %s", (_nam
       { label: "killed agent", kind: "killed", key: a.killed.apiKey, agents: { self: a.killed.id, sibling: a.owner.id, foreign: b.owner.id } },
       { label: "no key", kind: "none", key: undefined, agents: { self: a.owner.id, sibling: a.worker.id, foreign: b.owner.id } },
       { label: "admin token", kind: "admin", key: ADMIN, agents: { self: a.owner.id, sibling: a.worker.id, foreign: b.owner.id } }
-    ]
+    ] satisfies ReadonlyArray<Caller>
+  }
+
+  beforeAll(async () => {
+    server = await startServer(store(), {
+      adminToken: ADMIN,
+      rateLimits: { agentPerMinute: 1_000_000, accountPerMinute: 1_000_000 }
+    })
+    api = client(server.baseUrl)
+    callers = await setup()
   })
   afterAll(() => server?.close())
+
+  /** Endpoints whose allowed calls change their target for good: each request gets fresh agents. */
+  const destructive = new Set(["DELETE /v1/agents/:id", "POST /v1/agents/:id/rotate-key"])
 
   const request = (entry: MatrixEntry, caller: Caller, target: TargetKind) => {
     const agentId = target === "none" ? caller.agents.self : caller.agents[target]
@@ -185,8 +197,10 @@ describe.each(storeBackends)("every endpoint × caller × target over %s", (_nam
       ? ["none", "self", "sibling", "foreign"]
       : ["self", "sibling", "foreign"]
     let checked = 0
-    for (const caller of callers) {
+    const fresh = destructive.has(`${entry.method} ${entry.path}`)
+    for (const [index] of callers.entries()) {
       for (const target of targets) {
+        const caller = fresh ? (await setup())[index]! : callers[index]!
         const expected = expectedOutcome(entry.rule, caller.kind, target)
         const res = await request(entry, caller, target)
         const context = `${entry.method} ${entry.path} as ${caller.label}, target ${target}: ${res.status} ${res.text.slice(0, 200)}`

@@ -204,8 +204,13 @@ describe.each(storeBackends)("HTTP /v1 agents and policies over %s", (_name, sto
     expect(res.body).toEqual({
       maxPerCallUsdCents: 0,
       maxPerDayUsdCents: 0,
+      maxPerMonthUsdCents: 0,
+      maxPerHourUsdCents: 0,
+      maxCallsPerMinute: 0,
+      autoKill: false,
       allowedCapabilities: [],
-      dailySpentUsdCents: 0
+      dailySpentUsdCents: 0,
+      monthlySpentUsdCents: 0
     })
   })
 
@@ -221,16 +226,26 @@ describe.each(storeBackends)("HTTP /v1 agents and policies over %s", (_name, sto
     expect(full.body).toEqual({
       maxPerCallUsdCents: 0.0375,
       maxPerDayUsdCents: 1999.99,
+      maxPerMonthUsdCents: 0,
+      maxPerHourUsdCents: 0,
+      maxCallsPerMinute: 0,
+      autoKill: false,
       allowedCapabilities: ["reason", "search"],
-      dailySpentUsdCents: 0
+      dailySpentUsdCents: 0,
+      monthlySpentUsdCents: 0
     })
     const replaced = await api.put(path, { maxPerCallUsdCents: null, maxPerDayUsdCents: 500, allowedCapabilities: null }, owner.apiKey)
     expect(replaced.status).toBe(200)
     expect(replaced.body).toEqual({
       maxPerCallUsdCents: 0,
       maxPerDayUsdCents: 500,
+      maxPerMonthUsdCents: 0,
+      maxPerHourUsdCents: 0,
+      maxCallsPerMinute: 0,
+      autoKill: false,
       allowedCapabilities: [],
-      dailySpentUsdCents: 0
+      dailySpentUsdCents: 0,
+      monthlySpentUsdCents: 0
     })
     expect((await api.get(path, owner.apiKey)).body).toEqual(replaced.body)
     const zeros = await api.put(path, { maxPerCallUsdCents: 0, maxPerDayUsdCents: 0, allowedCapabilities: [] }, owner.apiKey)
@@ -265,8 +280,13 @@ describe.each(storeBackends)("HTTP /v1 agents and policies over %s", (_name, sto
     expect(p1.body).toEqual({
       maxPerCallUsdCents: 25,
       maxPerDayUsdCents: 100,
+      maxPerMonthUsdCents: 0,
+      maxPerHourUsdCents: 0,
+      maxCallsPerMinute: 0,
+      autoKill: false,
       allowedCapabilities: ["read"],
-      dailySpentUsdCents: 0
+      dailySpentUsdCents: 0,
+      monthlySpentUsdCents: 0
     })
     const p2 = await api.patch(path, { maxPerDayUsdCents: null, allowedCapabilities: null }, owner.apiKey)
     expect(p2.body).toMatchObject({ maxPerCallUsdCents: 25, maxPerDayUsdCents: 0, allowedCapabilities: [] })

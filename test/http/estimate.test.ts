@@ -89,7 +89,9 @@ describe.each(storeBackends.slice(0, 2))("estimate over HTTP (%s)", (_name, stor
       provider: "cheap",
       quotedUsdCents: 5,
       allowed: true,
-      remainingTodayUsdCents: 20
+      remainingTodayUsdCents: 20,
+      remainingThisMonthUsdCents: null,
+      remainingThisHourUsdCents: null
     })
     const executed = await api.post("/v1/capabilities/search", { query: "q" }, a.workerKey)
     expect(executed.status).toBe(200)

@@ -11,11 +11,12 @@ import { Store } from "../../src/ports/Store.ts"
  */
 
 const at = (iso: string) => new Date(iso)
+const NOW = at("2026-06-01T12:00:00Z")
 
 const makeAgent = (accountId: AccountId, name: string, role: Role, createdAt: Date) =>
   Effect.gen(function*() {
     const apiKey = newApiKey()
-    const agent: Agent = { id: newAgentId(), accountId, name, role, killed: false, createdAt, lastActiveAt: null }
+    const agent: Agent = { id: newAgentId(), accountId, name, role, killed: false, killReason: null, createdAt, lastActiveAt: null, deletedAt: null }
     return { apiKey, keyHash: yield* hashApiKey(apiKey), agent, policy: unlimitedPolicy }
   })
 
@@ -34,7 +35,7 @@ export const storeContract = (name: string, storeLayer: Layer.Layer<Store, unkno
       Effect.gen(function*() {
         const store = yield* Store
         const { accountId, owner } = yield* newAccount()
-        const found = yield* store.findAgentByKeyHash(owner.keyHash)
+        const found = yield* store.findAgentByKeyHash(owner.keyHash, NOW)
         assert.isTrue(Option.isSome(found))
         const agent = Option.getOrThrow(found)
         assert.strictEqual(agent.id, owner.agent.id)
@@ -43,7 +44,7 @@ export const storeContract = (name: string, storeLayer: Layer.Layer<Store, unkno
         assert.strictEqual(agent.killed, false)
         assert.strictEqual(agent.createdAt.toISOString(), "2026-01-01T00:00:00.000Z")
         assert.isNull(agent.lastActiveAt)
-        assert.isTrue(Option.isNone(yield* store.findAgentByKeyHash(yield* hashApiKey(owner.apiKey + "x"))))
+        assert.isTrue(Option.isNone(yield* store.findAgentByKeyHash(yield* hashApiKey(owner.apiKey + "x"), NOW)))
       }))
 
     it.effect("never returns another account's agent", () =>
@@ -110,7 +111,7 @@ export const storeContract = (name: string, storeLayer: Layer.Layer<Store, unkno
         yield* store.createAgent(worker)
         const killed = yield* store.updateAgent(accountId, worker.agent.id, { killed: true })
         assert.strictEqual(killed._tag === "Updated" && killed.agent.killed, true)
-        const found = Option.getOrThrow(yield* store.findAgentByKeyHash(worker.keyHash))
+        const found = Option.getOrThrow(yield* store.findAgentByKeyHash(worker.keyHash, NOW))
         assert.strictEqual(found.killed, true)
         const revived = yield* store.updateAgent(accountId, worker.agent.id, { killed: false })
         assert.strictEqual(revived._tag === "Updated" && revived.agent.killed, false)
@@ -131,6 +132,85 @@ export const storeContract = (name: string, storeLayer: Layer.Layer<Store, unkno
           const listed = yield* store.listAgents(accountId, { limit: 10, offset: 0 })
           assert.strictEqual(listed.items.filter((a) => !a.killed).length, 1)
         }
+      }))
+
+    it.effect("rotates a key: the old one works until its grace ends, a second rotation revokes the older key", () =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        const { accountId } = yield* newAccount()
+        const worker = yield* makeAgent(accountId, "worker", "agent", at("2026-01-02T00:00:00Z"))
+        yield* store.createAgent(worker)
+        const second = yield* hashApiKey(newApiKey())
+        const graceEnd = at("2026-06-01T12:05:00Z")
+        const rotated = yield* store.rotateKey(accountId, worker.agent.id, { keyHash: second, previousExpiresAt: graceEnd })
+        assert.strictEqual(Option.getOrThrow(rotated).id, worker.agent.id)
+        const found = (hash: string, now: Date) =>
+          Effect.map(store.findAgentByKeyHash(hash, now), (o) => Option.getOrNull(Option.map(o, (a) => a.id)))
+        assert.strictEqual(yield* found(second, NOW), worker.agent.id)
+        assert.strictEqual(yield* found(worker.keyHash, NOW), worker.agent.id)
+        assert.strictEqual(yield* found(worker.keyHash, at("2026-06-01T12:04:59.999Z")), worker.agent.id)
+        assert.isNull(yield* found(worker.keyHash, graceEnd))
+
+        // Rotating again during the grace: the first key is revoked at once, the second keeps a grace.
+        const third = yield* hashApiKey(newApiKey())
+        yield* store.rotateKey(accountId, worker.agent.id, { keyHash: third, previousExpiresAt: graceEnd })
+        assert.isNull(yield* found(worker.keyHash, NOW))
+        assert.strictEqual(yield* found(second, NOW), worker.agent.id)
+        assert.strictEqual(yield* found(third, NOW), worker.agent.id)
+
+        // No grace: the current key is revoked at once, and so is one still in its grace.
+        const fourth = yield* hashApiKey(newApiKey())
+        yield* store.rotateKey(accountId, worker.agent.id, { keyHash: fourth, previousExpiresAt: null })
+        assert.isNull(yield* found(second, NOW))
+        assert.isNull(yield* found(third, NOW))
+        assert.strictEqual(yield* found(fourth, NOW), worker.agent.id)
+
+        // Another account cannot rotate it.
+        const other = yield* newAccount()
+        const stolen = yield* store.rotateKey(other.accountId, worker.agent.id, {
+          keyHash: yield* hashApiKey(newApiKey()),
+          previousExpiresAt: null
+        })
+        assert.isTrue(Option.isNone(stolen))
+        assert.strictEqual(yield* found(fourth, NOW), worker.agent.id)
+      }))
+
+    it.effect("deletes an agent: keys stop working, hidden from the list, still readable, never changed again", () =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        const { accountId, owner } = yield* newAccount()
+        const worker = yield* makeAgent(accountId, "worker", "agent", at("2026-01-02T00:00:00Z"))
+        yield* store.createAgent(worker)
+        const newer = yield* hashApiKey(newApiKey())
+        yield* store.rotateKey(accountId, worker.agent.id, { keyHash: newer, previousExpiresAt: at("2026-06-02T00:00:00Z") })
+        const deletedAt = at("2026-06-01T12:00:00Z")
+        const deleted = yield* store.updateAgent(accountId, worker.agent.id, { deletedAt })
+        assert.strictEqual(deleted._tag === "Updated" && deleted.agent.deletedAt?.toISOString(), deletedAt.toISOString())
+        assert.isTrue(Option.isNone(yield* store.findAgentByKeyHash(newer, NOW)))
+        assert.isTrue(Option.isNone(yield* store.findAgentByKeyHash(worker.keyHash, NOW)))
+        const listed = yield* store.listAgents(accountId, { limit: 10, offset: 0 })
+        assert.deepStrictEqual(listed.items.map((a) => a.id), [owner.agent.id])
+        assert.strictEqual(listed.total, 1)
+        const read = Option.getOrThrow(yield* store.getAgent(accountId, worker.agent.id))
+        assert.strictEqual(read.agent.deletedAt?.toISOString(), deletedAt.toISOString())
+        assert.strictEqual(read.agent.name, "worker")
+        assert.strictEqual((yield* store.updateAgent(accountId, worker.agent.id, { name: "back" }))._tag, "NotFound")
+        assert.strictEqual((yield* store.updateAgent(accountId, worker.agent.id, { deletedAt: NOW }))._tag, "NotFound")
+        assert.isTrue(Option.isNone(yield* store.updatePolicy(accountId, worker.agent.id, { maxPerCallMicroUsd: 5n })))
+        assert.isTrue(Option.isNone(yield* store.rotateKey(accountId, worker.agent.id, { keyHash: yield* hashApiKey(newApiKey()), previousExpiresAt: null })))
+      }))
+
+    it.effect("deleting follows the last-live-owner rule, and a deleted owner is not a live one", () =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        const { accountId, owner } = yield* newAccount()
+        assert.strictEqual((yield* store.updateAgent(accountId, owner.agent.id, { deletedAt: NOW }))._tag, "LastLiveOwner")
+        const second = yield* makeAgent(accountId, "second", "owner", at("2026-01-02T00:00:00Z"))
+        yield* store.createAgent(second)
+        assert.strictEqual((yield* store.updateAgent(accountId, second.agent.id, { deletedAt: NOW }))._tag, "Updated")
+        // The deleted owner does not count: the first owner is the last live one again.
+        assert.strictEqual((yield* store.updateAgent(accountId, owner.agent.id, { killed: true }))._tag, "LastLiveOwner")
+        assert.strictEqual((yield* store.updateAgent(accountId, owner.agent.id, { deletedAt: NOW }))._tag, "LastLiveOwner")
       }))
 
     it.effect("touches lastActiveAt only when it is stale", () =>
@@ -157,15 +237,32 @@ export const storeContract = (name: string, storeLayer: Layer.Layer<Store, unkno
         const p1 = Option.getOrThrow(
           yield* store.updatePolicy(accountId, owner.agent.id, { maxPerCallMicroUsd: 375n, maxPerDayMicroUsd: big })
         )
-        assert.deepStrictEqual(p1, { maxPerCallMicroUsd: 375n, maxPerDayMicroUsd: big, allowedCapabilities: [] })
+        assert.deepStrictEqual(p1, {
+          maxPerCallMicroUsd: 375n,
+          maxPerDayMicroUsd: big,
+          maxPerMonthMicroUsd: null,
+          maxPerHourMicroUsd: null,
+          maxCallsPerMinute: null,
+          autoKill: false,
+          allowedCapabilities: []
+        })
         const p2 = Option.getOrThrow(
           yield* store.updatePolicy(accountId, owner.agent.id, { allowedCapabilities: ["reason", "search"] })
         )
         assert.deepStrictEqual(p2, {
           maxPerCallMicroUsd: 375n,
           maxPerDayMicroUsd: big,
+          maxPerMonthMicroUsd: null,
+          maxPerHourMicroUsd: null,
+          maxCallsPerMinute: null,
+          autoKill: false,
           allowedCapabilities: ["reason", "search"]
         })
+        const monthly = Option.getOrThrow(yield* store.updatePolicy(accountId, owner.agent.id, { maxPerMonthMicroUsd: big }))
+        assert.strictEqual(monthly.maxPerMonthMicroUsd, big)
+        assert.strictEqual(monthly.maxPerDayMicroUsd, big)
+        const noMonthly = Option.getOrThrow(yield* store.updatePolicy(accountId, owner.agent.id, { maxPerMonthMicroUsd: null }))
+        assert.strictEqual(noMonthly.maxPerMonthMicroUsd, null)
         const p3 = Option.getOrThrow(yield* store.updatePolicy(accountId, owner.agent.id, { maxPerCallMicroUsd: null }))
         assert.strictEqual(p3.maxPerCallMicroUsd, null)
         assert.strictEqual(p3.maxPerDayMicroUsd, big)

@@ -126,6 +126,194 @@ export const ledgerContract = (name: string, store: () => Layer.Layer<Store | Id
           assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicroUsd, 9_900n * CENT)
         }))
 
+      it.effect("the same race against a monthly cap: exactly the cap is spent", () =>
+        Effect.gen(function*() {
+          const owner = yield* fundedAccount(10_000n)
+          const worker = yield* newWorker(owner)
+          yield* (yield* Policies).replace(owner, worker.agent.id, { maxPerMonthMicroUsd: 100n * CENT })
+          const exits = yield* Effect.all(
+            Array.from({ length: 50 }, () => Effect.exit(call(worker, 10n))),
+            { concurrency: "unbounded" }
+          )
+          assert.deepStrictEqual(countCodes(exits), { ok: 10, BUDGET_EXCEEDED: 40 })
+          const policy = yield* (yield* Policies).get(owner, worker.agent.id)
+          assert.strictEqual(policy.monthlySpentMicroUsd, 100n * CENT)
+          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicroUsd, 9_900n * CENT)
+        }))
+
+      it.effect("the monthly cap counts every day of the calendar month (UTC), names itself, and resets on the 1st", () =>
+        Effect.gen(function*() {
+          yield* TestClock.setTime(Date.parse("2026-11-29T12:00:00.000Z"))
+          const owner = yield* fundedAccount(100n)
+          yield* (yield* Policies).replace(owner, owner.agent.id, {
+            maxPerDayMicroUsd: 8n * CENT,
+            maxPerMonthMicroUsd: 10n * CENT
+          })
+          yield* call(owner, 6n)
+          yield* TestClock.setTime(Date.parse("2026-11-30T23:59:59.999Z"))
+          // 6 spent this month, 0 today: the daily cap allows 5, the monthly one does not.
+          const refused = yield* Effect.flip(call(owner, 5n))
+          assert.strictEqual(errCode(refused), "BUDGET_EXCEEDED")
+          assert.deepStrictEqual((refused as { details: unknown }).details, {
+            period: "month",
+            monthlySpent: 6,
+            monthlyCap: 10,
+            quotedCost: 5
+          })
+          // Over both: the daily cap names it.
+          const overBoth = yield* Effect.flip(call(owner, 9n))
+          assert.strictEqual((overBoth as { details: { period: string } }).details.period, "day")
+          yield* call(owner, 4n)
+          const estimate = yield* (yield* Spend).estimate(owner, "search", 1n)
+          assert.strictEqual(estimate.monthlySpentMicroUsd, 10n * CENT)
+          assert.strictEqual(estimate.remainingThisMonthMicroUsd, 0n)
+          assert.strictEqual(estimate.remainingTodayMicroUsd, 4n * CENT)
+          assert.isTrue(Result.isFailure(estimate.decision))
+          yield* TestClock.adjust(1)
+          yield* call(owner, 8n)
+          const policy = yield* (yield* Policies).get(owner, owner.agent.id)
+          assert.strictEqual(policy.monthlySpentMicroUsd, 8n * CENT)
+          assert.strictEqual(policy.dailySpentMicroUsd, 8n * CENT)
+        }).pipe(Effect.provide(TestClock.layer())))
+
+      it.effect("a deleted agent's call in flight settles normally and its history still names it", () =>
+        Effect.gen(function*() {
+          const owner = yield* fundedAccount(100n)
+          const worker = yield* newWorker(owner)
+          const spend = yield* Spend
+          const store = yield* Store
+          const gate = yield* Deferred.make<void>()
+          const fiber = yield* spend.spend(worker, {
+            capability: "search",
+            provider: "gated",
+            quotedMicroUsd: 10n * CENT,
+            description: "call in flight",
+            run: Effect.as(Deferred.await(gate), { value: "answer", actualMicroUsd: 7n * CENT })
+          }).pipe(Effect.forkChild)
+          for (let i = 0; i < 400; i++) {
+            const holds = yield* store.listReservations(owner.agent.accountId, { limit: 10, offset: 0 })
+            if (holds.items.some((r) => r.status === "held")) break
+            yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 5)))
+          }
+          const deleted = yield* (yield* Agents).delete(owner, worker.agent.id)
+          assert.isNotNull(deleted.deletedAt)
+          // A new call of the deleted agent is refused, whatever it authenticated with before.
+          assert.strictEqual(errCode(yield* Effect.flip(call(worker, 1n))), "AGENT_KILLED")
+          yield* Deferred.succeed(gate, undefined)
+          const { receipt } = yield* Fiber.join(fiber)
+          assert.strictEqual(receipt.chargedMicroUsd, 7n * CENT)
+          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicroUsd, 93n * CENT)
+          const txns = yield* (yield* Wallets).transactions(owner, { agentId: worker.agent.id }, { limit: 10, offset: 0 })
+          assert.deepStrictEqual(
+            txns.items.map((t): [string, string | null, bigint] => [t.type, t.agentId, t.amountMicroUsd]),
+            [["charge", worker.agent.id, 7n * CENT]]
+          )
+          const audit = yield* (yield* Wallets).audit(owner, receipt.auditId)
+          assert.strictEqual(audit.record.agentId, worker.agent.id)
+          assert.isTrue(audit.verified)
+          const held = yield* store.listReservations(owner.agent.accountId, { limit: 10, offset: 0 })
+          assert.deepStrictEqual(held.items.map((r) => r.status), ["settled"])
+        }))
+
+      it.effect("calls per minute: a loop of calls is stopped at the limit until the oldest call is a minute old", () =>
+        Effect.gen(function*() {
+          yield* TestClock.setTime(Date.parse("2026-06-03T10:00:00.000Z"))
+          const owner = yield* fundedAccount(1_000n)
+          const worker = yield* newWorker(owner)
+          yield* (yield* Policies).replace(owner, worker.agent.id, { maxCallsPerMinute: 3 })
+          const codes: Array<string> = []
+          for (let i = 0; i < 6; i++) {
+            if (i > 0) yield* TestClock.adjust(10_000)
+            codes.push(codeOf(yield* Effect.exit(call(worker, 1n))))
+          }
+          assert.deepStrictEqual(codes, ["ok", "ok", "ok", "RATE_LIMITED", "RATE_LIMITED", "RATE_LIMITED"])
+          const refused = yield* Effect.flip(call(worker, 1n))
+          assert.deepStrictEqual((refused as { details: unknown }).details, {
+            scope: "policy",
+            limit: 3,
+            resetAt: "2026-06-03T10:01:00.000Z",
+            agentKilled: false
+          })
+          assert.strictEqual((refused as { retryAfterSeconds: number }).retryAfterSeconds, 10)
+          // 60 s after the first call, one call may start again; the agent was not killed.
+          yield* TestClock.setTime(Date.parse("2026-06-03T10:01:00.000Z"))
+          yield* call(worker, 1n)
+          assert.strictEqual(codeOf(yield* Effect.exit(call(worker, 1n))), "RATE_LIMITED")
+          const agent = yield* (yield* Agents).get(owner, worker.agent.id)
+          assert.strictEqual(agent.killed, false)
+          assert.strictEqual((yield* (yield* Wallets).transactions(owner, { type: "charge" }, { limit: 100, offset: 0 })).total, 4)
+        }).pipe(Effect.provide(TestClock.layer())))
+
+      it.effect("concurrent calls cannot slip past the calls-per-minute or the hourly money limit", () =>
+        Effect.gen(function*() {
+          const owner = yield* fundedAccount(10_000n)
+          const byCount = yield* newWorker(owner, "count")
+          const byMoney = yield* newWorker(owner, "money")
+          yield* (yield* Policies).patch(owner, byCount.agent.id, { maxCallsPerMinute: 5 })
+          yield* (yield* Policies).patch(owner, byMoney.agent.id, { maxPerHourMicroUsd: 30n * CENT })
+          const [counted, spent] = yield* Effect.all([
+            Effect.all(Array.from({ length: 30 }, () => Effect.exit(call(byCount, 1n))), { concurrency: "unbounded" }),
+            Effect.all(Array.from({ length: 30 }, () => Effect.exit(call(byMoney, 10n))), { concurrency: "unbounded" })
+          ], { concurrency: "unbounded" })
+          assert.deepStrictEqual(countCodes(counted), { ok: 5, RATE_LIMITED: 25 })
+          assert.deepStrictEqual(countCodes(spent), { ok: 3, VELOCITY_EXCEEDED: 27 })
+          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicroUsd, (10_000n - 5n - 30n) * CENT)
+        }))
+
+      it.effect("the hourly limit is rolling, counts charges and holds, and not released holds", () =>
+        Effect.gen(function*() {
+          yield* TestClock.setTime(Date.parse("2026-06-03T10:00:00.000Z"))
+          const owner = yield* fundedAccount(1_000n)
+          yield* (yield* Policies).replace(owner, owner.agent.id, { maxPerHourMicroUsd: 20n * CENT })
+          yield* call(owner, 15n, { actual: 8n * CENT })
+          yield* Effect.exit(call(owner, 10n, { fail: true }))
+          yield* TestClock.adjust(30 * 60_000)
+          yield* call(owner, 12n)
+          const refused = yield* Effect.flip(call(owner, 1n))
+          assert.strictEqual(errCode(refused), "VELOCITY_EXCEEDED")
+          assert.deepStrictEqual((refused as { details: unknown }).details, {
+            period: "hour",
+            spentLastHour: 20,
+            hourlyCap: 20,
+            quotedCost: 1,
+            agentKilled: false
+          })
+          // The first call leaves the window 60 minutes after it started.
+          yield* TestClock.adjust(30 * 60_000 - 1)
+          assert.strictEqual(errCode(yield* Effect.flip(call(owner, 1n))), "VELOCITY_EXCEEDED")
+          yield* TestClock.adjust(1)
+          yield* call(owner, 8n)
+          const estimate = yield* (yield* Spend).estimate(owner, "search", 1n)
+          assert.strictEqual(Result.isFailure(estimate.decision) && estimate.decision.failure.code, "VELOCITY_EXCEEDED")
+        }).pipe(Effect.provide(TestClock.layer())))
+
+      it.effect("autoKill: the call past a velocity limit kills the agent (reason velocity), never an owner", () =>
+        Effect.gen(function*() {
+          yield* TestClock.setTime(Date.parse("2026-06-03T10:00:00.000Z"))
+          const owner = yield* fundedAccount(1_000n)
+          const worker = yield* newWorker(owner)
+          yield* (yield* Policies).patch(owner, worker.agent.id, { maxCallsPerMinute: 2, autoKill: true })
+          yield* (yield* Policies).patch(owner, owner.agent.id, { maxPerHourMicroUsd: 5n * CENT, autoKill: true })
+          yield* call(worker, 1n)
+          yield* call(worker, 1n)
+          const refused = yield* Effect.flip(call(worker, 1n))
+          assert.strictEqual(errCode(refused), "RATE_LIMITED")
+          assert.strictEqual((refused as { details: { agentKilled: boolean } }).details.agentKilled, true)
+          const killed = yield* (yield* Agents).get(owner, worker.agent.id)
+          assert.strictEqual(killed.killed, true)
+          assert.strictEqual(killed.killReason, "velocity")
+          yield* TestClock.adjust(120_000)
+          assert.strictEqual(errCode(yield* Effect.flip(call(worker, 1n))), "AGENT_KILLED")
+          // An owner over its own hourly limit is refused, never killed.
+          const ownerRefused = yield* Effect.flip(call(owner, 6n))
+          assert.strictEqual(errCode(ownerRefused), "VELOCITY_EXCEEDED")
+          assert.strictEqual((ownerRefused as { details: { agentKilled: boolean } }).details.agentKilled, false)
+          assert.strictEqual((yield* (yield* Agents).get(owner, owner.agent.id)).killed, false)
+          // Revived by an owner: the reason is cleared.
+          const revived = yield* (yield* Agents).update(owner, worker.agent.id, { killed: false })
+          assert.strictEqual(revived.killReason, null)
+        }).pipe(Effect.provide(TestClock.layer())))
+
       it.effect("several agents racing on one shared wallet never overdraw it", () =>
         Effect.gen(function*() {
           const owner = yield* fundedAccount(100n)
@@ -234,7 +422,12 @@ export const ledgerContract = (name: string, store: () => Layer.Layer<Store | Id
           yield* call(owner, 20n, { actual: 12n * CENT + 5_000n })
           const refused = yield* Effect.flip(call(owner, 13n))
           assert.strictEqual(errCode(refused), "BUDGET_EXCEEDED")
-          assert.deepStrictEqual((refused as { details: unknown }).details, { dailySpent: 12.5, dailyCap: 25, quotedCost: 13 })
+          assert.deepStrictEqual((refused as { details: unknown }).details, {
+            period: "day",
+            dailySpent: 12.5,
+            dailyCap: 25,
+            quotedCost: 13
+          })
           yield* call(owner, 12n)
         }))
 

@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
-import { BadGateway, BadRequest, Forbidden, NotFound, PaymentRequired, ServiceUnavailable } from "../errors.ts"
+import { BadGateway, BadRequest, Forbidden, NotFound, PaymentRequired, ServiceUnavailable, TooManyRequests } from "../errors.ts"
 import { AccessControl, Authentication } from "../middleware.ts"
 
 /**
@@ -66,7 +66,7 @@ export class AnthropicApi extends HttpApiGroup.make("anthropic")
       payload: MessagesRequest,
       headers: MessagesHeaders,
       success: Message,
-      error: [BadRequest, PaymentRequired, Forbidden, NotFound, BadGateway, ServiceUnavailable]
+      error: [BadRequest, PaymentRequired, Forbidden, NotFound, TooManyRequests, BadGateway, ServiceUnavailable]
     })
   )
   .middleware(AccessControl)

@@ -3,7 +3,7 @@ import { HttpApiBuilder } from "effect/http-api"
 import { Services } from "../../../src/services/Services.ts"
 import { Api } from "../Api.ts"
 import { chatResponse, streamedChatResponse } from "../chatResponses.ts"
-import { toHttpError } from "../errors.ts"
+import { failAsHttpError } from "../errors.ts"
 import { CurrentPrincipal } from "../middleware.ts"
 
 /**
@@ -21,9 +21,9 @@ export const AnthropicHandlers = HttpApiBuilder.group(
         const principal = yield* CurrentPrincipal
         const request = { body: payload, format: "anthropic-messages" as const, headers }
         if (payload.stream === true) {
-          return streamedChatResponse(yield* services.chatStream(principal, request).pipe(Effect.mapError(toHttpError)))
+          return streamedChatResponse(yield* services.chatStream(principal, request).pipe(Effect.catch(failAsHttpError)))
         }
-        return chatResponse(yield* services.chat(principal, request).pipe(Effect.mapError(toHttpError)))
+        return chatResponse(yield* services.chat(principal, request).pipe(Effect.catch(failAsHttpError)))
       }))
   })
 )

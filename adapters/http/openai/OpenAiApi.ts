@@ -1,7 +1,7 @@
 import { Schema } from "effect"
 import { Multipart } from "effect/http"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { BadGateway, BadRequest, Forbidden, NotFound, PaymentRequired, ServiceUnavailable } from "../errors.ts"
+import { BadGateway, BadRequest, Forbidden, NotFound, PaymentRequired, ServiceUnavailable, TooManyRequests } from "../errors.ts"
 import { AnthropicModelList } from "../anthropic/AnthropicApi.ts"
 import { AccessControl, Authentication } from "../middleware.ts"
 
@@ -146,28 +146,28 @@ export class OpenAiApi extends HttpApiGroup.make("openai")
     HttpApiEndpoint.post("chatCompletions", "/v1/chat/completions", {
       payload: ChatCompletionRequest,
       success: ChatCompletion,
-      error: [BadRequest, PaymentRequired, Forbidden, NotFound, BadGateway, ServiceUnavailable]
+      error: [BadRequest, PaymentRequired, Forbidden, NotFound, TooManyRequests, BadGateway, ServiceUnavailable]
     }),
     HttpApiEndpoint.get("models", "/v1/models", { success: Schema.Union([ModelList, AnthropicModelList]), error: BadRequest }),
     HttpApiEndpoint.post("embeddings", "/v1/embeddings", {
       payload: EmbeddingsRequest,
       success: Embeddings,
-      error: [BadRequest, PaymentRequired, Forbidden, NotFound, BadGateway, ServiceUnavailable]
+      error: [BadRequest, PaymentRequired, Forbidden, NotFound, TooManyRequests, BadGateway, ServiceUnavailable]
     }),
     HttpApiEndpoint.post("imagesGenerations", "/v1/images/generations", {
       payload: ImageGenerationRequest,
       success: ImagesResponse,
-      error: [BadRequest, PaymentRequired, Forbidden, NotFound, BadGateway, ServiceUnavailable]
+      error: [BadRequest, PaymentRequired, Forbidden, NotFound, TooManyRequests, BadGateway, ServiceUnavailable]
     }),
     HttpApiEndpoint.post("audioSpeech", "/v1/audio/speech", {
       payload: SpeechRequest,
       success: SpeechAudio,
-      error: [BadRequest, PaymentRequired, Forbidden, NotFound, BadGateway, ServiceUnavailable]
+      error: [BadRequest, PaymentRequired, Forbidden, NotFound, TooManyRequests, BadGateway, ServiceUnavailable]
     }),
     HttpApiEndpoint.post("audioTranscriptions", "/v1/audio/transcriptions", {
       payload: TranscriptionRequest,
       success: Transcription,
-      error: [BadRequest, PaymentRequired, Forbidden, NotFound, BadGateway, ServiceUnavailable]
+      error: [BadRequest, PaymentRequired, Forbidden, NotFound, TooManyRequests, BadGateway, ServiceUnavailable]
     })
   )
   .middleware(AccessControl)

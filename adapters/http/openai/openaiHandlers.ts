@@ -11,7 +11,7 @@ import { speaksAnthropic } from "../anthropic/wire.ts"
 import { CHAT_CAPABILITY, type ChatBody, EMBEDDINGS_CAPABILITY, type EmbeddingsBody, Services } from "../../../src/services/Services.ts"
 import { Api } from "../Api.ts"
 import { chatResponse, spendHeaders, streamedChatResponse } from "../chatResponses.ts"
-import { toHttpError } from "../errors.ts"
+import { failAsHttpError } from "../errors.ts"
 import { CurrentPrincipal } from "../middleware.ts"
 import {
   IMAGE_FIELDS,
@@ -79,14 +79,14 @@ export const OpenAiHandlers = HttpApiBuilder.group(
           const principal = yield* CurrentPrincipal
           const body = chatBody(payload)
           if (body["stream"] === true) {
-            return streamedChatResponse(yield* services.chatStream(principal, { body }).pipe(Effect.mapError(toHttpError)))
+            return streamedChatResponse(yield* services.chatStream(principal, { body }).pipe(Effect.catch(failAsHttpError)))
           }
-          return chatResponse(yield* services.chat(principal, { body }).pipe(Effect.mapError(toHttpError)))
+          return chatResponse(yield* services.chat(principal, { body }).pipe(Effect.catch(failAsHttpError)))
         }))
       .handle("embeddings", ({ payload }) =>
         Effect.gen(function*() {
           const principal = yield* CurrentPrincipal
-          return chatResponse(yield* services.embeddings(principal, payload as EmbeddingsBody).pipe(Effect.mapError(toHttpError)))
+          return chatResponse(yield* services.embeddings(principal, payload as EmbeddingsBody).pipe(Effect.catch(failAsHttpError)))
         }))
       .handle("models", ({ request }) =>
         Effect.gen(function*() {
@@ -123,7 +123,7 @@ export const OpenAiHandlers = HttpApiBuilder.group(
           return HttpServerResponse.jsonUnsafe(imagesAnswer(result.data, Math.floor(Date.now() / 1000)), {
             headers: spendHeaders(result.receipt, result.provider)
           })
-        }).pipe(Effect.mapError(toHttpError)))
+        }).pipe(Effect.catch(failAsHttpError)))
       .handle("audioSpeech", ({ payload }) =>
         Effect.gen(function*() {
           const sample = { text: "a", voice: payload.voice }
@@ -136,7 +136,7 @@ export const OpenAiHandlers = HttpApiBuilder.group(
             contentType: result.data.mimeType,
             headers: spendHeaders(result.receipt, result.provider)
           })
-        }).pipe(Effect.mapError(toHttpError)))
+        }).pipe(Effect.catch(failAsHttpError)))
       .handle("audioTranscriptions", () =>
         Effect.gen(function*() {
           const form = yield* readForm
@@ -151,6 +151,6 @@ export const OpenAiHandlers = HttpApiBuilder.group(
           return typeof answer === "string"
             ? HttpServerResponse.text(answer, { headers, contentType: "text/plain; charset=utf-8" })
             : HttpServerResponse.jsonUnsafe(answer, { headers })
-        }).pipe(Effect.mapError(toHttpError)))
+        }).pipe(Effect.catch(failAsHttpError)))
   })
 )
