@@ -314,7 +314,7 @@ const makeMemoryLedger = (shared: {
     let oldest: Date | null = null
     for (const r of reservations.values()) {
       const at = r.createdAt.getTime()
-      if (r.agentId !== agentId || at <= hourAgo || at > now.getTime()) continue
+      if (r.agentId !== agentId || at <= hourAgo) continue
       spentLastHourMicroUsd += reservationSpend(r)
       if (at > minuteAgo) {
         callsLastMinute++

@@ -249,7 +249,12 @@ export const makeSqlLedger = (
   const monthSpent = (agentId: Statement.Fragment | AgentId, day: string) =>
     sql`(SELECT COALESCE(SUM(m.spent_micro_usd), 0) FROM agent_daily_spend m
       WHERE m.agent_id = ${agentId} AND m.day >= ${`${day.slice(0, 7)}-01`} AND m.day <= ${`${day.slice(0, 7)}-31`})`
-  /** The agent's reservations of the last hour and minute before `now` (see `reservationSpend`). */
+  /**
+   * The agent's reservations of the last hour and minute before `now` (see
+   * `reservationSpend`), and any stamped after `now`: a call that waited for
+   * the wallet lock was stamped before the calls that committed while it
+   * waited, and those must count against it too.
+   */
   const recentOf = (agentId: AgentId, now: Date) =>
     Effect.map(
       sql<{ spent: Int8; calls: Int8; oldest: Date | string | null }>`
@@ -260,7 +265,7 @@ export const makeSqlLedger = (
           COUNT(*) FILTER (WHERE created_at > ${new Date(now.getTime() - 60_000)}) AS calls,
           MIN(created_at) FILTER (WHERE created_at > ${new Date(now.getTime() - 60_000)}) AS oldest
         FROM reservations
-        WHERE agent_id = ${agentId} AND created_at > ${new Date(now.getTime() - 3_600_000)} AND created_at <= ${now}`,
+        WHERE agent_id = ${agentId} AND created_at > ${new Date(now.getTime() - 3_600_000)}`,
       (rows): RecentActivity => ({
         spentLastHourMicroUsd: big(rows[0]?.spent ?? 0),
         callsLastMinute: Number(rows[0]?.calls ?? 0),

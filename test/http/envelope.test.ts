@@ -24,7 +24,8 @@ describe("HTTP error envelope for failures outside the endpoints", () => {
       const [method, path] of [
         ["GET", "/v1/nope"],
         ["GET", "/"],
-        ["DELETE", `/v1/agents/${agentId}`],
+        ["DELETE", "/v1/wallet"],
+        ["PUT", `/v1/agents/${agentId}`],
         ["POST", "/health"],
         ["GET", "/v2/agents"]
       ] as const
