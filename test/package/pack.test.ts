@@ -38,6 +38,12 @@ const run = (command: string, args: ReadonlyArray<string>, cwd: string, timeout 
   return result.stdout
 }
 
+/** The registry address of a locked package's tarball (`node_modules/@scope/name` at a version). */
+const tarballUrl = (path: string, version: string) => {
+  const name = path.slice(path.lastIndexOf("node_modules/") + "node_modules/".length)
+  return `https://registry.npmjs.org/${name}/-/${name.split("/").at(-1)}-${version}.tgz`
+}
+
 /** The consumer's lockfile: the tarball, plus this repository's locked production dependencies. */
 const consumerLock = (tarballName: string) => {
   const lock = JSON.parse(readFileSync(join(root, "package-lock.json"), "utf8")) as {
@@ -55,7 +61,12 @@ const consumerLock = (tarballName: string) => {
     }
   }
   for (const [path, entry] of Object.entries(lock.packages)) {
-    if (path !== "" && entry.dev !== true) packages[path] = entry
+    if (path === "" || entry.dev === true) continue
+    // A lock written without download addresses would make npm ask the registry for each
+    // package's metadata; with its tarball address and integrity, the cache alone serves it.
+    packages[path] = entry["resolved"] === undefined && typeof entry["version"] === "string" && entry["link"] !== true
+      ? { ...entry, resolved: tarballUrl(path, entry["version"]) }
+      : entry
   }
   return { name: "consumer", version: "1.0.0", lockfileVersion: 3, requires: true, packages }
 }
