@@ -218,11 +218,16 @@ describe("spendgate against a running server", () => {
     expect(text.stdout).toMatch(/^sats\s+5700 sats$/m)
   }, 120_000)
 
-  it("fund card prints the checkout URL; below the minimum is the API's INVALID_AMOUNT", async () => {
+  it("fund card prints the checkout URL, fund lightning --no-wait only the invoice; below the minimum is the API's INVALID_AMOUNT", async () => {
     const card = json(await run(["fund", "card", "--usd-cents", "2500", "--json"], env))
     expect(card.checkoutUrl).toContain("/dev/checkout/")
     const text = await run(["fund", "card", "--usd-cents", "1500"], env)
     expect(text.stdout).toMatch(/^checkout\s+http:\/\/.*\/dev\/checkout\/cs_dev_/m)
+    // fund lightning --no-wait: the invoice alone, exit 0 while it is still pending.
+    const noWait = await run(["fund", "lightning", "--sats", "10", "--no-wait", "--json"], env)
+    expect(noWait.status).toBe(0)
+    expect(noWait.stdout.trim().split("\n")).toHaveLength(1)
+    expect(JSON.parse(noWait.stdout)).toMatchObject({ amountSats: 10, paymentRequest: expect.stringMatching(/^lnbcrt/) })
     const low = await run(["fund", "card", "--usd-cents", "25"], env)
     expect(low.status).toBe(1)
     expect(low.stderr).toContain("INVALID_AMOUNT")
