@@ -1,6 +1,6 @@
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
-import { Effect } from "effect"
-import { CliError, Command } from "effect/cli"
+import { Console, Effect } from "effect"
+import { CliError, CliOutput, Command } from "effect/cli"
 import { CliFailure, EXIT_USAGE } from "./client.ts"
 import { admin } from "./commands/admin.ts"
 import { agents } from "./commands/agents.ts"
@@ -29,6 +29,18 @@ export const cli = Command.make("spendgate").pipe(
   Command.withSubcommands([serve, mcp, migrate, signup, agents, wallet, fund, tx, receipt, dev, admin])
 )
 
+/** A bad invocation's help and errors go to stderr, so stdout holds only a command's output (and only JSON with --json). */
+const stderrForUsageErrors = CliOutput.layerPresenter({
+  present: (event) =>
+    event._tag === "InvalidInvocation"
+      ? Effect.gen(function*() {
+        const formatter = yield* CliOutput.Formatter
+        yield* Console.error(formatter.formatHelpDoc(event.helpDoc))
+        yield* Console.error(formatter.formatErrors(event.errors))
+      })
+      : CliOutput.defaultPresenter.present(event)
+})
+
 /** Runs the command line on `args` (without the node and script paths) as the process's main program. */
 export const main = (args: ReadonlyArray<string>, version: string): void =>
   NodeRuntime.runMain(
@@ -48,6 +60,7 @@ export const main = (args: ReadonlyArray<string>, version: string): void =>
         }
         return Effect.fail(error)
       }),
+      Effect.provide(stderrForUsageErrors),
       Effect.provide(NodeServices.layer)
     )
   )

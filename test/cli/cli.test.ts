@@ -308,8 +308,11 @@ describe("spendgate against a running server", () => {
 
 describe("spendgate usage errors and unreachable servers", () => {
   it("a bad flag is a usage error naming it, exit 2", async () => {
-    const result = await run(["agents", "ls", "--bogus"], env)
+    const result = await run(["agents", "ls", "--bogus", "--json"], env)
     expect(result.status).toBe(2)
+    // The help and the error go to stderr: stdout stays empty (only JSON with --json).
+    expect(result.stdout).toBe("")
+    expect(result.stderr).toContain("spendgate agents ls [flags]")
     expect(result.stderr).toContain("Unrecognized flag: --bogus")
     const notANumber = await run(["fund", "lightning", "--sats", "many"], env)
     expect(notANumber.status).toBe(2)
