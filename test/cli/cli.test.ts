@@ -152,6 +152,9 @@ describe("spendgate against a running server", () => {
     expect(text.stdout).toMatch(/^capabilities\s+all$/m)
 
     // A bad value is a usage error; the server's own refusal (more than 4 decimals) is exit 1 with its code.
+    const noCaps = await run(["agents", "policy", workerId, "--allow", " , "], env)
+    expect(noCaps.status).toBe(2)
+    expect(noCaps.stderr).toContain("--allow")
     const bad = await run(["agents", "policy", workerId, "--max-per-call", "lots"], env)
     expect(bad.status).toBe(2)
     expect(bad.stderr).toContain("--max-per-call")

@@ -119,9 +119,12 @@ const policy = Command.make("policy", {
     if (Option.isSome(input.autoKill)) changes["autoKill"] = input.autoKill.value === "on"
     if (Option.isSome(input.allow)) {
       const text = input.allow.value.trim()
-      changes["allowedCapabilities"] = text === "all"
-        ? []
-        : text.split(",").map((cap) => cap.trim()).filter((cap) => cap !== "")
+      const caps = text.split(",").map((cap) => cap.trim()).filter((cap) => cap !== "")
+      // An empty list means "all" to the API: say it with "all", never by accident.
+      if (text !== "all" && caps.length === 0) {
+        return yield* usage("--allow needs capabilities (e.g. search,read), or all")
+      }
+      changes["allowedCapabilities"] = text === "all" ? [] : caps
     }
     const path = `/v1/agents/${encodeURIComponent(input.id)}/policy`
     const connection = { url: input.url, key: input.key }

@@ -13,6 +13,7 @@ export const signup = Command.make("signup", {
   )
 }, ({ json, name, signupToken, url }) =>
   Effect.gen(function*() {
+    // The signup token travels as the bearer credential, like the admin token does elsewhere.
     const body = yield* request({ url, adminToken: signupToken }, "/v1/signup", {
       auth: signupToken._tag === "Some" ? "admin" : "none",
       body: { name }
