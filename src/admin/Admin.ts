@@ -1,7 +1,7 @@
 import { Clock, Context, Effect, Layer } from "effect"
 import type { Agent } from "../domain/Agent.ts"
 import type { Invoice } from "../domain/Invoice.ts"
-import { InvalidAmount, NotFound, type RefundRefusal } from "../domain/errors.ts"
+import { InvalidAmount, NotFound, type RefundRefusal, ValidationError } from "../domain/errors.ts"
 import { newAuditId, newTransactionId, type AuditRecord, type Transaction, type Wallet } from "../domain/Ledger.ts"
 import { planRefund, remainingOf, type Refunded } from "../wallet/refund.ts"
 import {
@@ -108,7 +108,7 @@ export class Admin extends Context.Service<Admin, {
   readonly refund: (
     chargeId: string,
     request: RefundRequest
-  ) => Effect.Effect<RefundResult, NotFound | InvalidAmount | RefundRefusal>
+  ) => Effect.Effect<RefundResult, NotFound | InvalidAmount | ValidationError | RefundRefusal>
 }>()("spendgate/Admin") {}
 
 const paged = <A>(page: PageRequest, run: (page: PageRequest) => Effect.Effect<Page<A>>): Effect.Effect<AdminPage<A>> =>
@@ -130,6 +130,11 @@ export const make: Effect.Effect<Admin["Service"], never, AdminStore | Store> = 
       paged(pageOf(page), (p) => admin.auditLogs({ ...filter, ...calendarDays(startDate, endDate) }, p)),
     latePayments: (page) => paged(pageOf(page), store.listLatePayments),
     refund: Effect.fn("Admin.refund")(function*(chargeId: string, request: RefundRequest) {
+      const reason = request.reason.trim()
+      if (reason.length === 0 || reason.length > MAX_REFUND_REASON_LENGTH) {
+        const message = `reason must be 1 to ${MAX_REFUND_REASON_LENGTH} characters`
+        return yield* new ValidationError({ message, issues: [{ path: "reason", message }] })
+      }
       if (request.amountMicroUsd !== undefined && request.amountMicroUsd <= 0n) {
         return yield* new InvalidAmount({ message: "amountUsdCents must be positive; leave it out to refund all that remains" })
       }
@@ -137,7 +142,7 @@ export const make: Effect.Effect<Admin["Service"], never, AdminStore | Store> = 
         chargeId,
         refundTransactionId: newTransactionId(),
         auditId: newAuditId(),
-        reason: request.reason,
+        reason,
         now: new Date(yield* Clock.currentTimeMillis),
         plan: (snapshot) => planRefund(snapshot, request.amountMicroUsd)
       })

@@ -141,6 +141,8 @@ export const refundContract = (name: string, store: () => Layer.Layer<Stores, un
           const done = yield* refund(receipt.transactionId, 2n)
           assert.strictEqual((yield* Effect.flip(refund(done.refund.id)))._tag, "NotRefundable")
           assert.strictEqual(codeOf(yield* Effect.exit(refund("txn_nope"))), "NOT_FOUND")
+          assert.strictEqual(codeOf(yield* Effect.exit(refund(receipt.transactionId, 1n, "  "))), "VALIDATION_ERROR")
+          assert.strictEqual(codeOf(yield* Effect.exit(refund(receipt.transactionId, 1n, "x".repeat(501)))), "VALIDATION_ERROR")
           assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicroUsd, 92n * CENT)
           yield* assertBooksBalance(owner.agent.accountId)
         }))
