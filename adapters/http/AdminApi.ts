@@ -1,11 +1,13 @@
 import { Schema } from "effect"
-import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { BadRequest, Conflict, NotFound } from "./errors.ts"
 import { SubmissionResponse } from "./ServicesApi.ts"
 import { InvoiceResponse } from "./FundingApi.ts"
 import { AgentResponse } from "./resources.ts"
 import { IsoDate, TransactionResponse } from "./WalletApi.ts"
-import { AccessControl, AdminAuthentication } from "./middleware.ts"
+import { AccessControl, AdminAuthentication, IdempotencyKeys } from "./middleware.ts"
+import { Cents } from "../../src/domain/Money.ts"
+import { MAX_REFUND_REASON_LENGTH } from "../../src/admin/Admin.ts"
 
 /** The operator's API, behind ADMIN_TOKEN; 404 when no token is configured. */
 
@@ -85,6 +87,29 @@ export const ServiceHealthResponse = Schema.Struct({
   }))
 })
 
+export const RefundRequest = Schema.Struct({
+  amountUsdCents: Schema.optional(Cents).annotate({
+    description: "USD cents to refund, more than 0 and at most what remains of the charge; leave out to refund all that remains"
+  }),
+  reason: Schema.Trim.check(
+    Schema.isMinLength(1, { message: "reason must not be empty" }),
+    Schema.isMaxLength(MAX_REFUND_REASON_LENGTH, { message: `reason must be at most ${MAX_REFUND_REASON_LENGTH} characters` }),
+    Schema.isPattern(/^[^\u0000-\u001f\u007f]*$/, { message: "reason must not contain control characters" })
+  ).annotate({ description: "Why the charge is refunded; kept on the refund and in the audit log" })
+})
+
+export const RefundResponse = Schema.Struct({
+  refund: Schema.Struct({ ...TransactionResponse.fields, accountId: Schema.String, reason: Schema.String }),
+  charge: Schema.Struct({
+    id: Schema.String,
+    amountUsdCents: Schema.Number,
+    refundedUsdCents: Schema.Number.annotate({ description: "All refunds of the charge so far, this one included" }),
+    remainingUsdCents: Schema.Number.annotate({ description: "What may still be refunded" }),
+    refundedPockets: Schema.Struct({ usdCents: Schema.Number, sats: Schema.Number })
+  }),
+  wallet: Schema.Struct({ balanceUsdCents: Schema.Number, balanceSats: Schema.Number })
+})
+
 const Review = Schema.Struct({ note: Schema.optional(Schema.String.check(Schema.isMaxLength(2000))) })
 
 export class AdminApi extends HttpApiGroup.make("admin")
@@ -116,10 +141,17 @@ export class AdminApi extends HttpApiGroup.make("admin")
       success: list("transactions", Schema.Struct({ ...TransactionResponse.fields, accountId: Schema.String })),
       error: BadRequest
     }),
+    HttpApiEndpoint.post("refund", "/v1/admin/transactions/:id/refund", {
+      params: { id: Id },
+      payload: RefundRequest,
+      success: RefundResponse.pipe(HttpApiSchema.status(201)),
+      // 400 bad input or amount 0; 404 unknown transaction; 409 REFUND_EXCEEDS_CHARGE, or CONFLICT when not a charge.
+      error: [BadRequest, NotFound, Conflict]
+    }).middleware(IdempotencyKeys),
     HttpApiEndpoint.get("auditLogs", "/v1/admin/audit-logs", {
       query: {
         accountId: Schema.optional(Id),
-        kind: Schema.optional(Schema.Literals(["reserve", "settle", "release", "credit"])),
+        kind: Schema.optional(Schema.Literals(["reserve", "settle", "release", "credit", "refund"])),
         startDate: Schema.optional(IsoDate),
         endDate: Schema.optional(IsoDate),
         ...Paging

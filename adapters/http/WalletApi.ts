@@ -49,13 +49,14 @@ export const TransactionResponse = Schema.Struct({
   auditId: Schema.String,
   createdAt: Timestamp,
   pockets: Pockets.annotate({ description: "What each pocket lost (charge) or gained (credit, refund)" }),
-  btcUsdRate: Schema.NullOr(Schema.Number).annotate({ description: "The rate snapshot used, USD per BTC" })
+  btcUsdRate: Schema.NullOr(Schema.Number).annotate({ description: "The rate snapshot used, USD per BTC" }),
+  refundOf: Schema.optional(Schema.String).annotate({ description: "For a refund: the id of the charge it refunds" })
 })
 
 export const AuditResponse = Schema.Struct({
   id: Schema.String,
   seq: Schema.Number,
-  kind: Schema.Literals(["reserve", "settle", "release", "credit"]),
+  kind: Schema.Literals(["reserve", "settle", "release", "credit", "refund"]),
   agentId: Schema.NullOr(Schema.String),
   reservationId: Schema.NullOr(Schema.String),
   transactionId: Schema.NullOr(Schema.String),

@@ -123,6 +123,27 @@ export const AdminHandlers = HttpApiBuilder.group(
             offset: result.offset
           }
         }))
+      .handle("refund", ({ params, payload }) =>
+        admin.refund(params.id, { amountMicroUsd: payload.amountUsdCents, reason: payload.reason }).pipe(
+          Effect.mapError(toHttpError),
+          Effect.map((result) => ({
+            refund: { ...transactionJson(result.refund), accountId: result.refund.accountId, reason: payload.reason },
+            charge: {
+              id: result.charge.id,
+              amountUsdCents: microUsdToCents(result.charge.amountMicroUsd),
+              refundedUsdCents: microUsdToCents(result.refunded.microUsd),
+              remainingUsdCents: microUsdToCents(result.remainingMicroUsd),
+              refundedPockets: {
+                usdCents: microUsdToCents(result.refunded.usdMicroUsd),
+                sats: msatToSats(result.refunded.satsMsat)
+              }
+            },
+            wallet: {
+              balanceUsdCents: microUsdToCents(result.wallet.usdMicroUsd),
+              balanceSats: msatToSats(result.wallet.satsMsat)
+            }
+          }))
+        ))
       .handle("auditLogs", ({ query }) =>
         Effect.gen(function*() {
           const result = yield* admin.auditLogs({

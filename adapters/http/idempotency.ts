@@ -2,6 +2,7 @@ import { Effect, Layer, Option } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { ValidationError } from "../../src/domain/errors.ts"
 import {
+  adminScope,
   agentScope,
   Idempotency,
   IdempotencyConflict,
@@ -11,7 +12,7 @@ import {
   sweepExpiredKeys,
   validateKey
 } from "../../src/idempotency/Idempotency.ts"
-import { AccessControl, Authentication, CurrentPrincipal, IdempotencyKeys } from "./middleware.ts"
+import { AccessControl, AdminAuthentication, Authentication, CurrentPrincipal, IdempotencyKeys } from "./middleware.ts"
 import {
   BadGateway,
   BadRequest,
@@ -97,9 +98,9 @@ const isCoreError = (error: unknown): error is CoreError =>
 /** VALIDATION_ERROR is a 400, IDEMPOTENCY_CONFLICT and CONFLICT are 409s: the middleware's declared errors. */
 const toMiddlewareError = (error: CoreError) => toHttpError(error) as BadRequest | Conflict
 
-/** The caller's API key (authenticated routes), which seals the stored answer with the Idempotency-Key. */
-const secretOf = (request: HttpServerRequest.HttpServerRequest, principal: Option.Option<unknown>) => {
-  if (Option.isNone(principal)) return {}
+/** The caller's API key or admin token (authenticated routes), which seals the stored answer with the Idempotency-Key. */
+const secretOf = (request: HttpServerRequest.HttpServerRequest, authenticated: boolean) => {
+  if (!authenticated) return {}
   const match = /^Bearer +(\S+) *$/i.exec(request.headers["authorization"] ?? "")
   return match === null ? {} : { secret: match[1]! }
 }
@@ -127,7 +128,9 @@ export const IdempotencyKeysLive: Layer.Layer<IdempotencyKeys, never, Idempotenc
           // A replay must never skip the access matrix (access.ts checks the order at start).
           return yield* Effect.die(new Error(`IdempotencyKeys must run inside AccessControl (${endpoint.identifier})`))
         }
-        const scope = Option.match(principal, {
+        // Admin routes (AdminAuthentication let the request through: it carries the admin token).
+        const admin = endpoint.middlewares.has(AdminAuthentication)
+        const scope = admin ? adminScope : Option.match(principal, {
           onNone: () => publicScope(Option.getOrUndefined(request.remoteAddress)),
           onSome: ({ agent }) => agentScope(agent.id)
         })
@@ -141,7 +144,7 @@ export const IdempotencyKeysLive: Layer.Layer<IdempotencyKeys, never, Idempotenc
             onSome: Effect.succeed
           }))
         const result = yield* idempotency.run(
-          { scope, key, method: request.method, target: request.originalUrl, body, ...secretOf(request, principal) },
+          { scope, key, method: request.method, target: request.originalUrl, body, ...secretOf(request, admin || Option.isSome(principal)) },
           execute,
           capture
         ).pipe(Effect.catchIf(isCoreError, (error) => Effect.fail(toMiddlewareError(error))))

@@ -38,7 +38,8 @@ export const transactionJson = (t: Transaction) => {
     auditId: t.auditId,
     createdAt: t.createdAt.toISOString(),
     pockets: { usdCents: microUsdToCents(t.usdMicroUsd), sats: msatToSats(t.satsMsat) },
-    btcUsdRate: rate === null ? null : Number(formatBtcUsdRate(rate))
+    btcUsdRate: rate === null ? null : Number(formatBtcUsdRate(rate)),
+    ...(t.refundOf === null ? {} : { refundOf: t.refundOf })
   }
 }
 

@@ -8,11 +8,13 @@ import {
   creditEntries,
   heldReservation,
   lateSettleEntries,
+  refundEntries,
   releaseAudit,
   reserveAudit,
   settleEntries,
   unpaidEntries
 } from "../../src/wallet/entries.ts"
+import { NOTHING_REFUNDED, type Refunded } from "../../src/wallet/refund.ts"
 import { AdminStore } from "../../src/ports/AdminStore.ts"
 import type { RegistryStore } from "../../src/ports/RegistryStore.ts"
 import * as MemoryRegistryStore from "./MemoryRegistryStore.ts"
@@ -297,6 +299,8 @@ const makeMemoryLedger = (shared: {
   const audit = new Map<AccountId, Array<AuditRecord>>()
   const daily = new Map<string, bigint>()
   const creditKeys = new Map<string, Transaction>()
+  /** Each refunded charge's refunded totals, by charge id. */
+  const refundedByCharge = new Map<string, Refunded>()
 
   const dayKey = (agentId: AgentId, day: string) => `${agentId}|${day}`
   /** The month's spend: the sum of its days' rows (`day` is YYYY-MM-DD). */
@@ -583,6 +587,30 @@ const makeMemoryLedger = (shared: {
         return expired.length
       })),
     credit: (input) => lock.withPermits(1)(creditUnlocked(input)),
+    refund: (input) =>
+      lock.withPermits(1)(Effect.gen(function*() {
+        const charge = transactions.find((t) => t.id === input.chargeId)
+        if (charge === undefined) return { _tag: "NotFound" } as const
+        const refunded = refundedByCharge.get(charge.id) ?? NOTHING_REFUNDED
+        const decision = input.plan({ charge, refunded, bounded: boundedBalances(charge.accountId) })
+        if (Result.isFailure(decision)) return { _tag: "Refused", refusal: decision.failure } as const
+        const plan = decision.success
+        const { transaction, audit: draft } = refundEntries(charge, plan, input)
+        yield* appendAudit(draft)
+        const next = creditedBy(walletOf(charge.accountId), plan.usdMicroUsd, plan.satsMsat)
+        setWallet(next)
+        refundedByCharge.set(charge.id, plan.refundedAfter)
+        transactions.push(transaction)
+        // Outbox: the `charge.refunded` event is recorded here, in this same step.
+        return { _tag: "Refunded", refund: transaction, charge, refunded: plan.refundedAfter, wallet: next } as const
+      })),
+    refundedOf: (chargeId) =>
+      Effect.sync(() => {
+        const charge = transactions.find((t) => t.id === chargeId)
+        return charge === undefined
+          ? Option.none()
+          : Option.some({ charge, refunded: refundedByCharge.get(chargeId) ?? NOTHING_REFUNDED })
+      }),
     listTransactions: (accountId, filter, request) =>
       Effect.sync(() =>
         page(

@@ -24,11 +24,13 @@ import {
   creditEntries,
   heldReservation,
   lateSettleEntries,
+  refundEntries,
   releaseAudit,
   reserveAudit,
   settleEntries,
   unpaidEntries
 } from "../../src/wallet/entries.ts"
+import type { Refunded } from "../../src/wallet/refund.ts"
 
 /**
  * The ledger half of the SQL store. Every write locks the account's wallet
@@ -84,8 +86,22 @@ export interface TransactionRow {
   readonly capability: string | null
   readonly provider: string | null
   readonly audit_id: string
+  readonly refund_of?: string | null
   readonly created_at: Date | string
 }
+
+/** A charge's row with what its refunds gave back so far. */
+interface RefundableRow extends TransactionRow {
+  readonly refunded_micro_usd: Int8
+  readonly refunded_usd_micro: Int8
+  readonly refunded_sats_msat: Int8
+}
+
+const refundedOfRow = (row: RefundableRow): Refunded => ({
+  microUsd: big(row.refunded_micro_usd),
+  usdMicroUsd: big(row.refunded_usd_micro),
+  satsMsat: big(row.refunded_sats_msat)
+})
 
 interface InvoiceRow {
   readonly id: string
@@ -160,6 +176,7 @@ export const toTransaction = (row: TransactionRow): Transaction => ({
   capability: row.capability as Capability | null,
   provider: row.provider,
   auditId: row.audit_id,
+  refundOf: row.refund_of ?? null,
   createdAt: date(row.created_at)
 })
 
@@ -292,6 +309,7 @@ export const makeSqlLedger = (
         capability: t.capability,
         provider: t.provider,
         audit_id: t.auditId,
+        refund_of: t.refundOf,
         credit_key: creditKey,
         created_at: t.createdAt
       })
@@ -359,6 +377,13 @@ export const makeSqlLedger = (
         const next = yield* applyWrites(input.accountId, usd, sats, audit, [insertTransaction(transaction, input.creditKey)])
         return { _tag: "Credited", transaction, wallet: next } as const
     })
+
+  /**
+   * Outbox: the writes that record the `charge.refunded` event, run in the
+   * refund's own statement (same transaction, same wallet lock) so the event
+   * exists exactly when the refund does. None yet.
+   */
+  const chargeRefundedOutbox = (_refund: Transaction): ReadonlyArray<Statement.Fragment> => []
 
   const invoiceRow = (row: InvoiceRow): Invoice => ({
     id: row.id,
@@ -644,6 +669,44 @@ export const makeSqlLedger = (
     credit: (input) =>
       sql.withTransaction(Effect.flatMap(lockWallet(input.accountId), (wallet) => creditLocked(wallet, input)))
         .pipe(Effect.orDie),
+
+    refund: (input) =>
+      Effect.gen(function*() {
+        const [found] = yield* sql<{ account_id: string }>`SELECT account_id FROM transactions WHERE id = ${input.chargeId}`
+        if (found === undefined) return { _tag: "NotFound" } as const
+        return yield* sql.withTransaction(Effect.gen(function*() {
+          // Wallet first, then the charge: the same order as every ledger write.
+          const wallet = yield* lockWallet(found.account_id as AccountId)
+          const [row] = yield* sql<RefundableRow>`SELECT * FROM transactions WHERE id = ${input.chargeId} FOR UPDATE`
+          const charge = toTransaction(row!)
+          const decision = input.plan({
+            charge,
+            refunded: refundedOfRow(row!),
+            bounded: yield* boundedBalances(wallet)
+          })
+          if (Result.isFailure(decision)) return { _tag: "Refused", refusal: decision.failure } as const
+          const plan = decision.success
+          const entries = refundEntries(charge, plan, input)
+          const audit = yield* seal(wallet, entries.audit)
+          const next = yield* applyWrites(charge.accountId, plan.usdMicroUsd, plan.satsMsat, audit, [
+            sql`UPDATE transactions SET refunded_micro_usd = ${plan.refundedAfter.microUsd},
+                refunded_usd_micro = ${plan.refundedAfter.usdMicroUsd},
+                refunded_sats_msat = ${plan.refundedAfter.satsMsat}
+                WHERE id = ${charge.id}`,
+            insertTransaction(entries.transaction, null),
+            ...chargeRefundedOutbox(entries.transaction)
+          ])
+          return { _tag: "Refunded", refund: entries.transaction, charge, refunded: plan.refundedAfter, wallet: next } as const
+        }))
+      }).pipe(Effect.orDie),
+
+    refundedOf: (chargeId) =>
+      sql<RefundableRow>`SELECT * FROM transactions WHERE id = ${chargeId}`.pipe(
+        Effect.map((rows) =>
+          Option.map(Option.fromNullishOr(rows[0]), (row) => ({ charge: toTransaction(row), refunded: refundedOfRow(row) }))
+        ),
+        Effect.orDie
+      ),
 
     ...funding,
 

@@ -233,5 +233,29 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
         ADD COLUMN kill_reason TEXT CHECK (kill_reason IN ('owner', 'velocity')),
         ADD CONSTRAINT agents_kill_reason CHECK (killed OR kill_reason IS NULL)`
     yield* sql`CREATE INDEX reservations_agent_created ON reservations (agent_id, created_at DESC)`
+  }),
+  "0009_refunds": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // A refund transaction names the charge it gives money back for; the
+    // charge carries what its refunds gave back so far, and the database
+    // refuses totals above what the charge took, in value and in each pocket.
+    yield* sql`
+      ALTER TABLE transactions
+        ADD COLUMN refund_of TEXT REFERENCES transactions (id),
+        ADD COLUMN refunded_micro_usd BIGINT NOT NULL DEFAULT 0,
+        ADD COLUMN refunded_usd_micro BIGINT NOT NULL DEFAULT 0,
+        ADD COLUMN refunded_sats_msat BIGINT NOT NULL DEFAULT 0,
+        ADD CONSTRAINT transactions_refund_of CHECK ((type = 'refund') = (refund_of IS NOT NULL)),
+        ADD CONSTRAINT transactions_refunded_bounds CHECK (
+          refunded_micro_usd >= 0 AND refunded_micro_usd <= amount_micro_usd AND
+          refunded_usd_micro >= 0 AND refunded_usd_micro <= usd_micro AND
+          refunded_sats_msat >= 0 AND refunded_sats_msat <= sats_msat),
+        ADD CONSTRAINT transactions_refunded_charge CHECK (
+          type = 'charge' OR (refunded_micro_usd = 0 AND refunded_usd_micro = 0 AND refunded_sats_msat = 0))`
+    yield* sql`CREATE INDEX transactions_refund_of ON transactions (refund_of) WHERE refund_of IS NOT NULL`
+    yield* sql`ALTER TABLE audit_log DROP CONSTRAINT audit_log_kind_check`
+    yield* sql`
+      ALTER TABLE audit_log ADD CONSTRAINT audit_log_kind_check
+        CHECK (kind IN ('reserve', 'settle', 'release', 'credit', 'refund'))`
   })
 }

@@ -117,6 +117,7 @@ export const accessMatrix = {
     stats: entry("GET", "/v1/admin/stats", { access: "admin" }, "read statistics"),
     agents: entry("GET", "/v1/admin/agents", { access: "admin" }, "list all agents"),
     transactions: entry("GET", "/v1/admin/transactions", { access: "admin" }, "list all transactions"),
+    refund: entry("POST", "/v1/admin/transactions/:id/refund", { access: "admin" }, "refund charges"),
     auditLogs: entry("GET", "/v1/admin/audit-logs", { access: "admin" }, "list all audit records"),
     serviceHealth: entry("GET", "/v1/admin/service-health", { access: "admin" }, "read provider health"),
     submissions: entry("GET", "/v1/admin/registry/submissions", { access: "admin" }, "list all submissions"),

@@ -1,7 +1,9 @@
 import { Clock, Context, Effect, Layer } from "effect"
 import type { Agent } from "../domain/Agent.ts"
 import type { Invoice } from "../domain/Invoice.ts"
-import type { AuditRecord, Transaction } from "../domain/Ledger.ts"
+import { InvalidAmount, NotFound, type RefundRefusal, ValidationError } from "../domain/errors.ts"
+import { newAuditId, newTransactionId, type AuditRecord, type Transaction, type Wallet } from "../domain/Ledger.ts"
+import { planRefund, remainingOf, type Refunded } from "../wallet/refund.ts"
 import {
   type AdminAgentFilter,
   type AdminAuditFilter,
@@ -72,6 +74,24 @@ export interface PageQuery {
   readonly offset?: number | undefined
 }
 
+/** The longest refund reason kept (characters). */
+export const MAX_REFUND_REASON_LENGTH = 500
+
+export interface RefundRequest {
+  /** Undefined: everything that remains of the charge. */
+  readonly amountMicroUsd?: bigint | undefined
+  readonly reason: string
+}
+
+export interface RefundResult {
+  readonly refund: Transaction
+  readonly charge: Transaction
+  readonly refunded: Refunded
+  /** What may still be refunded of the charge. */
+  readonly remainingMicroUsd: bigint
+  readonly wallet: Wallet
+}
+
 export class Admin extends Context.Service<Admin, {
   /** Totals and per-day spend and funding over the last `days` UTC days (default 30). */
   readonly stats: (days: number | undefined) => Effect.Effect<{ readonly window: StatsQuery; readonly stats: Stats }>
@@ -80,6 +100,15 @@ export class Admin extends Context.Service<Admin, {
   readonly auditLogs: (query: AuditQuery, page: PageQuery) => Effect.Effect<AdminPage<AuditRecord>>
   /** Payments that arrived after their invoice expired (or would have overfilled the wallet): not credited. */
   readonly latePayments: (page: PageQuery) => Effect.Effect<AdminPage<Invoice>>
+  /**
+   * Refunds a charge of any account, all that remains of it or a part
+   * (src/wallet/refund.ts): unknown transaction 404, not a charge or more
+   * than remains 409, a non-positive amount 400.
+   */
+  readonly refund: (
+    chargeId: string,
+    request: RefundRequest
+  ) => Effect.Effect<RefundResult, NotFound | InvalidAmount | ValidationError | RefundRefusal>
 }>()("spendgate/Admin") {}
 
 const paged = <A>(page: PageRequest, run: (page: PageRequest) => Effect.Effect<Page<A>>): Effect.Effect<AdminPage<A>> =>
@@ -99,7 +128,34 @@ export const make: Effect.Effect<Admin["Service"], never, AdminStore | Store> = 
       paged(pageOf(page), (p) => admin.transactions({ ...filter, ...calendarDays(startDate, endDate) }, p)),
     auditLogs: ({ startDate, endDate, ...filter }, page) =>
       paged(pageOf(page), (p) => admin.auditLogs({ ...filter, ...calendarDays(startDate, endDate) }, p)),
-    latePayments: (page) => paged(pageOf(page), store.listLatePayments)
+    latePayments: (page) => paged(pageOf(page), store.listLatePayments),
+    refund: Effect.fn("Admin.refund")(function*(chargeId: string, request: RefundRequest) {
+      const reason = request.reason.trim()
+      if (reason.length === 0 || reason.length > MAX_REFUND_REASON_LENGTH) {
+        const message = `reason must be 1 to ${MAX_REFUND_REASON_LENGTH} characters`
+        return yield* new ValidationError({ message, issues: [{ path: "reason", message }] })
+      }
+      if (request.amountMicroUsd !== undefined && request.amountMicroUsd <= 0n) {
+        return yield* new InvalidAmount({ message: "amountUsdCents must be positive; leave it out to refund all that remains" })
+      }
+      const outcome = yield* store.refund({
+        chargeId,
+        refundTransactionId: newTransactionId(),
+        auditId: newAuditId(),
+        reason,
+        now: new Date(yield* Clock.currentTimeMillis),
+        plan: (snapshot) => planRefund(snapshot, request.amountMicroUsd)
+      })
+      if (outcome._tag === "NotFound") return yield* new NotFound({ resource: "Transaction" })
+      if (outcome._tag === "Refused") return yield* Effect.fail(outcome.refusal)
+      return {
+        refund: outcome.refund,
+        charge: outcome.charge,
+        refunded: outcome.refunded,
+        remainingMicroUsd: remainingOf(outcome.charge, outcome.refunded),
+        wallet: outcome.wallet
+      }
+    })
   })
 })
 

@@ -34,6 +34,8 @@ export interface Transaction {
   readonly capability: Capability | null
   readonly provider: string | null
   readonly auditId: string
+  /** For a `refund`: the charge it gives money back for; null otherwise. */
+  readonly refundOf: string | null
   readonly createdAt: Date
 }
 
@@ -63,7 +65,7 @@ export interface Reservation {
   readonly expiresAt: Date
 }
 
-export type AuditKind = "reserve" | "settle" | "release" | "credit"
+export type AuditKind = "reserve" | "settle" | "release" | "credit" | "refund"
 
 export interface AuditRecord {
   readonly id: string

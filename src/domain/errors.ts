@@ -254,3 +254,53 @@ export class InvalidAmount extends Schema.TaggedError<InvalidAmount>()("InvalidA
     }
   }
 }
+
+/**
+ * A refund larger than what is left of the charge (its amount minus what
+ * earlier refunds gave back). `remainingMicroUsd` is what may still be
+ * refunded (0 once the charge is fully refunded).
+ */
+export class RefundExceedsCharge extends Schema.TaggedError<RefundExceedsCharge>()("RefundExceedsCharge", {
+  chargedMicroUsd: Schema.BigInt,
+  refundedMicroUsd: Schema.BigInt,
+  remainingMicroUsd: Schema.BigInt,
+  requestedMicroUsd: Schema.BigInt
+}) {
+  readonly code = "REFUND_EXCEEDS_CHARGE"
+  override get message() {
+    return this.remainingMicroUsd === 0n
+      ? "This charge has already been refunded in full"
+      : "The refund is larger than what remains of the charge"
+  }
+  get details() {
+    return {
+      charged: microUsdToCents(this.chargedMicroUsd),
+      refunded: microUsdToCents(this.refundedMicroUsd),
+      remaining: microUsdToCents(this.remainingMicroUsd),
+      requested: microUsdToCents(this.requestedMicroUsd)
+    }
+  }
+}
+
+/** Only a `charge` can be refunded: a credit or a refund cannot. */
+export class NotRefundable extends Schema.TaggedError<NotRefundable>()("NotRefundable", {
+  type: Schema.String
+}) {
+  readonly code = "CONFLICT"
+  override get message() {
+    return `Only a charge can be refunded; this transaction is a ${this.type}`
+  }
+  get details() {
+    return { type: this.type }
+  }
+}
+
+/** The refund would take a wallet pocket above its maximum (see `pocketMaximum`); nothing changed. */
+export class RefundPocketFull extends Schema.TaggedError<RefundPocketFull>()("RefundPocketFull", {}) {
+  readonly code = "CONFLICT"
+  override get message() {
+    return "The refund would take a wallet pocket above its maximum"
+  }
+}
+
+export type RefundRefusal = RefundExceedsCharge | NotRefundable | RefundPocketFull

@@ -44,6 +44,13 @@ export const agentScope = (agentId: AgentId): string => `agent:${agentId}`
 export const publicScope = (clientAddress: string | undefined): string =>
   clientAddress === undefined || clientAddress === "" ? "public" : `public:${clientAddress}`
 
+/**
+ * The scope of the operator's admin requests (ADMIN_TOKEN): one operator, one
+ * scope, whatever the client address; the stored answer is sealed with the
+ * admin token.
+ */
+export const adminScope = "admin"
+
 export const validateKey = (key: string): Effect.Effect<string, ValidationError> =>
   KEY_PATTERN.test(key) ? Effect.succeed(key) : Effect.fail(
     new ValidationError({

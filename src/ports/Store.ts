@@ -24,6 +24,8 @@ import type {
 } from "../wallet/decide.ts"
 
 export type { RecentActivity }
+import type { Refunded, RefundPlan, RefundSnapshot } from "../wallet/refund.ts"
+import type { RefundRefusal } from "../domain/errors.ts"
 import type { AgentChange } from "../agents/owners.ts"
 
 /**
@@ -211,6 +213,30 @@ export type CreditOutcome =
   /** The pocket would go above `maximum` (its unit; see `pocketMaximum`), or the amount is not positive: nothing changed. */
   | { readonly _tag: "Refused"; readonly maximum: bigint }
 
+export interface RefundInput {
+  /** The charge to refund. */
+  readonly chargeId: string
+  /** Ids of the refund transaction and its audit record, used only when the refund happens. */
+  readonly refundTransactionId: string
+  readonly auditId: string
+  readonly reason: string
+  readonly now: Date
+  /** The rule (src/wallet/refund.ts `planRefund`), applied to a snapshot read under the wallet lock. */
+  readonly plan: (snapshot: RefundSnapshot) => Result.Result<RefundPlan, RefundRefusal>
+}
+
+export type RefundOutcome =
+  | {
+    readonly _tag: "Refunded"
+    readonly refund: Transaction
+    /** The charge, and its refunded totals with this refund included. */
+    readonly charge: Transaction
+    readonly refunded: Refunded
+    readonly wallet: Wallet
+  }
+  | { readonly _tag: "Refused"; readonly refusal: RefundRefusal }
+  | { readonly _tag: "NotFound" }
+
 export interface TransactionFilter {
   readonly type?: TransactionType | undefined
   readonly agentId?: AgentId | undefined
@@ -258,6 +284,19 @@ export interface LedgerStore {
   /** Releases up to `limit` held reservations whose `expiresAt` is before `now`; returns how many. */
   readonly sweepExpired: (now: Date, limit: number) => Effect.Effect<number>
   readonly credit: (input: CreditInput) => Effect.Effect<CreditOutcome>
+  /**
+   * Refunds a charge, found by id in any account (the operator's refund), in
+   * one transaction under the wallet lock: reads the charge and what its
+   * earlier refunds gave back, asks `plan`; on success credits the pockets,
+   * raises the charge's refunded totals, writes the `refund` transaction
+   * (`refundOf` = the charge) and a `refund` audit record. A refusal changes
+   * nothing. Concurrent refunds of one charge are serialised by the lock, so
+   * together they never give back more than the charge took.
+   * The daily, monthly and lifetime spend counters are not lowered.
+   */
+  readonly refund: (input: RefundInput) => Effect.Effect<RefundOutcome>
+  /** What refunds of a charge have given back so far; None when no transaction has that id. */
+  readonly refundedOf: (chargeId: string) => Effect.Effect<Option.Option<{ readonly charge: Transaction; readonly refunded: Refunded }>>
   /** Newest first (createdAt, then id, descending). */
   readonly listTransactions: (
     accountId: AccountId,

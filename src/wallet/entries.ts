@@ -1,8 +1,9 @@
 import type { UnhashedAuditRecord } from "../audit/chain.ts"
 import type { Reservation, Transaction } from "../domain/Ledger.ts"
 import { MicroUsd, Msat } from "../domain/Money.ts"
-import type { CreditInput, ReserveInput, SettleInput } from "../ports/Store.ts"
+import type { CreditInput, RefundInput, ReserveInput, SettleInput } from "../ports/Store.ts"
 import type { HoldPlan, LateSettlePlan, SettlePlan } from "./decide.ts"
+import type { RefundPlan } from "./refund.ts"
 
 /**
  * What the ledger records for each step, built once here so that every
@@ -70,6 +71,7 @@ const chargeEntries = (
     capability: reservation.capability,
     provider: reservation.provider,
     auditId: input.auditId,
+    refundOf: null,
     createdAt: input.now
   },
   audit: {
@@ -166,6 +168,7 @@ export const creditEntries = (
       capability: null,
       provider: null,
       auditId: input.auditId,
+      refundOf: null,
       createdAt: input.now
     },
     audit: {
@@ -195,3 +198,40 @@ export const reservationSpend = (reservation: Reservation): bigint =>
     : reservation.status === "settled"
     ? reservation.settledMicroUsd ?? 0n
     : 0n
+
+/** A refund of a charge: the `refund` transaction (linked to the charge) and its audit record. */
+export const refundEntries = (
+  charge: Transaction,
+  plan: RefundPlan,
+  input: RefundInput
+): { readonly transaction: Transaction; readonly audit: AuditDraft } => ({
+  transaction: {
+    id: input.refundTransactionId,
+    accountId: charge.accountId,
+    agentId: charge.agentId,
+    type: "refund",
+    amountMicroUsd: plan.amountMicroUsd,
+    usdMicroUsd: plan.usdMicroUsd,
+    satsMsat: plan.satsMsat,
+    rateMicroUsdPerBtc: charge.rateMicroUsdPerBtc,
+    description: `Refund of ${charge.id}: ${input.reason}`,
+    capability: charge.capability,
+    provider: charge.provider,
+    auditId: input.auditId,
+    refundOf: charge.id,
+    createdAt: input.now
+  },
+  audit: {
+    id: input.auditId,
+    accountId: charge.accountId,
+    kind: "refund",
+    agentId: charge.agentId,
+    reservationId: null,
+    transactionId: input.refundTransactionId,
+    amountMicroUsd: plan.amountMicroUsd,
+    usdDeltaMicroUsd: plan.usdMicroUsd,
+    satsDeltaMsat: plan.satsMsat,
+    details: JSON.stringify({ refundOf: charge.id, reason: input.reason }),
+    createdAt: input.now
+  }
+})

@@ -4,6 +4,7 @@ import * as MemoryStore from "../../adapters/memory/MemoryStore.ts"
 import * as DevCard from "../../adapters/rails/DevCard.ts"
 import * as DevLightning from "../../adapters/rails/DevLightning.ts"
 import { registryOnly } from "../../adapters/services/transport.ts"
+import * as Admin from "../../src/admin/Admin.ts"
 import { Agents } from "../../src/agents/Agents.ts"
 import { Policies } from "../../src/agents/Policies.ts"
 import { Capabilities, Providers } from "../../src/capabilities/Capabilities.ts"
@@ -31,7 +32,8 @@ import { type FaultPlan, InjectedFault, onlyExpectedDefects, withFaults } from "
  * drives a random workload (signups, agents, policies, kills, fundings,
  * payments with duplicates and late ones, capability calls against
  * scripted providers that fail, take long, crash or report any usage,
- * sweeps, credits retried with the same key) over the real services,
+ * sweeps, credits retried with the same key, refunds of charges, whole or
+ * partial, some racing each other) over the real services,
  * with the clock (Effect's TestClock) moved by random amounts across
  * midnights, hold lifetimes and invoice expiries, and with a Store that
  * fails at random (faults.ts). After every step, with faults off, the
@@ -64,6 +66,7 @@ export interface SimResult {
   readonly faultsInjected: number
   readonly charges: number
   readonly credits: number
+  readonly refunds: number
   readonly problems: ReadonlyArray<string>
   /** Steps that died of a known defect (KNOWN_SIM_DEFECTS), by name. */
   readonly knownDefects: Readonly<Record<string, number>>
@@ -179,6 +182,7 @@ export const simulate = (options: SimOptions): Promise<SimResult> => {
     const spend = yield* Spend
     const store = yield* Store
     const idempotency = yield* Idempotency
+    const admin = yield* Admin.make
     scripts.midCall = Effect.asVoid(spend.sweep)
     yield* TestClock.setTime(START)
 
@@ -189,6 +193,7 @@ export const simulate = (options: SimOptions): Promise<SimResult> => {
     const executedKeys = new Map<string, number>()
     let charges = 0
     let credits = 0
+    let refunds = 0
     const nowMs = Effect.map(Effect.clockWith((clock) => clock.currentTimeMillis), Number)
 
     /** What storage says now about an agent's policy and kill switch, recorded at this instant. */
@@ -334,6 +339,33 @@ export const simulate = (options: SimOptions): Promise<SimResult> => {
         }
         return `retried call ${key}: replayed`
       }),
+      refund: Effect.gen(function*() {
+        // The operator refunds a charge: all that remains or a part (sometimes more than remains), at times
+        // several refunds of one charge at once.
+        const account = someAccount()
+        if (account === undefined) return "skip"
+        const charges = (yield* store.listTransactions(account.accountId, { type: "charge" }, { limit: 20, offset: 0 })).items
+        if (charges.length === 0) return "skip"
+        const charge = rng.pick(charges)
+        const amounts = Array.from({ length: rng.pick([1, 1, 1, 3]) }, () =>
+          rng.chance(0.4) ? undefined : rng.bigint(0n, charge.amountMicroUsd + charge.amountMicroUsd / 4n + 1n))
+        const exits = yield* Effect.all(
+          amounts.map((amountMicroUsd) => Effect.exit(admin.refund(charge.id, { amountMicroUsd, reason: "sim" }))),
+          { concurrency: "unbounded" }
+        )
+        const outcomes: Array<string> = []
+        for (const exit of exits) {
+          if (Exit.isSuccess(exit)) {
+            refunds++
+            outcomes.push(`refunded ${exit.value.refund.amountMicroUsd}`)
+            continue
+          }
+          const error = Cause.findErrorOption(exit.cause)
+          if (Option.isNone(error)) return yield* Effect.failCause(exit.cause)
+          outcomes.push((error.value as { _tag?: string })._tag ?? "error")
+        }
+        return `refund ${charge.id} (${charge.amountMicroUsd}): ${outcomes.join(", ")}`
+      }),
       sweep: Effect.map(spend.sweep, (n) => `sweep: ${n}`),
       expire: Effect.map(funding.expireDue, (n) => `expire: ${n}`),
       tick: Effect.gen(function*() {
@@ -353,6 +385,7 @@ export const simulate = (options: SimOptions): Promise<SimResult> => {
       [2, "credit"],
       [11, "call"],
       [4, "retriedCall"],
+      [3, "refund"],
       [2, "sweep"],
       [1, "expire"],
       [3, "tick"]
@@ -402,7 +435,7 @@ export const simulate = (options: SimOptions): Promise<SimResult> => {
 
     // Every run opens on the money path (an account, money in it, a call), so
     // that even a short run exercises charges; the rest is drawn by weight.
-    const prologue: ReadonlyArray<Action> = ["signup", "credit", "call", "fund", "pay", "call"]
+    const prologue: ReadonlyArray<Action> = ["signup", "credit", "call", "fund", "pay", "call", "refund"]
     for (let step = 0; step < options.steps; step++) {
       const action = step < prologue.length ? prologue[step]! : rng.weighted(weights)
       plan.on = true
@@ -432,7 +465,7 @@ export const simulate = (options: SimOptions): Promise<SimResult> => {
       problems.push(...(yield* checkInvariants).map((p) => `after step ${step} (${action}): ${p}`))
       if (problems.length > 0) break
     }
-    return { seed: options.seed, steps: options.steps, faultsInjected: plan.injected, charges, credits, problems, knownDefects, log }
+    return { seed: options.seed, steps: options.steps, faultsInjected: plan.injected, charges, credits, refunds, problems, knownDefects, log }
   })
 
   return Effect.runPromise(

@@ -17,6 +17,10 @@ import { Wallets } from "../../src/wallet/Wallets.ts"
  * - every hold that ended took exactly what was charged plus what came back;
  * - no paid invoice is credited twice, and every paid invoice has exactly
  *   one credit transaction (its `transactionId`);
+ * - every refund names a charge of the account, has exactly one `refund`
+ *   audit record that moved the pockets by what it gave back, and the
+ *   refunds of one charge never add up to more than the charge, in value or
+ *   in either pocket;
  * - the audit hash chain verifies.
  */
 export interface AccountSnapshot {
@@ -115,6 +119,32 @@ export const accountViolations = (s: AccountSnapshot): Array<string> => {
     }
     if (r.status === "settled" && (r.settledMicroUsd ?? 0n) > r.quotedMicroUsd) {
       problems.push(`hold ${r.id} settled ${r.settledMicroUsd} above its quote ${r.quotedMicroUsd}`)
+    }
+  }
+  const refundTotals = new Map<string, { microUsd: bigint; usd: bigint; sats: bigint }>()
+  for (const t of transactions) {
+    const records = audit.filter((a) => a.transactionId === t.id)
+    if (t.type !== "refund") {
+      if (t.refundOf !== null) problems.push(`${t.type} ${t.id} names a charge it refunds`)
+      if (records.some((a) => a.kind === "refund")) problems.push(`${t.type} ${t.id} has a refund audit record`)
+      continue
+    }
+    const charge = t.refundOf === null ? undefined : txById.get(t.refundOf)
+    if (charge === undefined || charge.type !== "charge") {
+      problems.push(`refund ${t.id} of ${t.refundOf}: not a charge of the account`)
+      continue
+    }
+    if (records.length !== 1 || records[0]!.kind !== "refund" || records[0]!.usdDeltaMicroUsd !== t.usdMicroUsd ||
+      records[0]!.satsDeltaMsat !== t.satsMsat || records[0]!.amountMicroUsd !== t.amountMicroUsd) {
+      problems.push(`refund ${t.id}: audit records ${records.map((a) => `${a.kind}:${a.usdDeltaMicroUsd}/${a.satsDeltaMsat}`).join(",")}`)
+    }
+    const sum = refundTotals.get(charge.id) ?? { microUsd: 0n, usd: 0n, sats: 0n }
+    refundTotals.set(charge.id, { microUsd: sum.microUsd + t.amountMicroUsd, usd: sum.usd + t.usdMicroUsd, sats: sum.sats + t.satsMsat })
+  }
+  for (const [chargeId, sum] of refundTotals) {
+    const charge = txById.get(chargeId)!
+    if (sum.microUsd > charge.amountMicroUsd || sum.usd > charge.usdMicroUsd || sum.sats > charge.satsMsat) {
+      problems.push(`charge ${chargeId} (${charge.amountMicroUsd}: ${charge.usdMicroUsd}/${charge.satsMsat}) refunded ${sum.microUsd}: ${sum.usd}/${sum.sats}`)
     }
   }
   const creditedBy = new Map<string, number>()

@@ -11,12 +11,13 @@ import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
 import { Store } from "../../src/ports/Store.ts"
 import { planHold, planLateSettle, planSettle } from "../../src/wallet/decide.ts"
 import { Wallets } from "../../src/wallet/Wallets.ts"
+import { planRefund } from "../../src/wallet/refund.ts"
 import { MicroUsd } from "../../src/domain/Money.ts"
 import { freshPostgresLayer } from "../support/postgres.ts"
 import { RATE, testLayer } from "./ledger.contract.ts"
 
 /**
- * Random sequences of credit, reserve, settle, release and sweep, checked
+ * Random sequences of credit, reserve, settle, release, sweep and refund, checked
  * after every step against the ledger: each pocket equals what its ledger
  * entries add up to, nothing is negative, and every hold is accounted for as
  * charged plus returned. Bounded: a fixed number of runs of at most 25 steps.
@@ -28,13 +29,31 @@ type Op =
   | { readonly op: "settle"; readonly pick: number; readonly actual: bigint }
   | { readonly op: "release"; readonly pick: number }
   | { readonly op: "sweep"; readonly advanceMs: number }
+  /** A whole call: a hold and its settle at once (so that sequences have charges to refund). */
+  | { readonly op: "call"; readonly quote: bigint; readonly actual: bigint; readonly withRate: boolean }
+  /** A refund of one of the account's charges: a part (µUSD), or all that remains (null). */
+  | { readonly op: "refund"; readonly pick: number; readonly amount: bigint | null }
+
+const refundArb = fc.record({
+  op: fc.constant("refund" as const),
+  pick: fc.nat(),
+  amount: fc.option(fc.bigInt({ min: 1n, max: 2_000_000n }), { nil: null })
+})
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   fc.record({ op: fc.constant("credit" as const), pocket: fc.constantFrom("usd" as const, "sats" as const), amount: fc.bigInt({ min: 1n, max: 5_000_000n }) }),
   fc.record({ op: fc.constant("reserve" as const), quote: fc.bigInt({ min: 0n, max: 3_000_000n }), withRate: fc.boolean() }),
   fc.record({ op: fc.constant("settle" as const), pick: fc.nat(), actual: fc.bigInt({ min: 0n, max: 4_000_000n }) }),
   fc.record({ op: fc.constant("release" as const), pick: fc.nat() }),
-  fc.record({ op: fc.constant("sweep" as const), advanceMs: fc.integer({ min: 0, max: 120_000 }) })
+  fc.record({ op: fc.constant("sweep" as const), advanceMs: fc.integer({ min: 0, max: 120_000 }) }),
+  fc.record({
+    op: fc.constant("call" as const),
+    quote: fc.bigInt({ min: 0n, max: 3_000_000n }),
+    actual: fc.bigInt({ min: 0n, max: 4_000_000n }),
+    withRate: fc.boolean()
+  }),
+  refundArb,
+  refundArb
 )
 
 const checkInvariants = (accountId: Parameters<Store["Service"]["getWallet"]>[0]) =>
@@ -78,6 +97,17 @@ const checkInvariants = (accountId: Parameters<Store["Service"]["getWallet"]>[0]
         if (r.status === "settled") expect((r.settledMicroUsd ?? 0n) + 0n <= r.quotedMicroUsd).toBe(true)
       }
     }
+    // Refunds: each names a charge, and together never give back more than it took, in value or in either pocket.
+    for (const c of txns.filter((t) => t.type === "charge")) {
+      const refunds = txns.filter((t) => t.type === "refund" && t.refundOf === c.id)
+      expect(refunds.reduce((s, t) => s + t.amountMicroUsd, 0n) <= c.amountMicroUsd).toBe(true)
+      expect(refunds.reduce((s, t) => s + t.usdMicroUsd, 0n) <= c.usdMicroUsd).toBe(true)
+      expect(refunds.reduce((s, t) => s + t.satsMsat, 0n) <= c.satsMsat).toBe(true)
+    }
+    for (const t of txns.filter((t) => t.type === "refund")) {
+      expect(txns.some((c) => c.type === "charge" && c.id === t.refundOf)).toBe(true)
+    }
+    // A refund does not lower the day's spend: what follows still counts every hold and charge.
     const daily = yield* store.agentSpend(accountId, reservations[0]?.agentId ?? ("agt_none" as never), reservations[0]?.day ?? "")
     if (reservations[0] !== undefined) {
       const expected = reservations
@@ -104,7 +134,8 @@ const runSequence = (ops: ReadonlyArray<Op>) =>
         case "credit":
           yield* wallets.credit({ accountId, key: `k${n++}`, pocket: op.pocket, amount: op.amount, description: "p" })
           break
-        case "reserve": {
+        case "reserve":
+        case "call": {
           const rate = op.withRate ? { rate: RATE, asOf: now } : null
           const result = yield* store.reserve({
             reservationId: newReservationId(),
@@ -120,7 +151,23 @@ const runSequence = (ops: ReadonlyArray<Op>) =>
             expiresAt: new Date(clockMs + 60_000),
             decide: (snapshot) => planHold(snapshot, "search", MicroUsd.make(op.quote), rate?.rate ?? null)
           })
-          if (Result.isSuccess(result)) held.push(result.success)
+          if (Result.isFailure(result)) break
+          if (op.op === "reserve") {
+            held.push(result.success)
+            break
+          }
+          const actual = op.actual
+          yield* store.settle({
+            reservationId: result.success.id,
+            accountId,
+            actualMicroUsd: actual,
+            transactionId: newTransactionId(),
+            auditId: newAuditId(),
+            description: "p",
+            now,
+            plan: (r) => planSettle(r, actual),
+            planLate: (r, snapshot) => planLateSettle(r, actual, snapshot)
+          })
           break
         }
         case "settle": {
@@ -143,6 +190,20 @@ const runSequence = (ops: ReadonlyArray<Op>) =>
           if (held.length === 0) break
           const [target] = held.splice(op.pick % held.length, 1)
           yield* store.release({ reservationId: target!.id, accountId, auditId: newAuditId(), reason: "p", now })
+          break
+        }
+        case "refund": {
+          const charges = (yield* store.listTransactions(accountId, { type: "charge" }, { limit: 1000, offset: 0 })).items
+          if (charges.length === 0) break
+          const target = charges[op.pick % charges.length]!
+          yield* store.refund({
+            chargeId: target.id,
+            refundTransactionId: newTransactionId(),
+            auditId: newAuditId(),
+            reason: "p",
+            now,
+            plan: (snapshot) => planRefund(snapshot, op.amount ?? undefined)
+          })
           break
         }
         case "sweep":
