@@ -11,6 +11,7 @@ import {
   sweepExpiredKeys,
   validateKey
 } from "../../src/idempotency/Idempotency.ts"
+import { QUOTE_HEADER } from "./QuotesApi.ts"
 import { AccessControl, Authentication, CurrentPrincipal, IdempotencyKeys } from "./middleware.ts"
 import {
   BadGateway,
@@ -104,6 +105,17 @@ const secretOf = (request: HttpServerRequest.HttpServerRequest, principal: Optio
   return match === null ? {} : { secret: match[1]! }
 }
 
+/**
+ * What the request fingerprint covers besides the body: the path and query,
+ * and the quote a capability call names (its header), so that a key reused
+ * with another quote is IDEMPOTENCY_CONFLICT, not a replay. A request target
+ * holds no space, so the two parts cannot run together.
+ */
+const targetOf = (request: HttpServerRequest.HttpServerRequest) => {
+  const quote = request.headers[QUOTE_HEADER]
+  return quote === undefined ? request.originalUrl : `${request.originalUrl} ${QUOTE_HEADER}:${quote}`
+}
+
 export const IdempotencyKeysLive: Layer.Layer<IdempotencyKeys, never, Idempotency> = Layer.effect(
   IdempotencyKeys,
   Effect.gen(function*() {
@@ -141,7 +153,7 @@ export const IdempotencyKeysLive: Layer.Layer<IdempotencyKeys, never, Idempotenc
             onSome: Effect.succeed
           }))
         const result = yield* idempotency.run(
-          { scope, key, method: request.method, target: request.originalUrl, body, ...secretOf(request, principal) },
+          { scope, key, method: request.method, target: targetOf(request), body, ...secretOf(request, principal) },
           execute,
           capture
         ).pipe(Effect.catchIf(isCoreError, (error) => Effect.fail(toMiddlewareError(error))))

@@ -23,6 +23,7 @@ import { isLiveOwner } from "../../src/agents/Access.ts"
 import { planAgentChange } from "../../src/agents/owners.ts"
 import { creditFits, MicroUsd, Msat, pocketMaximum } from "../../src/domain/Money.ts"
 import { refusalKillsAgent } from "../../src/wallet/decide.ts"
+import type { StoredQuote } from "../../src/quotes/Quote.ts"
 import { reservationSpend } from "../../src/wallet/entries.ts"
 import {
   type AgentWithPolicy,
@@ -297,6 +298,7 @@ const makeMemoryLedger = (shared: {
   const audit = new Map<AccountId, Array<AuditRecord>>()
   const daily = new Map<string, bigint>()
   const creditKeys = new Map<string, Transaction>()
+  const quotes = new Map<string, StoredQuote>()
 
   const dayKey = (agentId: AgentId, day: string) => `${agentId}|${day}`
   /** The month's spend: the sum of its days' rows (`day` is YYYY-MM-DD). */
@@ -496,6 +498,13 @@ const makeMemoryLedger = (shared: {
       lock.withPermits(1)(Effect.gen(function*() {
         const entry = shared.agentEntry(input.accountId, input.agentId)
         if (entry === undefined) return yield* Effect.die(new Error("reserve: unknown agent"))
+        let claimed: StoredQuote | undefined
+        if (input.quote !== undefined) {
+          const found = quotes.get(input.quote.quoteId)
+          const checked = input.quote.check(found !== undefined && found.accountId === input.accountId ? found : null, input.now)
+          if (Result.isFailure(checked)) return Result.fail(checked.failure)
+          claimed = checked.success
+        }
         const wallet = walletOf(input.accountId)
         const decision = input.decide({
           agent: entry.agent,
@@ -518,6 +527,7 @@ const makeMemoryLedger = (shared: {
         setWallet(next)
         reservations.set(reservation.id, reservation)
         addDaily(input.agentId, input.day, input.quotedMicroUsd)
+        if (claimed !== undefined) quotes.set(claimed.id, { ...claimed, usedAt: input.now, reservationId: reservation.id })
         return Result.succeed(reservation)
       })),
     settle: (input) =>
@@ -583,6 +593,28 @@ const makeMemoryLedger = (shared: {
         return expired.length
       })),
     credit: (input) => lock.withPermits(1)(creditUnlocked(input)),
+    createQuote: (quote) =>
+      Effect.sync(() => {
+        if (quotes.has(quote.id)) throw new Error("duplicate quote id")
+        quotes.set(quote.id, quote)
+      }),
+    findQuote: (accountId, quoteId) =>
+      Effect.sync(() => {
+        const quote = quotes.get(quoteId)
+        return Option.fromNullishOr(quote !== undefined && quote.accountId === accountId ? quote : undefined)
+      }),
+    deleteExpiredQuotes: (before, limit) =>
+      Effect.sync(() => {
+        let deleted = 0
+        for (const quote of [...quotes.values()]) {
+          if (deleted >= limit) break
+          if (quote.expiresAt.getTime() < before.getTime()) {
+            quotes.delete(quote.id)
+            deleted++
+          }
+        }
+        return deleted
+      }),
     listTransactions: (accountId, filter, request) =>
       Effect.sync(() =>
         page(

@@ -233,5 +233,28 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
         ADD COLUMN kill_reason TEXT CHECK (kill_reason IN ('owner', 'velocity')),
         ADD CONSTRAINT agents_kill_reason CHECK (killed OR kill_reason IS NULL)`
     yield* sql`CREATE INDEX reservations_agent_created ON reservations (agent_id, created_at DESC)`
+  }),
+  "0010_quotes": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // Binding quotes (src/quotes/Quote.ts): checked and used up under the
+    // wallet lock, in the transaction that makes the call's hold.
+    yield* sql`
+      CREATE TABLE quotes (
+        id                TEXT PRIMARY KEY,
+        account_id        TEXT NOT NULL REFERENCES accounts (id),
+        agent_id          TEXT NOT NULL REFERENCES agents (id),
+        capability        TEXT NOT NULL,
+        provider          TEXT NOT NULL,
+        model             TEXT,
+        request_hash      TEXT NOT NULL CHECK (request_hash ~ '^[0-9a-f]{64}$'),
+        quoted_micro_usd  BIGINT NOT NULL CHECK (quoted_micro_usd >= 0),
+        created_at        TIMESTAMPTZ NOT NULL,
+        expires_at        TIMESTAMPTZ NOT NULL CHECK (expires_at > created_at),
+        used_at           TIMESTAMPTZ,
+        reservation_id    TEXT REFERENCES reservations (id),
+        CHECK ((used_at IS NULL) = (reservation_id IS NULL))
+      )`
+    yield* sql`CREATE UNIQUE INDEX quotes_reservation ON quotes (reservation_id) WHERE reservation_id IS NOT NULL`
+    yield* sql`CREATE INDEX quotes_expires ON quotes (expires_at)`
   })
 }

@@ -3,7 +3,19 @@ import type { Principal } from "../domain/Agent.ts"
 import type { Capability } from "../domain/Capability.ts"
 import { capabilityNames } from "../domain/Capability.ts"
 import { ModelNotPriced, NotFound, type SpendRefusal, ValidationError } from "../domain/errors.ts"
+import { MicroUsd } from "../domain/Money.ts"
 import { OutboundHttp, type UnsafeUrl } from "../ports/Net.ts"
+import { type QuoteClaim, Store } from "../ports/Store.ts"
+import {
+  checkQuoteUse,
+  DEFAULT_QUOTE_TTL_MS,
+  MAX_QUOTE_TTL_MS,
+  MIN_QUOTE_TTL_MS,
+  newQuoteId,
+  type QuoteRefusal,
+  requestHash,
+  type StoredQuote
+} from "../quotes/Quote.ts"
 import { Spend, type SpendReceipt } from "../wallet/Spend.ts"
 import { capabilityInfo } from "./catalog.ts"
 import { type AnyProvider, type Metered, type Provider, ProviderFailure, type Quote } from "./Provider.ts"
@@ -35,7 +47,37 @@ export interface ExecutionResult<O> {
   readonly model: string | undefined
 }
 
-export type ExecuteError = SpendRefusal | ProviderFailure | NotFound | ModelNotPriced | ValidationError | UnsafeUrl | NoProvider
+export type ExecuteError =
+  | SpendRefusal
+  | QuoteRefusal
+  | ProviderFailure
+  | NotFound
+  | ModelNotPriced
+  | ValidationError
+  | UnsafeUrl
+  | NoProvider
+
+export interface ExecuteOptions {
+  /**
+   * Run with this binding quote (`POST /v1/quotes`): on the quoted provider,
+   * held at the quoted price and charged at most that price; the quote is
+   * used up with the hold.
+   */
+  readonly quoteId?: string | undefined
+}
+
+/** A binding quote as issued: the stored quote and the estimate it was made from. */
+export interface IssuedQuote {
+  readonly quote: StoredQuote
+  readonly estimate: Estimate
+}
+
+export type QuoteError = EstimateError | SpendRefusal
+
+export interface CapabilitiesOptions {
+  /** How long a quote can be used (default 60 s; 1 s to 1 h). */
+  readonly quoteTtlMs: number
+}
 
 /** No configured (or healthy) provider can serve the capability. */
 export class NoProvider extends Schema.TaggedError<NoProvider>()("NoProvider", {
@@ -92,8 +134,20 @@ export class Capabilities extends Context.Service<Capabilities, {
   readonly execute: <C extends BuiltCapability>(
     principal: Principal,
     capability: C,
-    input: CapabilityIO[C]["input"]
+    input: CapabilityIO[C]["input"],
+    options?: ExecuteOptions
   ) => Effect.Effect<ExecutionResult<CapabilityIO[C]["output"]>, ExecuteError>
+  /**
+   * A binding quote: the estimate of the call (provider, price, decision);
+   * when the spend rules would refuse the call now, that refusal and nothing
+   * stored; else a stored quote, usable once by the calling agent until it
+   * expires.
+   */
+  readonly quote: <C extends BuiltCapability>(
+    principal: Principal,
+    capability: C,
+    input: CapabilityIO[C]["input"]
+  ) => Effect.Effect<IssuedQuote, QuoteError>
   /**
    * The provider and quote execute would start with, and the spend
    * pipeline's decision on that quote now (`Spend.estimate`): nothing held,
@@ -105,12 +159,17 @@ export class Capabilities extends Context.Service<Capabilities, {
     input: CapabilityIO[C]["input"]
   ) => Effect.Effect<Estimate, EstimateError>
 }>()("spendgate/Capabilities") {
-  static readonly layer = Layer.effect(
+  static readonly layerWith = (options: Partial<CapabilitiesOptions> = {}) => Layer.effect(
     Capabilities,
     Effect.gen(function*() {
+      const quoteTtlMs = options.quoteTtlMs ?? DEFAULT_QUOTE_TTL_MS
+      if (!Number.isInteger(quoteTtlMs) || quoteTtlMs < MIN_QUOTE_TTL_MS || quoteTtlMs > MAX_QUOTE_TTL_MS) {
+        return yield* Effect.die(new Error(`quoteTtlMs must be a whole number of ms from ${MIN_QUOTE_TTL_MS} to ${MAX_QUOTE_TTL_MS}`))
+      }
       const { all } = yield* Providers
       const health = yield* ProviderHealth
       const spend = yield* Spend
+      const store = yield* Store
       const outbound = yield* Effect.serviceOption(OutboundHttp)
       const statuses = yield* Effect.serviceOption(ProviderStatuses)
 
@@ -157,7 +216,9 @@ export class Capabilities extends Context.Service<Capabilities, {
         capability: C,
         provider: Provider<C>,
         input: CapabilityIO[C]["input"],
-        quote: Quote
+        quote: Quote,
+        /** A binding quote: the hold is its price, and it is used up with the hold. */
+        bound?: { readonly quotedMicroUsd: bigint; readonly claim: QuoteClaim }
       ) =>
         Effect.gen(function*() {
           let latencyMs = 0
@@ -188,13 +249,16 @@ export class Capabilities extends Context.Service<Capabilities, {
             }
             return yield* Effect.fail(failure)
           }).pipe(Effect.onInterrupt(() => health.abandon(provider.name)))
-          const { value, receipt } = yield* spend.spend(principal, {
+          const request = {
             capability,
             provider: provider.name,
-            quotedMicroUsd: quote.microUsd,
+            quotedMicroUsd: bound?.quotedMicroUsd ?? quote.microUsd,
             description: descriptionOf(capability, provider.name, quote),
             run
-          })
+          }
+          const { value, receipt } = bound === undefined
+            ? yield* spend.spend(principal, request)
+            : yield* spend.spendQuoted(principal, { ...request, quote: bound.claim })
           return { data: value, receipt, provider: provider.name, model }
         })
 
@@ -259,12 +323,68 @@ export class Capabilities extends Context.Service<Capabilities, {
 
         })
 
+      /** A provider failure on a URL the caller chose is the caller's: 400, as a refused URL. */
+      const blockedAsValidation = (error: ProviderFailure) =>
+        new ValidationError({
+          message: `This URL may not be fetched: ${error.message}`,
+          issues: [{ path: "url", message: `not allowed: ${error.message}` }]
+        })
+
+      /**
+       * A call made with a binding quote. Checked first without the lock (so a
+       * call that cannot use the quote reaches no provider), then again under
+       * the wallet lock with the hold, which uses the quote up. Only the
+       * quoted provider runs: when it cannot be used now (gone, unusable, its
+       * circuit open), 503 PROVIDER_UNAVAILABLE and the quote stays unused.
+       * The hold is the quoted price, even when the provider's quote is now
+       * higher; the charge is the actual cost, never above the quoted price.
+       */
+      const executeQuoted = <C extends BuiltCapability>(
+        principal: Principal,
+        capability: C,
+        input: CapabilityIO[C]["input"],
+        quoteId: string
+      ): Effect.Effect<ExecutionResult<CapabilityIO[C]["output"]>, ExecuteError> =>
+        Effect.gen(function*() {
+          const { accountId, id: agentId } = principal.agent
+          const hash = yield* requestHash(capability, input)
+          const check = (quote: StoredQuote | null) =>
+            Effect.map(Clock.currentTimeMillis, (ms) =>
+              checkQuoteUse(quote, { quoteId, agentId, capability, requestHash: hash, now: new Date(ms) }))
+          const found = yield* store.findQuote(accountId, quoteId)
+          const early = yield* check(Option.getOrNull(found))
+          if (Result.isFailure(early)) return yield* Effect.fail(early.failure)
+          const stored = early.success
+          const provider = (providersFor(capability) as ReadonlyArray<Provider<C>>).find((p) => p.name === stored.provider)
+          if (provider === undefined || !usable(provider) || !(yield* health.isHealthy(provider.name))) {
+            return yield* new NoProvider({ capability })
+          }
+          const url = (input as { readonly url?: string | undefined }).url
+          if (url !== undefined && Option.isSome(outbound)) yield* outbound.value.check(url)
+          const fresh = provider.quote(input)
+          if (Result.isFailure(fresh)) return yield* Effect.fail(fresh.failure)
+          // Checked again under the wallet lock, at the reservation's time, and used up with the hold.
+          const claim: QuoteClaim = {
+            quoteId,
+            check: (quote, now) => checkQuoteUse(quote, { quoteId, agentId, capability, requestHash: hash, now })
+          }
+          const attempt = yield* Effect.exit(
+            runOne(principal, capability, provider, input, fresh.success, { quotedMicroUsd: stored.quotedMicroUsd, claim })
+          )
+          if (Exit.isSuccess(attempt)) return attempt.value
+          const error = Option.getOrUndefined(Exit.findErrorOption(attempt))
+          if (error instanceof ProviderFailure && error.reason === "blocked") return yield* Effect.fail(blockedAsValidation(error))
+          return yield* Effect.failCause(attempt.cause)
+        })
+
       const execute = <C extends BuiltCapability>(
         principal: Principal,
         capability: C,
-        input: CapabilityIO[C]["input"]
+        input: CapabilityIO[C]["input"],
+        options?: ExecuteOptions
       ): Effect.Effect<ExecutionResult<CapabilityIO[C]["output"]>, ExecuteError> =>
         Effect.gen(function*() {
+          if (options?.quoteId !== undefined) return yield* executeQuoted(principal, capability, input, options.quoteId)
           const { pinned, ordered } = yield* choose(capability, input)
           let lastFailure: ProviderFailure | undefined
           for (const { provider, quote, healthy } of ordered) {
@@ -273,12 +393,7 @@ export class Capabilities extends Context.Service<Capabilities, {
             if (Exit.isSuccess(attempt)) return attempt.value
             const error = Option.getOrUndefined(Exit.findErrorOption(attempt))
             if (!(error instanceof ProviderFailure)) return yield* Effect.failCause(attempt.cause)
-            if (error.reason === "blocked") {
-              return yield* new ValidationError({
-                message: `This URL may not be fetched: ${error.message}`,
-                issues: [{ path: "url", message: `not allowed: ${error.message}` }]
-              })
-            }
+            if (error.reason === "blocked") return yield* Effect.fail(blockedAsValidation(error))
             lastFailure = error
           }
           return yield* Effect.fail(
@@ -311,8 +426,38 @@ export class Capabilities extends Context.Service<Capabilities, {
           } satisfies Estimate
         })
 
-      return Capabilities.of({ list, describe, execute, estimate })
+      const quote = <C extends BuiltCapability>(
+        principal: Principal,
+        capability: C,
+        input: CapabilityIO[C]["input"]
+      ): Effect.Effect<IssuedQuote, QuoteError> =>
+        Effect.gen(function*() {
+          const found = yield* estimate(principal, capability, input)
+          // A call the spend rules would refuse now gets that refusal, and no quote.
+          if (found.refusal !== null) return yield* Effect.fail(found.refusal)
+          const createdAt = new Date(yield* Clock.currentTimeMillis)
+          const stored: StoredQuote = {
+            id: newQuoteId(),
+            accountId: principal.agent.accountId,
+            agentId: principal.agent.id,
+            capability,
+            provider: found.provider,
+            model: found.model ?? null,
+            requestHash: yield* requestHash(capability, input),
+            quotedMicroUsd: MicroUsd.make(found.quotedMicroUsd),
+            createdAt,
+            expiresAt: new Date(createdAt.getTime() + quoteTtlMs),
+            usedAt: null,
+            reservationId: null
+          }
+          yield* store.createQuote(stored)
+          return { quote: stored, estimate: found }
+        })
+
+      return Capabilities.of({ list, describe, execute, estimate, quote })
     })
   )
+
+  static readonly layer = Capabilities.layerWith()
 }
 
