@@ -37,6 +37,7 @@ export const Metadata = Schema.Struct({
   provider: Schema.String,
   latencyMs: Schema.Number.annotate({ description: "The upstream call's time: from the request being sent to the last byte of the answer (a stream: until it ends)" }),
   model: Schema.optional(Schema.String),
+  quoteId: Schema.optional(Schema.String).annotate({ description: "The binding quote that paid for the call (X-Spendgate-Quote)" }),
   debited: Schema.Struct({ usdCents: Schema.Number, sats: Schema.Number }).annotate({
     description: "What each wallet pocket actually lost"
   })

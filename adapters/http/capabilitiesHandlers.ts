@@ -65,7 +65,10 @@ const detail = (summary: CapabilitySummary) => ({
 
 export const resultJson = <O>(result: ExecutionResult<O>) => ({
   data: result.data,
-  metadata: callReceipt(result.receipt, { provider: result.provider, model: result.model })
+  metadata: {
+    ...callReceipt(result.receipt, { provider: result.provider, model: result.model }),
+    ...(result.quoteId === undefined ? {} : { quoteId: result.quoteId })
+  }
 })
 
 /** An estimate on the wire: USD cents, and the refusal exactly as execute would put it in the error envelope. */

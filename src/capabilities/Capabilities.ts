@@ -45,6 +45,8 @@ export interface ExecutionResult<O> {
   readonly receipt: SpendReceipt
   readonly provider: string
   readonly model: string | undefined
+  /** The binding quote that paid for the call, when it named one. */
+  readonly quoteId?: string | undefined
 }
 
 export type ExecuteError =
@@ -371,7 +373,7 @@ export class Capabilities extends Context.Service<Capabilities, {
           const attempt = yield* Effect.exit(
             runOne(principal, capability, provider, input, fresh.success, { quotedMicroUsd: stored.quotedMicroUsd, claim })
           )
-          if (Exit.isSuccess(attempt)) return attempt.value
+          if (Exit.isSuccess(attempt)) return { ...attempt.value, quoteId }
           const error = Option.getOrUndefined(Exit.findErrorOption(attempt))
           if (error instanceof ProviderFailure && error.reason === "blocked") return yield* Effect.fail(blockedAsValidation(error))
           return yield* Effect.failCause(attempt.cause)

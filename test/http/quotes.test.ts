@@ -116,7 +116,11 @@ describe.each(storeBackends)("binding quotes over HTTP (%s)", (_name, store) => 
     const sent = alpha.requests.length
     const res = await call(a.workerKey, "reason", input, issued.body.quoteId)
     expect(res.status).toBe(200)
-    expect(res.body.metadata).toMatchObject({ provider: "alpha", quotedUsdCents: issued.body.quotedUsdCents })
+    expect(res.body.metadata).toMatchObject({
+      provider: "alpha",
+      quotedUsdCents: issued.body.quotedUsdCents,
+      quoteId: issued.body.quoteId
+    })
     // 12 prompt tokens × 1500 + 7 completion tokens × 6000, per 1000: 18 + 42 = 60 µUSD.
     expect(res.body.metadata.chargedUsdCents).toBe(0.006)
     expect(res.body.metadata.chargedUsdCents).toBeLessThanOrEqual(issued.body.quotedUsdCents)
@@ -285,6 +289,9 @@ describe.each(storeBackends)("binding quotes over HTTP (%s)", (_name, store) => 
     ]) {
       refused(await api.post("/v1/quotes", body, a.workerKey), 400, "VALIDATION_ERROR")
     }
+    // The input is checked by the capability's own schema, issues named by their path.
+    const empty = await quote(a.workerKey, "reason", { prompt: "" })
+    expect(empty.body.error.details.issues).toEqual([{ path: "input.prompt", message: expect.any(String) }])
     refused(await quote(a.workerKey, "imagine", { prompt: "a cat" }), 503, "PROVIDER_UNAVAILABLE")
     refused(await call(a.workerKey, "reason", input, "not-a-quote"), 400, "VALIDATION_ERROR")
     expect((await api.post("/v1/quotes", { capability: "reason", input })).status).toBe(401)
