@@ -1,25 +1,16 @@
-import { Clock, Context, Effect, Exit, Layer, Option, Result, Schema } from "effect"
+import { Clock, Context, Effect, Exit, Layer, Option, Result } from "effect"
 import type { Principal } from "../domain/Agent.ts"
 import type { Capability } from "../domain/Capability.ts"
 import { capabilityNames } from "../domain/Capability.ts"
-import { ModelNotPriced, NotFound, type SpendRefusal, ValidationError } from "../domain/errors.ts"
-import { MicroUsd } from "../domain/Money.ts"
+import { ModelNotPriced, NotFound, ValidationError } from "../domain/errors.ts"
 import { OutboundHttp, type UnsafeUrl } from "../ports/Net.ts"
-import { type QuoteClaim, Store } from "../ports/Store.ts"
-import {
-  checkQuoteUse,
-  DEFAULT_QUOTE_TTL_MS,
-  MAX_QUOTE_TTL_MS,
-  MIN_QUOTE_TTL_MS,
-  newQuoteId,
-  type QuoteRefusal,
-  requestHash,
-  type StoredQuote
-} from "../quotes/Quote.ts"
-import { Spend, type SpendReceipt } from "../wallet/Spend.ts"
+import { Store } from "../ports/Store.ts"
+import { DEFAULT_QUOTE_TTL_MS, MAX_QUOTE_TTL_MS, MIN_QUOTE_TTL_MS } from "../quotes/Quote.ts"
+import { Spend } from "../wallet/Spend.ts"
 import { capabilityInfo } from "./catalog.ts"
 import { type AnyProvider, type Metered, type Provider, ProviderFailure, type Quote } from "./Provider.ts"
 import { availabilityOf, type ProviderAvailability, ProviderHealth, type ProviderStatus, ProviderStatuses } from "./ProviderHealth.ts"
+import { type Bound, quotedCalls } from "./quoted.ts"
 import type { BuiltCapability, CapabilityIO } from "./schemas.ts"
 
 /**
@@ -40,80 +31,35 @@ export class Providers extends Context.Service<Providers, {
 }
 
 
-export interface ExecutionResult<O> {
-  readonly data: O
-  readonly receipt: SpendReceipt
-  readonly provider: string
-  readonly model: string | undefined
-  /** The binding quote that paid for the call, when it named one. */
-  readonly quoteId?: string | undefined
-}
+import type {
+  CapabilitiesOptions,
+  Estimate,
+  EstimateError,
+  ExecuteError,
+  ExecuteOptions,
+  ExecutionResult,
+  IssuedQuote,
+  QuoteError
+} from "./results.ts"
+import { NoProvider } from "./results.ts"
 
-export type ExecuteError =
-  | SpendRefusal
-  | QuoteRefusal
-  | ProviderFailure
-  | NotFound
-  | ModelNotPriced
-  | ValidationError
-  | UnsafeUrl
-  | NoProvider
-
-export interface ExecuteOptions {
-  /**
-   * Run with this binding quote (`POST /v1/quotes`): on the quoted provider,
-   * held at the quoted price and charged at most that price; the quote is
-   * used up with the hold.
-   */
-  readonly quoteId?: string | undefined
-}
-
-/** A binding quote as issued: the stored quote and the estimate it was made from. */
-export interface IssuedQuote {
-  readonly quote: StoredQuote
-  readonly estimate: Estimate
-}
-
-export type QuoteError = EstimateError | SpendRefusal
-
-export interface CapabilitiesOptions {
-  /** How long a quote can be used (default 60 s; 1 s to 1 h). */
-  readonly quoteTtlMs: number
-}
-
-/** No configured (or healthy) provider can serve the capability. */
-export class NoProvider extends Schema.TaggedError<NoProvider>()("NoProvider", {
-  capability: Schema.String
-}) {
-  readonly code = "PROVIDER_UNAVAILABLE"
-  override get message() {
-    return `No configured provider can serve "${this.capability}" right now`
-  }
-  get details() {
-    return { capability: this.capability }
-  }
-}
+export {
+  type CapabilitiesOptions,
+  type Estimate,
+  type EstimateError,
+  type ExecuteError,
+  type ExecuteOptions,
+  type ExecutionResult,
+  type IssuedQuote,
+  NoProvider,
+  type QuoteError
+} from "./results.ts"
 
 interface Choice<C extends BuiltCapability> {
   readonly pinned: string | undefined
   /** In the order execute tries them. */
   readonly ordered: ReadonlyArray<{ readonly provider: Provider<C>; readonly quote: Quote; readonly healthy: boolean }>
 }
-
-/** What a call would cost and whether it would be allowed now, with nothing held or charged. */
-export interface Estimate {
-  readonly capability: Capability
-  readonly provider: string
-  readonly model: string | undefined
-  readonly quotedMicroUsd: bigint
-  /** Null when allowed; else the refusal the spend pipeline would answer. */
-  readonly refusal: SpendRefusal | null
-  readonly remainingTodayMicroUsd: bigint | null
-  readonly remainingThisMonthMicroUsd: bigint | null
-  readonly remainingThisHourMicroUsd: bigint | null
-}
-
-export type EstimateError = NotFound | ModelNotPriced | ValidationError | UnsafeUrl | NoProvider
 
 export interface CapabilitySummary {
   readonly name: Capability
@@ -220,7 +166,7 @@ export class Capabilities extends Context.Service<Capabilities, {
         input: CapabilityIO[C]["input"],
         quote: Quote,
         /** A binding quote: the hold is its price, and it is used up with the hold. */
-        bound?: { readonly quotedMicroUsd: bigint; readonly claim: QuoteClaim }
+        bound?: Bound
       ) =>
         Effect.gen(function*() {
           let latencyMs = 0
@@ -332,52 +278,21 @@ export class Capabilities extends Context.Service<Capabilities, {
           issues: [{ path: "url", message: `not allowed: ${error.message}` }]
         })
 
-      /**
-       * A call made with a binding quote. Checked first without the lock (so a
-       * call that cannot use the quote reaches no provider), then again under
-       * the wallet lock with the hold, which uses the quote up. Only the
-       * quoted provider runs: when it cannot be used now (gone, unusable, its
-       * circuit open), 503 PROVIDER_UNAVAILABLE and the quote stays unused.
-       * The hold is the quoted price, even when the provider's quote is now
-       * higher; the charge is the actual cost, never above the quoted price.
-       */
-      const executeQuoted = <C extends BuiltCapability>(
+      /** One attempt on one provider; a URL refused mid-flight is the caller's 400. */
+      const attempt = <C extends BuiltCapability>(
         principal: Principal,
         capability: C,
+        provider: Provider<C>,
         input: CapabilityIO[C]["input"],
-        quoteId: string
+        quote: Quote,
+        bound: Bound
       ): Effect.Effect<ExecutionResult<CapabilityIO[C]["output"]>, ExecuteError> =>
-        Effect.gen(function*() {
-          const { accountId, id: agentId } = principal.agent
-          const hash = yield* requestHash(capability, input)
-          const check = (quote: StoredQuote | null) =>
-            Effect.map(Clock.currentTimeMillis, (ms) =>
-              checkQuoteUse(quote, { quoteId, agentId, capability, requestHash: hash, now: new Date(ms) }))
-          const found = yield* store.findQuote(accountId, quoteId)
-          const early = yield* check(Option.getOrNull(found))
-          if (Result.isFailure(early)) return yield* Effect.fail(early.failure)
-          const stored = early.success
-          const provider = (providersFor(capability) as ReadonlyArray<Provider<C>>).find((p) => p.name === stored.provider)
-          if (provider === undefined || !usable(provider) || !(yield* health.isHealthy(provider.name))) {
-            return yield* new NoProvider({ capability })
-          }
-          const url = (input as { readonly url?: string | undefined }).url
-          if (url !== undefined && Option.isSome(outbound)) yield* outbound.value.check(url)
-          const fresh = provider.quote(input)
-          if (Result.isFailure(fresh)) return yield* Effect.fail(fresh.failure)
-          // Checked again under the wallet lock, at the reservation's time, and used up with the hold.
-          const claim: QuoteClaim = {
-            quoteId,
-            check: (quote, now) => checkQuoteUse(quote, { quoteId, agentId, capability, requestHash: hash, now })
-          }
-          const attempt = yield* Effect.exit(
-            runOne(principal, capability, provider, input, fresh.success, { quotedMicroUsd: stored.quotedMicroUsd, claim })
+        runOne(principal, capability, provider, input, quote, bound).pipe(
+          Effect.catchIf(
+            (error): error is ProviderFailure => error instanceof ProviderFailure && error.reason === "blocked",
+            (error) => Effect.fail(blockedAsValidation(error))
           )
-          if (Exit.isSuccess(attempt)) return { ...attempt.value, quoteId }
-          const error = Option.getOrUndefined(Exit.findErrorOption(attempt))
-          if (error instanceof ProviderFailure && error.reason === "blocked") return yield* Effect.fail(blockedAsValidation(error))
-          return yield* Effect.failCause(attempt.cause)
-        })
+        )
 
       const execute = <C extends BuiltCapability>(
         principal: Principal,
@@ -386,7 +301,7 @@ export class Capabilities extends Context.Service<Capabilities, {
         options?: ExecuteOptions
       ): Effect.Effect<ExecutionResult<CapabilityIO[C]["output"]>, ExecuteError> =>
         Effect.gen(function*() {
-          if (options?.quoteId !== undefined) return yield* executeQuoted(principal, capability, input, options.quoteId)
+          if (options?.quoteId !== undefined) return yield* quoted.execute(principal, capability, input, options.quoteId)
           const { pinned, ordered } = yield* choose(capability, input)
           let lastFailure: ProviderFailure | undefined
           for (const { provider, quote, healthy } of ordered) {
@@ -428,35 +343,26 @@ export class Capabilities extends Context.Service<Capabilities, {
           } satisfies Estimate
         })
 
-      const quote = <C extends BuiltCapability>(
-        principal: Principal,
-        capability: C,
-        input: CapabilityIO[C]["input"]
-      ): Effect.Effect<IssuedQuote, QuoteError> =>
-        Effect.gen(function*() {
-          const found = yield* estimate(principal, capability, input)
-          // A call the spend rules would refuse now gets that refusal, and no quote.
-          if (found.refusal !== null) return yield* Effect.fail(found.refusal)
-          const createdAt = new Date(yield* Clock.currentTimeMillis)
-          const stored: StoredQuote = {
-            id: newQuoteId(),
-            accountId: principal.agent.accountId,
-            agentId: principal.agent.id,
-            capability,
-            provider: found.provider,
-            model: found.model ?? null,
-            requestHash: yield* requestHash(capability, input),
-            quotedMicroUsd: MicroUsd.make(found.quotedMicroUsd),
-            createdAt,
-            expiresAt: new Date(createdAt.getTime() + quoteTtlMs),
-            usedAt: null,
-            reservationId: null
-          }
-          yield* store.createQuote(stored)
-          return { quote: stored, estimate: found }
-        })
+      const quoted = quotedCalls({
+        store,
+        quoteTtlMs,
+        estimate,
+        providerNow: <C extends BuiltCapability>(capability: C, name: string) =>
+          Effect.gen(function*() {
+            const provider = (providersFor(capability) as ReadonlyArray<Provider<C>>).find((p) => p.name === name)
+            if (provider === undefined || !usable(provider) || !(yield* health.isHealthy(provider.name))) {
+              return yield* new NoProvider({ capability })
+            }
+            return provider
+          }),
+        checkUrl: (input) => {
+          const url = (input as { readonly url?: string | undefined }).url
+          return url !== undefined && Option.isSome(outbound) ? outbound.value.check(url) : Effect.void
+        },
+        attempt
+      })
 
-      return Capabilities.of({ list, describe, execute, estimate, quote })
+      return Capabilities.of({ list, describe, execute, estimate, quote: quoted.issue })
     })
   )
 
