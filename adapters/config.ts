@@ -117,6 +117,8 @@ export interface ServerConfig {
   readonly logLevel: LogLevel.LogLevel
   /** A fixed BTC/USD rate; without one the sats pocket cannot pay for calls. */
   readonly btcUsdRate: Option.Option<BtcUsdRate>
+  /** How long a binding quote (POST /v1/quotes) can be used, in seconds (QUOTE_TTL_SECONDS, default 60). */
+  readonly quoteTtlSeconds: number
 }
 
 const MIN_ADMIN_TOKEN_LENGTH = 24
@@ -143,7 +145,11 @@ export const serverConfig: Config.Config<ServerConfig> = Config.all({
     Result.mapError(
       parseBtcUsdRate(value),
       (error) => `must be a positive decimal number of USD per BTC (${error.message})`
-    ))))
+    )))),
+  quoteTtlSeconds: Config.Int("QUOTE_TTL_SECONDS").pipe(
+    check("QUOTE_TTL_SECONDS", (seconds) => (seconds >= 1 && seconds <= 3600) || "must be a whole number of seconds from 1 to 3600"),
+    Config.withDefault(60)
+  )
 })
 
 /** Reads and checks the configuration; fails with one message naming the bad variable. */

@@ -67,7 +67,13 @@ export type Requirements =
 const spend = Spend.layer
 const health = ProviderHealth.layer
 
-export const layer: Layer.Layer<Services, never, Requirements> = Layer.mergeAll(
+export interface GatewayOptions {
+  /** How long a binding quote (`POST /v1/quotes`) can be used: default 60 s, from 1 s to 1 h. */
+  readonly quoteTtlMs?: number | undefined
+}
+
+/** `layer` with options. */
+export const layerWith = (options: GatewayOptions = {}): Layer.Layer<Services, never, Requirements> => Layer.mergeAll(
   Agents.layer,
   Policies.layer,
   Health.layer(),
@@ -77,6 +83,10 @@ export const layer: Layer.Layer<Services, never, Requirements> = Layer.mergeAll(
   Funding.layer,
   paymentSinkLayer,
   health,
-  Capabilities.layer.pipe(Layer.provide([spend, health])),
+  Capabilities.layerWith(options.quoteTtlMs === undefined ? {} : { quoteTtlMs: options.quoteTtlMs }).pipe(
+    Layer.provide([spend, health])
+  ),
   ServiceCatalog.layer.pipe(Layer.provide(spend))
 )
+
+export const layer: Layer.Layer<Services, never, Requirements> = layerWith()

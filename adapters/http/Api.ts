@@ -9,6 +9,7 @@ import { AgentResponse } from "./resources.ts"
 import { AdminApi } from "./AdminApi.ts"
 import { CapabilitiesApi } from "./CapabilitiesApi.ts"
 import { ServicesApi } from "./ServicesApi.ts"
+import { QuotesApi } from "./QuotesApi.ts"
 import { OpenAiApi } from "./openai/OpenAiApi.ts"
 import { AnthropicApi } from "./anthropic/AnthropicApi.ts"
 import { FundingApi } from "./FundingApi.ts"
@@ -274,6 +275,7 @@ export class Api extends HttpApi.make("spendgate")
   .add(FundingApi)
   .add(AdminApi)
   .add(CapabilitiesApi)
+  .add(QuotesApi)
   .add(ServicesApi)
   .add(OpenAiApi)
   .add(AnthropicApi)

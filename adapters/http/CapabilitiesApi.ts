@@ -22,7 +22,8 @@ import {
   SearchInput,
   SearchOutput
 } from "../../src/capabilities/schemas.ts"
-import { BadGateway, BadRequest, ErrorBody, Forbidden, NotFound, PaymentRequired, ServiceUnavailable, TooManyRequests } from "./errors.ts"
+import { BadGateway, BadRequest, Conflict, ErrorBody, Forbidden, NotFound, PaymentRequired, ServiceUnavailable, TooManyRequests } from "./errors.ts"
+import { QuoteHeaders } from "./QuotesApi.ts"
 import { AccessControl, Authentication, IdempotencyKeys } from "./middleware.ts"
 
 /** Capabilities: the catalogue with prices, and metered execution. */
@@ -36,6 +37,7 @@ export const Metadata = Schema.Struct({
   provider: Schema.String,
   latencyMs: Schema.Number.annotate({ description: "The upstream call's time: from the request being sent to the last byte of the answer (a stream: until it ends)" }),
   model: Schema.optional(Schema.String),
+  quoteId: Schema.optional(Schema.String).annotate({ description: "The binding quote that paid for the call (X-Spendgate-Quote)" }),
   debited: Schema.Struct({ usdCents: Schema.Number, sats: Schema.Number }).annotate({
     description: "What each wallet pocket actually lost"
   })
@@ -108,6 +110,8 @@ const estimate = <Name extends string, P extends Schema.Top>(name: Name, path: `
   HttpApiEndpoint.post(name, path, { payload, success: EstimateResult, error: estimateErrors })
 
 const executeErrors = [BadRequest, PaymentRequired, Forbidden, NotFound, TooManyRequests, BadGateway, ServiceUnavailable] as const
+/** A call made with a quote can also be refused 409 (QUOTE_USED, QUOTE_EXPIRED, QUOTE_MISMATCH). */
+const quotedExecuteErrors = [...executeErrors, Conflict] as const
 
 const CapabilityParam = Schema.String.check(Schema.isMaxLength(64))
 
@@ -121,53 +125,63 @@ export class CapabilitiesApi extends HttpApiGroup.make("capabilities")
     }),
     HttpApiEndpoint.post("reason", "/v1/capabilities/reason", {
       payload: ReasonInput,
+      headers: QuoteHeaders,
       success: result(ReasonOutput),
-      error: executeErrors
+      error: quotedExecuteErrors
     }).middleware(IdempotencyKeys),
     HttpApiEndpoint.post("search", "/v1/capabilities/search", {
       payload: SearchInput,
+      headers: QuoteHeaders,
       success: result(SearchOutput),
-      error: executeErrors
+      error: quotedExecuteErrors
     }).middleware(IdempotencyKeys),
     HttpApiEndpoint.post("read", "/v1/capabilities/read", {
       payload: ReadInput,
+      headers: QuoteHeaders,
       success: result(ReadOutput),
-      error: executeErrors
+      error: quotedExecuteErrors
     }).middleware(IdempotencyKeys),
     HttpApiEndpoint.post("scrape", "/v1/capabilities/scrape", {
       payload: ScrapeInput,
+      headers: QuoteHeaders,
       success: result(ScrapeOutput),
-      error: executeErrors
+      error: quotedExecuteErrors
     }).middleware(IdempotencyKeys),
     HttpApiEndpoint.post("execute", "/v1/capabilities/execute", {
       payload: ExecuteInput,
+      headers: QuoteHeaders,
       success: result(ExecuteOutput),
-      error: executeErrors
+      error: quotedExecuteErrors
     }).middleware(IdempotencyKeys),
     HttpApiEndpoint.post("imagine", "/v1/capabilities/imagine", {
       payload: ImagineInput,
+      headers: QuoteHeaders,
       success: result(ImagineOutput),
-      error: executeErrors
+      error: quotedExecuteErrors
     }).middleware(IdempotencyKeys),
     HttpApiEndpoint.post("speak", "/v1/capabilities/speak", {
       payload: SpeakInput,
+      headers: QuoteHeaders,
       success: result(SpeakOutput),
-      error: executeErrors
+      error: quotedExecuteErrors
     }).middleware(IdempotencyKeys),
     HttpApiEndpoint.post("transcribe", "/v1/capabilities/transcribe", {
       payload: TranscribeInput,
+      headers: QuoteHeaders,
       success: result(TranscribeOutput),
-      error: executeErrors
+      error: quotedExecuteErrors
     }).middleware(IdempotencyKeys),
     HttpApiEndpoint.post("email", "/v1/capabilities/email", {
       payload: EmailInput,
+      headers: QuoteHeaders,
       success: result(EmailOutput),
-      error: executeErrors
+      error: quotedExecuteErrors
     }).middleware(IdempotencyKeys),
     HttpApiEndpoint.post("sms", "/v1/capabilities/sms", {
       payload: SmsInput,
+      headers: QuoteHeaders,
       success: result(SmsOutput),
-      error: executeErrors
+      error: quotedExecuteErrors
     }).middleware(IdempotencyKeys),
     estimate("estimateReason", "/v1/capabilities/reason/estimate", ReasonInput),
     estimate("estimateSearch", "/v1/capabilities/search/estimate", SearchInput),

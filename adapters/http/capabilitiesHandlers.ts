@@ -11,6 +11,7 @@ import { callReceipt } from "../../src/wallet/receipt.ts"
 import { Api } from "./Api.ts"
 import { failAsHttpError, toHttpError } from "./errors.ts"
 import { CurrentPrincipal } from "./middleware.ts"
+import { QUOTE_HEADER } from "./QuotesApi.ts"
 
 /** Prices in USD cents, each object carrying its unit (decisions §7). */
 const providerPricing = (provider: AnyProvider): Record<string, unknown> => {
@@ -64,7 +65,10 @@ const detail = (summary: CapabilitySummary) => ({
 
 export const resultJson = <O>(result: ExecutionResult<O>) => ({
   data: result.data,
-  metadata: callReceipt(result.receipt, { provider: result.provider, model: result.model })
+  metadata: {
+    ...callReceipt(result.receipt, { provider: result.provider, model: result.model }),
+    ...(result.quoteId === undefined ? {} : { quoteId: result.quoteId })
+  }
 })
 
 /** An estimate on the wire: USD cents, and the refusal exactly as execute would put it in the error envelope. */
@@ -91,9 +95,16 @@ export const CapabilitiesHandlers = HttpApiBuilder.group(
   "capabilities",
   Effect.fn(function*(handlers) {
     const capabilities = yield* Capabilities
-    const execute = <C extends BuiltCapability>(capability: C, input: CapabilityIO[C]["input"]) =>
+    const execute = <C extends BuiltCapability>(
+      capability: C,
+      input: CapabilityIO[C]["input"],
+      headers: { readonly [QUOTE_HEADER]?: string | undefined }
+    ) =>
       Effect.flatMap(CurrentPrincipal, (principal) =>
-        capabilities.execute(principal, capability, input).pipe(Effect.map(resultJson), Effect.catch(failAsHttpError)))
+        capabilities.execute(principal, capability, input, { quoteId: headers[QUOTE_HEADER] }).pipe(
+          Effect.map(resultJson),
+          Effect.catch(failAsHttpError)
+        ))
     const estimate = <C extends BuiltCapability>(capability: C, input: CapabilityIO[C]["input"]) =>
       Effect.flatMap(CurrentPrincipal, (principal) =>
         capabilities.estimate(principal, capability, input).pipe(Effect.map(estimateJson), Effect.mapError(toHttpError)))
@@ -101,16 +112,16 @@ export const CapabilitiesHandlers = HttpApiBuilder.group(
       .handle("list", () => Effect.map(capabilities.list, (all) => all.map(listItem)))
       .handle("describe", ({ params }) =>
         capabilities.describe(params.capability).pipe(Effect.map(detail), Effect.mapError(toHttpError)))
-      .handle("reason", ({ payload }) => execute("reason", payload))
-      .handle("search", ({ payload }) => execute("search", payload))
-      .handle("read", ({ payload }) => execute("read", payload))
-      .handle("scrape", ({ payload }) => execute("scrape", payload))
-      .handle("execute", ({ payload }) => execute("execute", payload))
-      .handle("imagine", ({ payload }) => execute("imagine", payload))
-      .handle("speak", ({ payload }) => execute("speak", payload))
-      .handle("transcribe", ({ payload }) => execute("transcribe", payload))
-      .handle("email", ({ payload }) => execute("email", payload))
-      .handle("sms", ({ payload }) => execute("sms", payload))
+      .handle("reason", ({ headers, payload }) => execute("reason", payload, headers))
+      .handle("search", ({ headers, payload }) => execute("search", payload, headers))
+      .handle("read", ({ headers, payload }) => execute("read", payload, headers))
+      .handle("scrape", ({ headers, payload }) => execute("scrape", payload, headers))
+      .handle("execute", ({ headers, payload }) => execute("execute", payload, headers))
+      .handle("imagine", ({ headers, payload }) => execute("imagine", payload, headers))
+      .handle("speak", ({ headers, payload }) => execute("speak", payload, headers))
+      .handle("transcribe", ({ headers, payload }) => execute("transcribe", payload, headers))
+      .handle("email", ({ headers, payload }) => execute("email", payload, headers))
+      .handle("sms", ({ headers, payload }) => execute("sms", payload, headers))
       .handle("estimateReason", ({ payload }) => estimate("reason", payload))
       .handle("estimateSearch", ({ payload }) => estimate("search", payload))
       .handle("estimateRead", ({ payload }) => estimate("read", payload))

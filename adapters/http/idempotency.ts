@@ -12,6 +12,7 @@ import {
   sweepExpiredKeys,
   validateKey
 } from "../../src/idempotency/Idempotency.ts"
+import { QUOTE_HEADER } from "./QuotesApi.ts"
 import { AccessControl, AdminAuthentication, Authentication, CurrentPrincipal, IdempotencyKeys } from "./middleware.ts"
 import {
   BadGateway,
@@ -101,8 +102,25 @@ const toMiddlewareError = (error: CoreError) => toHttpError(error) as BadRequest
 /** The caller's API key or admin token (authenticated routes), which seals the stored answer with the Idempotency-Key. */
 const secretOf = (request: HttpServerRequest.HttpServerRequest, authenticated: boolean) => {
   if (!authenticated) return {}
-  const match = /^Bearer +(\S+) *$/i.exec(request.headers["authorization"] ?? "")
+  const authorization = request.headers["authorization"]
+  // The key as the caller sent it: a Bearer token, or (Anthropic's clients) x-api-key when there is no Authorization.
+  if (authorization === undefined) {
+    const apiKey = request.headers["x-api-key"]?.trim()
+    return apiKey === undefined || apiKey === "" ? {} : { secret: apiKey }
+  }
+  const match = /^Bearer +(\S+) *$/i.exec(authorization)
   return match === null ? {} : { secret: match[1]! }
+}
+
+/**
+ * What the request fingerprint covers besides the body: the path and query,
+ * and the quote a capability call names (its header), so that a key reused
+ * with another quote is IDEMPOTENCY_CONFLICT, not a replay. A request target
+ * holds no space, so the two parts cannot run together.
+ */
+const targetOf = (request: HttpServerRequest.HttpServerRequest) => {
+  const quote = request.headers[QUOTE_HEADER]
+  return quote === undefined ? request.originalUrl : `${request.originalUrl} ${QUOTE_HEADER}:${quote}`
 }
 
 export const IdempotencyKeysLive: Layer.Layer<IdempotencyKeys, never, Idempotency> = Layer.effect(
@@ -144,7 +162,7 @@ export const IdempotencyKeysLive: Layer.Layer<IdempotencyKeys, never, Idempotenc
             onSome: Effect.succeed
           }))
         const result = yield* idempotency.run(
-          { scope, key, method: request.method, target: request.originalUrl, body, ...secretOf(request, admin || Option.isSome(principal)) },
+          { scope, key, method: request.method, target: targetOf(request), body, ...secretOf(request, admin || Option.isSome(principal)) },
           execute,
           capture
         ).pipe(Effect.catchIf(isCoreError, (error) => Effect.fail(toMiddlewareError(error))))

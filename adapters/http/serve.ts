@@ -159,7 +159,7 @@ export const serveFromEnvironment: Effect.Effect<void, unknown> = Effect.gen(fun
     logRequests: config.logLevel === "Debug" || config.logLevel === "Trace" || config.logLevel === "All"
   }).pipe(
     Layer.provide(Layer.mergeAll(Spend.sweeper(), Funding.expirer(), followersLayer(payments))),
-    Layer.provideMerge(Gateway.layer),
+    Layer.provideMerge(Gateway.layerWith({ quoteTtlMs: config.quoteTtlSeconds * 1000 })),
     Layer.provideMerge(rateLayer(payments)),
     Layer.provideMerge(providersLayer(capabilities)),
     Layer.provide(railsLayer(payments, config.dataDir)),

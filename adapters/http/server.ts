@@ -12,6 +12,7 @@ import type { Store } from "../../src/ports/Store.ts"
 import type { RateStatus } from "../../src/ports/RateSource.ts"
 import { AdminAuthenticationLive, AdminHandlers } from "./adminHandlers.ts"
 import { CapabilitiesHandlers } from "./capabilitiesHandlers.ts"
+import { QuotesHandlers } from "./quotesHandlers.ts"
 import { mountRailRoutes } from "./railRoutes.ts"
 import { ServicesHandlers } from "./servicesHandlers.ts"
 import { OpenAiHandlers } from "./openai/openaiHandlers.ts"
@@ -55,7 +56,7 @@ export const routes = (options: Omit<HttpOptions, "port" | "host"> = {}) => {
     mountRailRoutes(options.railRoutes ?? [], options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }),
     mountMcp(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }),
     HttpApiBuilder.layer(Api, { openapiPath: "/v1/openapi.json" }).pipe(
-      Layer.provide([PublicHandlers, AgentsHandlers, WalletHandlers, FundingHandlers, AdminHandlers, CapabilitiesHandlers, ServicesHandlers, OpenAiHandlers, AnthropicHandlers])
+      Layer.provide([PublicHandlers, AgentsHandlers, WalletHandlers, FundingHandlers, AdminHandlers, CapabilitiesHandlers, QuotesHandlers, ServicesHandlers, OpenAiHandlers, AnthropicHandlers])
     ),
     HttpApiScalar.layer(Api, { path: "/docs" }),
     envelopeMiddleware(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }),

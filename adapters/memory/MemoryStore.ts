@@ -25,6 +25,7 @@ import { isLiveOwner } from "../../src/agents/Access.ts"
 import { planAgentChange } from "../../src/agents/owners.ts"
 import { creditFits, MicroUsd, Msat, pocketMaximum } from "../../src/domain/Money.ts"
 import { refusalKillsAgent } from "../../src/wallet/decide.ts"
+import type { StoredQuote } from "../../src/quotes/Quote.ts"
 import { reservationSpend } from "../../src/wallet/entries.ts"
 import {
   type AgentWithPolicy,
@@ -301,6 +302,7 @@ const makeMemoryLedger = (shared: {
   const creditKeys = new Map<string, Transaction>()
   /** Each refunded charge's refunded totals, by charge id. */
   const refundedByCharge = new Map<string, Refunded>()
+  const quotes = new Map<string, StoredQuote>()
 
   const dayKey = (agentId: AgentId, day: string) => `${agentId}|${day}`
   /** The month's spend: the sum of its days' rows (`day` is YYYY-MM-DD). */
@@ -500,6 +502,13 @@ const makeMemoryLedger = (shared: {
       lock.withPermits(1)(Effect.gen(function*() {
         const entry = shared.agentEntry(input.accountId, input.agentId)
         if (entry === undefined) return yield* Effect.die(new Error("reserve: unknown agent"))
+        let claimed: StoredQuote | undefined
+        if (input.quote !== undefined) {
+          const found = quotes.get(input.quote.quoteId)
+          const checked = input.quote.check(found !== undefined && found.accountId === input.accountId ? found : null, input.now)
+          if (Result.isFailure(checked)) return Result.fail(checked.failure)
+          claimed = checked.success
+        }
         const wallet = walletOf(input.accountId)
         const decision = input.decide({
           agent: entry.agent,
@@ -522,6 +531,7 @@ const makeMemoryLedger = (shared: {
         setWallet(next)
         reservations.set(reservation.id, reservation)
         addDaily(input.agentId, input.day, input.quotedMicroUsd)
+        if (claimed !== undefined) quotes.set(claimed.id, { ...claimed, usedAt: input.now, reservationId: reservation.id })
         return Result.succeed(reservation)
       })),
     settle: (input) =>
@@ -610,6 +620,28 @@ const makeMemoryLedger = (shared: {
         return charge === undefined
           ? Option.none()
           : Option.some({ charge, refunded: refundedByCharge.get(chargeId) ?? NOTHING_REFUNDED })
+      }),
+    createQuote: (quote) =>
+      Effect.sync(() => {
+        if (quotes.has(quote.id)) throw new Error("duplicate quote id")
+        quotes.set(quote.id, quote)
+      }),
+    findQuote: (accountId, quoteId) =>
+      Effect.sync(() => {
+        const quote = quotes.get(quoteId)
+        return Option.fromNullishOr(quote !== undefined && quote.accountId === accountId ? quote : undefined)
+      }),
+    deleteExpiredQuotes: (before, limit) =>
+      Effect.sync(() => {
+        let deleted = 0
+        for (const quote of [...quotes.values()]) {
+          if (deleted >= limit) break
+          if (quote.expiresAt.getTime() < before.getTime()) {
+            quotes.delete(quote.id)
+            deleted++
+          }
+        }
+        return deleted
       }),
     listTransactions: (accountId, filter, request) =>
       Effect.sync(() =>

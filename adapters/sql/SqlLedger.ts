@@ -20,6 +20,7 @@ import { creditFits, MicroUsd, Msat, pocketMaximum } from "../../src/domain/Mone
 import { paged } from "./paging.ts"
 import type { CreditInput, FundingStore, LedgerStore, RecentActivity } from "../../src/ports/Store.ts"
 import { refusalKillsAgent } from "../../src/wallet/decide.ts"
+import type { StoredQuote } from "../../src/quotes/Quote.ts"
 import {
   creditEntries,
   heldReservation,
@@ -161,6 +162,36 @@ const toReservation = (row: ReservationRow): Reservation => ({
   settledMicroUsd: row.settled_micro_usd === null ? null : microUsd(row.settled_micro_usd),
   createdAt: date(row.created_at),
   expiresAt: date(row.expires_at)
+})
+
+interface QuoteRow {
+  readonly id: string
+  readonly account_id: string
+  readonly agent_id: string
+  readonly capability: string
+  readonly provider: string
+  readonly model: string | null
+  readonly request_hash: string
+  readonly quoted_micro_usd: Int8
+  readonly created_at: Date | string
+  readonly expires_at: Date | string
+  readonly used_at: Date | string | null
+  readonly reservation_id: string | null
+}
+
+const toQuote = (row: QuoteRow): StoredQuote => ({
+  id: row.id,
+  accountId: row.account_id as AccountId,
+  agentId: row.agent_id as AgentId,
+  capability: row.capability as Capability,
+  provider: row.provider,
+  model: row.model,
+  requestHash: row.request_hash,
+  quotedMicroUsd: microUsd(row.quoted_micro_usd),
+  createdAt: date(row.created_at),
+  expiresAt: date(row.expires_at),
+  usedAt: row.used_at === null ? null : date(row.used_at),
+  reservationId: row.reservation_id
 })
 
 export const toTransaction = (row: TransactionRow): Transaction => ({
@@ -524,6 +555,15 @@ export const makeSqlLedger = (
         // for the lock would otherwise see the daily spend as it was before
         // the transaction it waited for committed.
         const locked = yield* lockWallet(input.accountId)
+        // A quote is read under the wallet lock (every use of it takes that lock first).
+        let claimed: StoredQuote | undefined
+        if (input.quote !== undefined) {
+          const [found] = yield* sql<QuoteRow>`
+            SELECT * FROM quotes WHERE id = ${input.quote.quoteId} AND account_id = ${input.accountId} FOR UPDATE`
+          const checked = input.quote.check(found === undefined ? null : toQuote(found), input.now)
+          if (Result.isFailure(checked)) return Result.fail(checked.failure)
+          claimed = checked.success
+        }
         const rows = yield* sql<Record<string, unknown>>`
           SELECT a.*, COALESCE(d.spent_micro_usd, 0) AS daily_spent, ${monthSpent(sql`a.id`, input.day)} AS monthly_spent
           FROM agents a
@@ -574,6 +614,13 @@ export const makeSqlLedger = (
           }`,
           raiseDaily(input.agentId, input.day, input.quotedMicroUsd)
         ])
+        if (claimed !== undefined) {
+          const used = yield* sql`
+            UPDATE quotes SET used_at = ${input.now}, reservation_id = ${reservation.id}
+            WHERE id = ${claimed.id} AND used_at IS NULL RETURNING id`
+          // The row was locked and unused: anything else is a broken invariant, and rolls the hold back.
+          if (used.length !== 1) return yield* Effect.die(new Error(`quote ${claimed.id} was used concurrently`))
+        }
         return Result.succeed(reservation)
       })).pipe(Effect.orDie),
 
@@ -665,6 +712,36 @@ export const makeSqlLedger = (
         }
         return released
       }).pipe(Effect.orDie),
+
+    createQuote: (quote) =>
+      sql`INSERT INTO quotes ${
+        sql.insert({
+          id: quote.id,
+          account_id: quote.accountId,
+          agent_id: quote.agentId,
+          capability: quote.capability,
+          provider: quote.provider,
+          model: quote.model,
+          request_hash: quote.requestHash,
+          quoted_micro_usd: quote.quotedMicroUsd,
+          created_at: quote.createdAt,
+          expires_at: quote.expiresAt,
+          used_at: quote.usedAt,
+          reservation_id: quote.reservationId
+        })
+      }`.pipe(Effect.asVoid, Effect.orDie),
+
+    findQuote: (accountId, quoteId) =>
+      sql<QuoteRow>`SELECT * FROM quotes WHERE id = ${quoteId} AND account_id = ${accountId}`.pipe(
+        Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), toQuote)),
+        Effect.orDie
+      ),
+
+    deleteExpiredQuotes: (before, limit) =>
+      sql<{ id: string }>`
+        DELETE FROM quotes WHERE id IN (
+          SELECT id FROM quotes WHERE expires_at < ${before} ORDER BY expires_at LIMIT ${limit}
+        ) RETURNING id`.pipe(Effect.map((rows) => rows.length), Effect.orDie),
 
     credit: (input) =>
       sql.withTransaction(Effect.flatMap(lockWallet(input.accountId), (wallet) => creditLocked(wallet, input)))

@@ -257,5 +257,28 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
     yield* sql`
       ALTER TABLE audit_log ADD CONSTRAINT audit_log_kind_check
         CHECK (kind IN ('reserve', 'settle', 'release', 'credit', 'refund'))`
+  }),
+  "0010_quotes": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // Binding quotes (src/quotes/Quote.ts): checked and used up under the
+    // wallet lock, in the transaction that makes the call's hold.
+    yield* sql`
+      CREATE TABLE quotes (
+        id                TEXT PRIMARY KEY,
+        account_id        TEXT NOT NULL REFERENCES accounts (id),
+        agent_id          TEXT NOT NULL REFERENCES agents (id),
+        capability        TEXT NOT NULL,
+        provider          TEXT NOT NULL,
+        model             TEXT,
+        request_hash      TEXT NOT NULL CHECK (request_hash ~ '^[0-9a-f]{64}$'),
+        quoted_micro_usd  BIGINT NOT NULL CHECK (quoted_micro_usd >= 0),
+        created_at        TIMESTAMPTZ NOT NULL,
+        expires_at        TIMESTAMPTZ NOT NULL CHECK (expires_at > created_at),
+        used_at           TIMESTAMPTZ,
+        reservation_id    TEXT REFERENCES reservations (id),
+        CHECK ((used_at IS NULL) = (reservation_id IS NULL))
+      )`
+    yield* sql`CREATE UNIQUE INDEX quotes_reservation ON quotes (reservation_id) WHERE reservation_id IS NOT NULL`
+    yield* sql`CREATE INDEX quotes_expires ON quotes (expires_at)`
   })
 }

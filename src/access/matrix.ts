@@ -153,6 +153,10 @@ export const accessMatrix = {
     estimateOther: entry("POST", "/v1/capabilities/:capability/estimate", { access: "agent" }, "estimate calls"),
     other: entry("POST", "/v1/capabilities/:capability", { access: "agent" }, "use capabilities")
   },
+  quotes: {
+    // Like an estimate: a capability the policy does not allow is the answer (CAPABILITY_NOT_ALLOWED), not a 403 before it.
+    create: entry("POST", "/v1/quotes", { access: "agent" }, "ask for quotes")
+  },
   services: {
     list: entry("GET", "/v1/services", { access: "agent" }, "list services"),
     get: entry("GET", "/v1/services/:slug", { access: "agent" }, "read services"),

@@ -1,13 +1,16 @@
-import { Clock, Context, Effect, Exit, Layer, Option, Result, Schema } from "effect"
+import { Clock, Context, Effect, Exit, Layer, Option, Result } from "effect"
 import type { Principal } from "../domain/Agent.ts"
 import type { Capability } from "../domain/Capability.ts"
 import { capabilityNames } from "../domain/Capability.ts"
-import { ModelNotPriced, NotFound, type SpendRefusal, ValidationError } from "../domain/errors.ts"
+import { ModelNotPriced, NotFound, ValidationError } from "../domain/errors.ts"
 import { OutboundHttp, type UnsafeUrl } from "../ports/Net.ts"
-import { Spend, type SpendReceipt } from "../wallet/Spend.ts"
+import { Store } from "../ports/Store.ts"
+import { DEFAULT_QUOTE_TTL_MS, MAX_QUOTE_TTL_MS, MIN_QUOTE_TTL_MS } from "../quotes/Quote.ts"
+import { Spend } from "../wallet/Spend.ts"
 import { capabilityInfo } from "./catalog.ts"
 import { type AnyProvider, type Metered, type Provider, ProviderFailure, type Quote } from "./Provider.ts"
 import { availabilityOf, type ProviderAvailability, ProviderHealth, type ProviderStatus, ProviderStatuses } from "./ProviderHealth.ts"
+import { type Bound, quotedCalls } from "./quoted.ts"
 import type { BuiltCapability, CapabilityIO } from "./schemas.ts"
 
 /**
@@ -28,48 +31,35 @@ export class Providers extends Context.Service<Providers, {
 }
 
 
-export interface ExecutionResult<O> {
-  readonly data: O
-  readonly receipt: SpendReceipt
-  readonly provider: string
-  readonly model: string | undefined
-}
+import type {
+  CapabilitiesOptions,
+  Estimate,
+  EstimateError,
+  ExecuteError,
+  ExecuteOptions,
+  ExecutionResult,
+  IssuedQuote,
+  QuoteError
+} from "./results.ts"
+import { NoProvider } from "./results.ts"
 
-export type ExecuteError = SpendRefusal | ProviderFailure | NotFound | ModelNotPriced | ValidationError | UnsafeUrl | NoProvider
-
-/** No configured (or healthy) provider can serve the capability. */
-export class NoProvider extends Schema.TaggedError<NoProvider>()("NoProvider", {
-  capability: Schema.String
-}) {
-  readonly code = "PROVIDER_UNAVAILABLE"
-  override get message() {
-    return `No configured provider can serve "${this.capability}" right now`
-  }
-  get details() {
-    return { capability: this.capability }
-  }
-}
+export {
+  type CapabilitiesOptions,
+  type Estimate,
+  type EstimateError,
+  type ExecuteError,
+  type ExecuteOptions,
+  type ExecutionResult,
+  type IssuedQuote,
+  NoProvider,
+  type QuoteError
+} from "./results.ts"
 
 interface Choice<C extends BuiltCapability> {
   readonly pinned: string | undefined
   /** In the order execute tries them. */
   readonly ordered: ReadonlyArray<{ readonly provider: Provider<C>; readonly quote: Quote; readonly healthy: boolean }>
 }
-
-/** What a call would cost and whether it would be allowed now, with nothing held or charged. */
-export interface Estimate {
-  readonly capability: Capability
-  readonly provider: string
-  readonly model: string | undefined
-  readonly quotedMicroUsd: bigint
-  /** Null when allowed; else the refusal the spend pipeline would answer. */
-  readonly refusal: SpendRefusal | null
-  readonly remainingTodayMicroUsd: bigint | null
-  readonly remainingThisMonthMicroUsd: bigint | null
-  readonly remainingThisHourMicroUsd: bigint | null
-}
-
-export type EstimateError = NotFound | ModelNotPriced | ValidationError | UnsafeUrl | NoProvider
 
 export interface CapabilitySummary {
   readonly name: Capability
@@ -92,8 +82,20 @@ export class Capabilities extends Context.Service<Capabilities, {
   readonly execute: <C extends BuiltCapability>(
     principal: Principal,
     capability: C,
-    input: CapabilityIO[C]["input"]
+    input: CapabilityIO[C]["input"],
+    options?: ExecuteOptions
   ) => Effect.Effect<ExecutionResult<CapabilityIO[C]["output"]>, ExecuteError>
+  /**
+   * A binding quote: the estimate of the call (provider, price, decision);
+   * when the spend rules would refuse the call now, that refusal and nothing
+   * stored; else a stored quote, usable once by the calling agent until it
+   * expires.
+   */
+  readonly quote: <C extends BuiltCapability>(
+    principal: Principal,
+    capability: C,
+    input: CapabilityIO[C]["input"]
+  ) => Effect.Effect<IssuedQuote, QuoteError>
   /**
    * The provider and quote execute would start with, and the spend
    * pipeline's decision on that quote now (`Spend.estimate`): nothing held,
@@ -105,12 +107,17 @@ export class Capabilities extends Context.Service<Capabilities, {
     input: CapabilityIO[C]["input"]
   ) => Effect.Effect<Estimate, EstimateError>
 }>()("spendgate/Capabilities") {
-  static readonly layer = Layer.effect(
+  static readonly layerWith = (options: Partial<CapabilitiesOptions> = {}) => Layer.effect(
     Capabilities,
     Effect.gen(function*() {
+      const quoteTtlMs = options.quoteTtlMs ?? DEFAULT_QUOTE_TTL_MS
+      if (!Number.isInteger(quoteTtlMs) || quoteTtlMs < MIN_QUOTE_TTL_MS || quoteTtlMs > MAX_QUOTE_TTL_MS) {
+        return yield* Effect.die(new Error(`quoteTtlMs must be a whole number of ms from ${MIN_QUOTE_TTL_MS} to ${MAX_QUOTE_TTL_MS}`))
+      }
       const { all } = yield* Providers
       const health = yield* ProviderHealth
       const spend = yield* Spend
+      const store = yield* Store
       const outbound = yield* Effect.serviceOption(OutboundHttp)
       const statuses = yield* Effect.serviceOption(ProviderStatuses)
 
@@ -157,7 +164,9 @@ export class Capabilities extends Context.Service<Capabilities, {
         capability: C,
         provider: Provider<C>,
         input: CapabilityIO[C]["input"],
-        quote: Quote
+        quote: Quote,
+        /** A binding quote: the hold is its price, and it is used up with the hold. */
+        bound?: Bound
       ) =>
         Effect.gen(function*() {
           let latencyMs = 0
@@ -188,13 +197,16 @@ export class Capabilities extends Context.Service<Capabilities, {
             }
             return yield* Effect.fail(failure)
           }).pipe(Effect.onInterrupt(() => health.abandon(provider.name)))
-          const { value, receipt } = yield* spend.spend(principal, {
+          const request = {
             capability,
             provider: provider.name,
-            quotedMicroUsd: quote.microUsd,
+            quotedMicroUsd: bound?.quotedMicroUsd ?? quote.microUsd,
             description: descriptionOf(capability, provider.name, quote),
             run
-          })
+          }
+          const { value, receipt } = bound === undefined
+            ? yield* spend.spend(principal, request)
+            : yield* spend.spendQuoted(principal, { ...request, quote: bound.claim })
           return { data: value, receipt, provider: provider.name, model }
         })
 
@@ -259,12 +271,37 @@ export class Capabilities extends Context.Service<Capabilities, {
 
         })
 
+      /** A provider failure on a URL the caller chose is the caller's: 400, as a refused URL. */
+      const blockedAsValidation = (error: ProviderFailure) =>
+        new ValidationError({
+          message: `This URL may not be fetched: ${error.message}`,
+          issues: [{ path: "url", message: `not allowed: ${error.message}` }]
+        })
+
+      /** One attempt on one provider; a URL refused mid-flight is the caller's 400. */
+      const attempt = <C extends BuiltCapability>(
+        principal: Principal,
+        capability: C,
+        provider: Provider<C>,
+        input: CapabilityIO[C]["input"],
+        quote: Quote,
+        bound: Bound
+      ): Effect.Effect<ExecutionResult<CapabilityIO[C]["output"]>, ExecuteError> =>
+        runOne(principal, capability, provider, input, quote, bound).pipe(
+          Effect.catchIf(
+            (error): error is ProviderFailure => error instanceof ProviderFailure && error.reason === "blocked",
+            (error) => Effect.fail(blockedAsValidation(error))
+          )
+        )
+
       const execute = <C extends BuiltCapability>(
         principal: Principal,
         capability: C,
-        input: CapabilityIO[C]["input"]
+        input: CapabilityIO[C]["input"],
+        options?: ExecuteOptions
       ): Effect.Effect<ExecutionResult<CapabilityIO[C]["output"]>, ExecuteError> =>
         Effect.gen(function*() {
+          if (options?.quoteId !== undefined) return yield* quoted.execute(principal, capability, input, options.quoteId)
           const { pinned, ordered } = yield* choose(capability, input)
           let lastFailure: ProviderFailure | undefined
           for (const { provider, quote, healthy } of ordered) {
@@ -273,12 +310,7 @@ export class Capabilities extends Context.Service<Capabilities, {
             if (Exit.isSuccess(attempt)) return attempt.value
             const error = Option.getOrUndefined(Exit.findErrorOption(attempt))
             if (!(error instanceof ProviderFailure)) return yield* Effect.failCause(attempt.cause)
-            if (error.reason === "blocked") {
-              return yield* new ValidationError({
-                message: `This URL may not be fetched: ${error.message}`,
-                issues: [{ path: "url", message: `not allowed: ${error.message}` }]
-              })
-            }
+            if (error.reason === "blocked") return yield* Effect.fail(blockedAsValidation(error))
             lastFailure = error
           }
           return yield* Effect.fail(
@@ -311,8 +343,29 @@ export class Capabilities extends Context.Service<Capabilities, {
           } satisfies Estimate
         })
 
-      return Capabilities.of({ list, describe, execute, estimate })
+      const quoted = quotedCalls({
+        store,
+        quoteTtlMs,
+        estimate,
+        providerNow: <C extends BuiltCapability>(capability: C, name: string) =>
+          Effect.gen(function*() {
+            const provider = (providersFor(capability) as ReadonlyArray<Provider<C>>).find((p) => p.name === name)
+            if (provider === undefined || !usable(provider) || !(yield* health.isHealthy(provider.name))) {
+              return yield* new NoProvider({ capability })
+            }
+            return provider
+          }),
+        checkUrl: (input) => {
+          const url = (input as { readonly url?: string | undefined }).url
+          return url !== undefined && Option.isSome(outbound) ? outbound.value.check(url) : Effect.void
+        },
+        attempt
+      })
+
+      return Capabilities.of({ list, describe, execute, estimate, quote: quoted.issue })
     })
   )
+
+  static readonly layer = Capabilities.layerWith()
 }
 

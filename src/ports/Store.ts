@@ -27,6 +27,7 @@ export type { RecentActivity }
 import type { Refunded, RefundPlan, RefundSnapshot } from "../wallet/refund.ts"
 import type { RefundRefusal } from "../domain/errors.ts"
 import type { AgentChange } from "../agents/owners.ts"
+import type { QuoteRefusal, StoredQuote } from "../quotes/Quote.ts"
 
 /**
  * The storage port. Implementations: SQL (PostgreSQL and embedded PGlite,
@@ -154,6 +155,22 @@ export interface ReserveInput {
   readonly expiresAt: Date
   /** The rules (src/wallet/decide.ts), applied to a snapshot read under the wallet lock. */
   readonly decide: (snapshot: ReserveSnapshot) => Result.Result<HoldPlan, SpendRefusal>
+  /** A call made with a quote: the quote is checked, and used up, with the hold. */
+  readonly quote?: QuoteClaim | undefined
+}
+
+/**
+ * The quote a call names. Under the wallet lock, before `decide`, the store
+ * reads the quote (null when the account has no quote of that id) and asks
+ * `check` at the reservation's time (src/quotes/Quote.ts `checkQuoteUse`); a refusal changes nothing.
+ * When the hold is made, the quote is marked used (`usedAt` = the
+ * reservation's time, `reservationId`) in the same atomic step; when the
+ * hold is refused, the quote stays unused.
+ */
+export interface QuoteClaim {
+  readonly quoteId: string
+  /** `now` is the reservation's time (`ReserveInput.now`). */
+  readonly check: (quote: StoredQuote | null, now: Date) => Result.Result<StoredQuote, QuoteRefusal>
 }
 
 export interface SettleInput {
@@ -264,7 +281,13 @@ export interface LedgerStore {
    * `velocity`) in the same transaction, unless it is the account's last
    * live owner.
    */
-  readonly reserve: (input: ReserveInput) => Effect.Effect<Result.Result<Reservation, SpendRefusal>>
+  readonly reserve: (input: ReserveInput) => Effect.Effect<Result.Result<Reservation, SpendRefusal | QuoteRefusal>>
+  /** Stores a new, unused quote. */
+  readonly createQuote: (quote: StoredQuote) => Effect.Effect<void>
+  /** The account's quote of that id (used or not, expired or not); None for another account's. */
+  readonly findQuote: (accountId: AccountId, quoteId: string) => Effect.Effect<Option.Option<StoredQuote>>
+  /** Deletes up to `limit` quotes that expired before `before`; returns how many. */
+  readonly deleteExpiredQuotes: (before: Date, limit: number) => Effect.Effect<number>
   /**
    * Charges a held reservation: the plan's refund goes back to the pockets,
    * a `charge` transaction and a `settle` audit record are written, and the

@@ -5,7 +5,8 @@ import { AgentKilled, type SpendRefusal } from "../domain/errors.ts"
 import { newAuditId, newReservationId, newTransactionId, utcDay } from "../domain/Ledger.ts"
 import { MicroUsd, msatToMicroUsdValue, usdToMsatForCharge } from "../domain/Money.ts"
 import { RateSource } from "../ports/RateSource.ts"
-import { Store } from "../ports/Store.ts"
+import { type QuoteClaim, Store } from "../ports/Store.ts"
+import type { QuoteRefusal } from "../quotes/Quote.ts"
 import { type HoldPlan, planHold, planLateSettle, planSettle } from "./decide.ts"
 
 /**
@@ -23,6 +24,11 @@ export interface SpendRequest<A, E, R> {
   readonly description: string
   /** The upstream call, run with no lock held. It reports the actual cost, clamped to the quote. */
   readonly run: Effect.Effect<{ readonly value: A; readonly actualMicroUsd: bigint }, E, R>
+  /**
+   * A binding quote the call uses (src/quotes/Quote.ts): checked and used up
+   * atomically with the hold; a refused hold leaves it unused.
+   */
+  readonly quote?: QuoteClaim | undefined
 }
 
 export interface SpendReceipt {
@@ -56,6 +62,9 @@ export interface SpendOptions {
   readonly sweepBatch: number
 }
 
+/** How long an expired quote is kept (so a late call still hears QUOTE_EXPIRED, not 404). */
+const QUOTE_RETENTION_MS = 24 * 60 * 60_000
+
 export const defaultSpendOptions: SpendOptions = {
   holdTtlMs: 15 * 60_000,
   sweepEveryMs: 60_000,
@@ -85,6 +94,11 @@ export class Spend extends Context.Service<Spend, {
     principal: Principal,
     request: SpendRequest<A, E, R>
   ) => Effect.Effect<{ readonly value: A; readonly receipt: SpendReceipt }, SpendRefusal | E, R>
+  /** `spend` for a call made with a binding quote: also refused when the quote may not be used. */
+  readonly spendQuoted: <A, E, R>(
+    principal: Principal,
+    request: SpendRequest<A, E, R> & { readonly quote: QuoteClaim }
+  ) => Effect.Effect<{ readonly value: A; readonly receipt: SpendReceipt }, SpendRefusal | QuoteRefusal | E, R>
   /**
    * The decision `spend` would make for this quote now: the same rules
    * (`planHold`) over the same snapshot (agent, policy, the day's held and
@@ -108,7 +122,7 @@ export class Spend extends Context.Service<Spend, {
         const { holdTtlMs, sweepBatch } = { ...defaultSpendOptions, ...options }
         const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms))
 
-        const spend = <A, E, R>(principal: Principal, request: SpendRequest<A, E, R>) =>
+        const spendQuoted = <A, E, R>(principal: Principal, request: SpendRequest<A, E, R>) =>
           Effect.uninterruptibleMask((restore) =>
             Effect.gen(function*() {
               const agent = principal.agent
@@ -128,7 +142,8 @@ export class Spend extends Context.Service<Spend, {
                 day: utcDay(reservedAt),
                 now: reservedAt,
                 expiresAt: new Date(reservedAt.getTime() + holdTtlMs),
-                decide: (snapshot) => planHold(snapshot, request.capability, quotedMicroUsd, rate?.rate ?? null)
+                decide: (snapshot) => planHold(snapshot, request.capability, quotedMicroUsd, rate?.rate ?? null),
+                quote: request.quote
               })
               if (Result.isFailure(reserved)) return yield* Effect.fail(reserved.failure)
               const reservation = reserved.success
@@ -200,6 +215,14 @@ export class Spend extends Context.Service<Spend, {
             })
           )
 
+        /** Without a quote, the store can refuse only with a SpendRefusal. */
+        const spend = <A, E, R>(principal: Principal, request: SpendRequest<A, E, R>) =>
+          spendQuoted(principal, { ...request, quote: undefined }) as Effect.Effect<
+            { readonly value: A; readonly receipt: SpendReceipt },
+            SpendRefusal | E,
+            R
+          >
+
         const sweep = Effect.gen(function*() {
           let total = 0
           for (let pass = 0; pass < 100; pass++) {
@@ -207,6 +230,8 @@ export class Spend extends Context.Service<Spend, {
             total += released
             if (released < sweepBatch) break
           }
+          // Quotes a day past their expiry are of no use to anyone (a bounded batch per pass).
+          yield* store.deleteExpiredQuotes(new Date((yield* now).getTime() - QUOTE_RETENTION_MS), sweepBatch)
           return total
         })
 
@@ -249,7 +274,7 @@ export class Spend extends Context.Service<Spend, {
             } satisfies SpendEstimate
           })
 
-        return Spend.of({ spend, estimate, sweep })
+        return Spend.of({ spend, spendQuoted, estimate, sweep })
       })
     )
 

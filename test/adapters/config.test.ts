@@ -49,6 +49,9 @@ describe("configuration", () => {
     [{ ADMIN_TOKEN: "short" }, "Invalid configuration: ADMIN_TOKEN must be at least 24 characters"],
     [{ BTC_USD_RATE: "cheap" }, "Invalid configuration: BTC_USD_RATE must be a positive decimal number of USD per BTC"],
     [{ LOG_LEVEL: "loud" }, "Invalid configuration: LOG_LEVEL: "],
+    [{ QUOTE_TTL_SECONDS: "0" }, "Invalid configuration: QUOTE_TTL_SECONDS must be a whole number of seconds from 1 to 3600"],
+    [{ QUOTE_TTL_SECONDS: "3601" }, "Invalid configuration: QUOTE_TTL_SECONDS must be a whole number of seconds from 1 to 3600"],
+    [{ QUOTE_TTL_SECONDS: "1.5" }, "Invalid configuration: QUOTE_TTL_SECONDS: "],
     [{ SIGNUP: "maybe" }, "Invalid configuration: SIGNUP must be open, closed or token"],
     [{ TRUST_PROXY: "-1" }, "Invalid configuration: TRUST_PROXY must be the number of reverse proxies"],
     [{ LIGHTNING_RAIL: "lnd" }, "Invalid configuration: LND_REST_URL is required when LIGHTNING_RAIL=lnd"],
@@ -102,6 +105,13 @@ describe("configuration", () => {
   it("the defaults need no variable at all", async () => {
     const exit = await withEnv(everything, {})
     expect(Exit.isSuccess(exit)).toBe(true)
+  })
+
+  it("QUOTE_TTL_SECONDS sets how long a quote lives (60 s by default)", async () => {
+    const set = await withEnv(loadServerConfig, { QUOTE_TTL_SECONDS: "5" })
+    expect(Exit.isSuccess(set) && set.value.quoteTtlSeconds).toBe(5)
+    const unset = await withEnv(loadServerConfig, {})
+    expect(Exit.isSuccess(unset) && unset.value.quoteTtlSeconds).toBe(60)
   })
 
   it("one line from effect's schema errors", () => {

@@ -1,9 +1,13 @@
 import { assert, layer } from "@effect/vitest"
-import { Effect, type Layer, Option } from "effect"
+import { Effect, type Layer, Option, Result } from "effect"
 import type { Agent, Role } from "../../src/domain/Agent.ts"
 import { unlimitedPolicy } from "../../src/domain/Agent.ts"
 import { type AccountId, hashApiKey, newAccountId, newAgentId, newApiKey } from "../../src/domain/ids.ts"
-import { Store } from "../../src/ports/Store.ts"
+import { newAuditId, newReservationId, newTransactionId } from "../../src/domain/Ledger.ts"
+import { InsufficientBalance } from "../../src/domain/errors.ts"
+import { MicroUsd, Msat } from "../../src/domain/Money.ts"
+import { type QuoteClaim, type ReserveInput, Store } from "../../src/ports/Store.ts"
+import { checkQuoteUse, newQuoteId, type StoredQuote } from "../../src/quotes/Quote.ts"
 
 /**
  * The one contract every Store implementation passes: memory, PGlite and
@@ -280,6 +284,98 @@ export const storeContract = (name: string, storeLayer: Layer.Layer<Store, unkno
         const exit = yield* Effect.exit(store.createAgent({ ...clash, keyHash: owner.keyHash }))
         assert.isTrue(exit._tag === "Failure")
         assert.isTrue(Option.isNone(yield* store.getAgent(accountId, clash.agent.id)))
+      }))
+
+    it.effect("a quote is used up by exactly one hold, atomically; a refused hold leaves it unused", () =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        const { accountId, owner } = yield* newAccount()
+        const other = yield* newAccount()
+        yield* store.credit({
+          accountId,
+          agentId: null,
+          creditKey: "seed",
+          pocket: "usd",
+          amount: 1_000_000n,
+          valueMicroUsd: 1_000_000n,
+          rateMicroUsdPerBtc: null,
+          description: "seed",
+          transactionId: newTransactionId(),
+          auditId: newAuditId(),
+          now: NOW
+        })
+        const quote: StoredQuote = {
+          id: newQuoteId(),
+          accountId,
+          agentId: owner.agent.id,
+          capability: "search",
+          provider: "p",
+          model: null,
+          requestHash: "a".repeat(64),
+          quotedMicroUsd: MicroUsd.make(50_000n),
+          createdAt: NOW,
+          expiresAt: new Date(NOW.getTime() + 60_000),
+          usedAt: null,
+          reservationId: null
+        }
+        yield* store.createQuote(quote)
+        assert.deepStrictEqual(Option.getOrThrow(yield* store.findQuote(accountId, quote.id)), quote)
+        assert.isTrue(Option.isNone(yield* store.findQuote(other.accountId, quote.id)))
+
+        const claim: QuoteClaim = {
+          quoteId: quote.id,
+          check: (found, now) =>
+            checkQuoteUse(found, { quoteId: quote.id, agentId: owner.agent.id, capability: "search", requestHash: quote.requestHash, now })
+        }
+        const hold = (allow: boolean, now = NOW): ReserveInput => ({
+          reservationId: newReservationId(),
+          auditId: newAuditId(),
+          accountId,
+          agentId: owner.agent.id,
+          capability: "search",
+          provider: "p",
+          quotedMicroUsd: quote.quotedMicroUsd,
+          rate: null,
+          day: "2026-06-01",
+          now,
+          expiresAt: new Date(now.getTime() + 900_000),
+          decide: () =>
+            allow
+              ? Result.succeed({ fromUsdMicroUsd: quote.quotedMicroUsd, fromSatsMsat: Msat.make(0n) })
+              : Result.fail(new InsufficientBalance({ balanceMicroUsd: 0n, quotedMicroUsd: quote.quotedMicroUsd })),
+          quote: claim
+        })
+
+        // Refused by the spend rules: nothing held, the quote unused.
+        const refused = yield* store.reserve(hold(false))
+        assert.isTrue(Result.isFailure(refused) && refused.failure._tag === "InsufficientBalance")
+        assert.isNull(Option.getOrThrow(yield* store.findQuote(accountId, quote.id)).usedAt)
+        // Another account's hold never sees the quote.
+        const foreign = yield* store.reserve({ ...hold(true), accountId: other.accountId, agentId: other.owner.agent.id })
+        assert.isTrue(Result.isFailure(foreign) && foreign.failure._tag === "NotFound")
+        // Past its expiry: refused, unused.
+        const late = yield* store.reserve(hold(true, new Date(NOW.getTime() + 60_000)))
+        assert.isTrue(Result.isFailure(late) && late.failure._tag === "QuoteExpired")
+
+        // Ten holds race for it: exactly one is made, and the quote names it.
+        const raced = yield* Effect.all(Array.from({ length: 10 }, () => store.reserve(hold(true))), { concurrency: "unbounded" })
+        const made = raced.filter(Result.isSuccess)
+        assert.strictEqual(made.length, 1)
+        for (const r of raced.filter(Result.isFailure)) assert.strictEqual(r.failure._tag, "QuoteUsed")
+        const used = Option.getOrThrow(yield* store.findQuote(accountId, quote.id))
+        assert.strictEqual(used.usedAt?.toISOString(), NOW.toISOString())
+        assert.strictEqual(used.reservationId, made[0]!.success.id)
+        const wallet = yield* store.getWallet(accountId)
+        assert.strictEqual(wallet.usdMicroUsd, 950_000n)
+        const held = yield* store.listReservations(accountId, { limit: 100, offset: 0 })
+        assert.strictEqual(held.total, 1)
+
+        // Expired quotes are deleted in bounded batches; a live one is kept.
+        const live = { ...quote, id: newQuoteId(), expiresAt: new Date(NOW.getTime() + 3_600_000), usedAt: null, reservationId: null }
+        yield* store.createQuote(live)
+        assert.strictEqual(yield* store.deleteExpiredQuotes(new Date(NOW.getTime() + 120_000), 100), 1)
+        assert.isTrue(Option.isNone(yield* store.findQuote(accountId, quote.id)))
+        assert.isTrue(Option.isSome(yield* store.findQuote(accountId, live.id)))
       }))
 
     it.effect("answers ping", () => Effect.gen(function*() {

@@ -56,6 +56,8 @@ export const startServer = async (
      * test/http/signup.test.ts).
      */
     readonly signup?: SignupOptions
+    /** How long a binding quote can be used (the real 60 s by default). */
+    readonly quoteTtlMs?: number
     /** Capability providers (none by default). */
     readonly providers?: Layer.Layer<Providers>
     /** URL safety for caller-chosen URLs (read, scrape). */
@@ -78,7 +80,7 @@ export const startServer = async (
     adminToken: options.adminToken === undefined ? Option.none() : Option.some(Redacted.make(options.adminToken)),
     ...(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes })
   }).pipe(
-    Layer.provideMerge(Gateway.layer),
+    Layer.provideMerge(options.quoteTtlMs === undefined ? Gateway.layer : Gateway.layerWith({ quoteTtlMs: options.quoteTtlMs })),
     Layer.provideMerge(Layer.mergeAll(
       store,
       rateLayer({
