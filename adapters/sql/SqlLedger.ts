@@ -18,6 +18,8 @@ import { type Invoice, type InvoiceStatus, type InvoiceType } from "../../src/do
 import { decidePayment } from "../../src/funding/payment.ts"
 import { creditFits, MicroUsd, Msat, pocketMaximum } from "../../src/domain/Money.ts"
 import { paged } from "./paging.ts"
+import { writeEvents } from "./SqlWebhooks.ts"
+import { agentChangeEvents, invoiceExpired, invoiceLatePayment, invoicePaid } from "../../src/webhooks/events.ts"
 import type { CreditInput, FundingStore, LedgerStore, RecentActivity } from "../../src/ports/Store.ts"
 import { refusalKillsAgent } from "../../src/wallet/decide.ts"
 import {
@@ -432,6 +434,9 @@ export const makeSqlLedger = (
                 late_payment_at = COALESCE(late_payment_at, ${input.paidAt}),
                 late_payment_amount = COALESCE(late_payment_amount, ${decision.amount})
               WHERE id = ${invoice.id}`
+            if (invoice.latePaymentAt === null) {
+              yield* writeEvents(sql, [invoiceLatePayment(invoice, status, input.paidAt, decision.amount, input.now)])
+            }
             return decision._tag === "Late" ? ("late" as const) : ("refused" as const)
           }
           const credited = yield* creditLocked(wallet, decision.credit)
@@ -439,22 +444,33 @@ export const makeSqlLedger = (
           yield* sql`
             UPDATE invoices SET status = 'paid', paid_at = ${input.paidAt}, transaction_id = ${credited.transaction.id}
             WHERE id = ${invoice.id}`
+          if (credited._tag === "Credited") {
+            yield* writeEvents(sql, [invoicePaid(invoice, input.paidAt, credited.transaction.id, input.now)])
+          }
           return credited._tag === "Credited" ? ("credited" as const) : ("duplicate" as const)
         }))
       }).pipe(Effect.orDie),
 
-    expireInvoice: (type, externalId) =>
-      sql`UPDATE invoices SET status = 'expired' WHERE type = ${type} AND external_id = ${externalId} AND status = 'pending'`
-        .pipe(Effect.asVoid, Effect.orDie),
+    expireInvoice: (type, externalId, at) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const rows = yield* sql<InvoiceRow>`
+          UPDATE invoices SET status = 'expired'
+          WHERE type = ${type} AND external_id = ${externalId} AND status = 'pending' RETURNING *`
+        yield* writeEvents(sql, rows.map((row) => invoiceExpired(invoiceRow(row), at)))
+      })).pipe(Effect.asVoid, Effect.orDie),
 
     expireDue: (now, limit) =>
-      sql<{ id: string }>`
-        UPDATE invoices SET status = 'expired'
-        WHERE id IN (
-          SELECT id FROM invoices WHERE status = 'pending' AND expires_at <= ${now}
-          ORDER BY expires_at LIMIT ${limit} FOR UPDATE SKIP LOCKED
-        ) AND status = 'pending'
-        RETURNING id`.pipe(Effect.map((rows) => rows.length), Effect.orDie),
+      sql.withTransaction(Effect.gen(function*() {
+        const rows = yield* sql<InvoiceRow>`
+          UPDATE invoices SET status = 'expired'
+          WHERE id IN (
+            SELECT id FROM invoices WHERE status = 'pending' AND expires_at <= ${now}
+            ORDER BY expires_at LIMIT ${limit} FOR UPDATE SKIP LOCKED
+          ) AND status = 'pending'
+          RETURNING *`
+        yield* writeEvents(sql, rows.map((row) => invoiceExpired(invoiceRow(row), now)))
+        return rows.length
+      })).pipe(Effect.orDie),
 
     listInvoices: (accountId, filter, request) =>
       Effect.gen(function*() {
@@ -519,9 +535,12 @@ export const makeSqlLedger = (
         })
         if (Result.isFailure(decision)) {
           if (refusalKillsAgent(decision.failure)) {
-            yield* sql`
+            const killed = yield* sql<Record<string, unknown>>`
               UPDATE agents SET killed = TRUE, kill_reason = 'velocity'
-              WHERE id = ${input.agentId} AND account_id = ${input.accountId} AND NOT killed`
+              WHERE id = ${input.agentId} AND account_id = ${input.accountId} AND NOT killed RETURNING *`
+            if (killed[0] !== undefined) {
+              yield* writeEvents(sql, agentChangeEvents(agent, readAgent(killed[0]).agent, input.now))
+            }
           }
           return Result.fail(decision.failure)
         }

@@ -25,6 +25,7 @@ import type {
 
 export type { RecentActivity }
 import type { AgentChange } from "../agents/owners.ts"
+import type { WebhookStoreShape } from "./WebhookStore.ts"
 
 /**
  * The storage port. Implementations: SQL (PostgreSQL and embedded PGlite,
@@ -82,7 +83,7 @@ export type UpdateAgentResult =
   | { readonly _tag: "NotFound" }
   | { readonly _tag: "LastLiveOwner" }
 
-export interface StoreShape extends LedgerStore, FundingStore {
+export interface StoreShape extends LedgerStore, FundingStore, WebhookStoreShape {
   /** Cheap liveness check for /health. Fails (defect) when storage is unreachable. */
   readonly ping: Effect.Effect<void>
   /** Creates an account together with its first (owner) agent, atomically. */
