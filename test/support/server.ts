@@ -16,6 +16,7 @@ import * as Gateway from "../../src/Gateway.ts"
 import type { OutboundHttp } from "../../src/ports/Net.ts"
 import type { WebhookTransport } from "../../src/ports/WebhookTransport.ts"
 import * as WebhookHttp from "../../adapters/net/webhookTransport.ts"
+import { defaultWebhookSettings, WebhookSettings } from "../../src/webhooks/Webhooks.ts"
 import type { BtcUsdRate } from "../../src/domain/Money.ts"
 import type { RateSource } from "../../src/ports/RateSource.ts"
 import type { CardRail, RailRoute } from "../../src/ports/Rails.ts"
@@ -64,6 +65,8 @@ export const startServer = async (
     readonly outbound?: Layer.Layer<OutboundHttp>
     /** How webhook deliveries are sent (default: the real rules, no host allowed beyond them). */
     readonly webhooks?: Layer.Layer<WebhookTransport>
+    /** Webhook delivery settings (the defaults otherwise). */
+    readonly webhookSettings?: Partial<WebhookSettings>
     /** Replaces the dev card rail (and adds the rail's own routes). */
     readonly card?: {
       readonly rail: Layer.Layer<CardRail>
@@ -95,7 +98,8 @@ export const startServer = async (
       options.providers ?? Providers.make([]),
       options.transport ?? registryOnly,
       options.outbound ?? Layer.empty,
-      options.webhooks ?? WebhookHttp.layer()
+      options.webhooks ?? WebhookHttp.layer(),
+      Layer.succeed(WebhookSettings, { ...defaultWebhookSettings, ...options.webhookSettings })
     ))
   )
   const context = await Effect.runPromise(Layer.buildWithScope(app, scope))
