@@ -1,5 +1,6 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import { Cents } from "../../src/domain/Money.ts"
 import { EventType } from "../../src/webhooks/events.ts"
 import { BadRequest, Forbidden, NotFound, ServiceUnavailable } from "./errors.ts"
 import { AccessControl, Authentication, IdempotencyKeys } from "./middleware.ts"
@@ -117,6 +118,15 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
         limit: Schema.Number,
         offset: Schema.Number
       }),
+      error: errors
+    }),
+    HttpApiEndpoint.put("lowBalance", "/alerts/low-balance", {
+      payload: Schema.Struct({
+        thresholdUsdCents: Schema.NullOr(Cents).annotate({
+          description: "wallet.low_balance is sent when a call takes the wallet's value below this (USD cents); 0 or null turns the alert off"
+        })
+      }),
+      success: Schema.Struct({ thresholdUsdCents: Schema.NullOr(Schema.Number) }),
       error: errors
     }),
     HttpApiEndpoint.post("retry", "/:id/deliveries/:deliveryId/retry", {

@@ -2,6 +2,7 @@ import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import type { WebhookDelivery, WebhookEndpoint } from "../../src/ports/WebhookStore.ts"
 import { Webhooks } from "../../src/webhooks/Webhooks.ts"
+import { microUsdToCents } from "../../src/domain/Money.ts"
 import { Api } from "./Api.ts"
 import { toHttpError } from "./errors.ts"
 import { CurrentPrincipal } from "./middleware.ts"
@@ -89,6 +90,13 @@ export const WebhooksHandlers = HttpApiBuilder.group(
           const page = { limit: query.limit ?? 50, offset: query.offset ?? 0 }
           const result = yield* webhooks.deliveries(principal, params.id, page).pipe(Effect.mapError(toHttpError))
           return { deliveries: result.items.map(deliveryJson), total: result.total, ...page }
+        }))
+      .handle("lowBalance", ({ payload }) =>
+        Effect.gen(function*() {
+          const principal = yield* CurrentPrincipal
+          const threshold = yield* webhooks.setLowBalanceThreshold(principal, payload.thresholdUsdCents)
+            .pipe(Effect.mapError(toHttpError))
+          return { thresholdUsdCents: threshold === null ? null : microUsdToCents(threshold) }
         }))
       .handle("retry", ({ params }) =>
         Effect.gen(function*() {

@@ -38,6 +38,7 @@ import {
 } from "../../src/ports/Store.ts"
 import * as MemoryIdempotencyStore from "./MemoryIdempotencyStore.ts"
 import { makeMemoryWebhooks } from "./MemoryWebhooks.ts"
+import { reserveEvents } from "../../src/webhooks/spendEvents.ts"
 import { agentChangeEvents, agentCreated, invoiceExpired, invoiceLatePayment, invoicePaid, type OutboxEvent } from "../../src/webhooks/events.ts"
 
 /**
@@ -63,7 +64,7 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
   const wallets = new Map<AccountId, Wallet>()
   const agents = new Map<AgentId, AgentEntry>()
   const agentByKeyHash = new Map<string, AgentId>()
-  const { emit, ...webhooks } = makeMemoryWebhooks()
+  const { emit, lowBalanceThreshold, ...webhooks } = makeMemoryWebhooks()
 
   const insertAgent = (input: NewAgent) => {
     if (agents.has(input.agent.id) || agentByKeyHash.has(input.keyHash)) {
@@ -93,7 +94,8 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
         emit(agentChangeEvents(before, entry.agent, at))
       }
     },
-    emit
+    emit,
+    lowBalanceThreshold
   })
 
   const { allTransactions, allAudit, ...ledgerStore } = ledger
@@ -305,6 +307,7 @@ const makeMemoryLedger = (shared: {
   readonly killForVelocity: (agentId: AgentId, at: Date) => void
   /** Writes events to the outbox in the current step. */
   readonly emit: (events: ReadonlyArray<OutboxEvent>) => void
+  readonly lowBalanceThreshold: (accountId: AccountId) => bigint | null
 }): LedgerStore & FundingStore & LedgerInternals => {
   const { wallets } = shared
   const lock = Semaphore.makeUnsafe(1)
@@ -522,7 +525,7 @@ const makeMemoryLedger = (shared: {
         const entry = shared.agentEntry(input.accountId, input.agentId)
         if (entry === undefined) return yield* Effect.die(new Error("reserve: unknown agent"))
         const wallet = walletOf(input.accountId)
-        const decision = input.decide({
+        const snapshot = {
           agent: entry.agent,
           policy: entry.policy,
           dailySpentMicroUsd: daily.get(dayKey(input.agentId, input.day)) ?? 0n,
@@ -530,7 +533,9 @@ const makeMemoryLedger = (shared: {
           recent: recentOf(input.agentId, input.now),
           now: input.now,
           wallet
-        })
+        }
+        const decision = input.decide(snapshot)
+        shared.emit(reserveEvents(input, snapshot, decision, shared.lowBalanceThreshold(input.accountId)))
         if (Result.isFailure(decision)) {
           if (refusalKillsAgent(decision.failure)) shared.killForVelocity(input.agentId, input.now)
           return Result.fail(decision.failure)

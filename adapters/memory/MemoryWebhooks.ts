@@ -30,14 +30,23 @@ const page = <A>(items: ReadonlyArray<A>, request: { limit: number; offset: numb
   total: items.length
 })
 
-export const makeMemoryWebhooks = (): WebhookStoreShape & { readonly emit: (events: ReadonlyArray<OutboxEvent>) => void } => {
+export const makeMemoryWebhooks = (): WebhookStoreShape & {
+  readonly emit: (events: ReadonlyArray<OutboxEvent>) => void
+  readonly lowBalanceThreshold: (accountId: AccountId) => bigint | null
+} => {
   const endpoints = new Map<string, WebhookEndpoint>()
+  const thresholds = new Map<AccountId, bigint>()
+  const dedupeKeys = new Set<string>()
   const events = new Map<string, OutboxEvent>()
   const deliveries = new Map<string, DeliveryEntry>()
   let sequence = 0
 
   const emit = (batch: ReadonlyArray<OutboxEvent>) => {
     for (const event of batch) {
+      if (event.dedupeKey !== undefined) {
+        if (dedupeKeys.has(event.dedupeKey)) continue
+        dedupeKeys.add(event.dedupeKey)
+      }
       events.set(event.id, event)
       for (const endpoint of endpoints.values()) {
         if (endpoint.accountId !== event.accountId || !endpoint.enabled || !subscribes(endpoint.events, event.type)) continue
@@ -72,6 +81,12 @@ export const makeMemoryWebhooks = (): WebhookStoreShape & { readonly emit: (even
 
   return {
     emit,
+    lowBalanceThreshold: (accountId) => thresholds.get(accountId) ?? null,
+    setLowBalanceThreshold: (accountId, threshold) =>
+      Effect.sync(() => {
+        if (threshold === null) thresholds.delete(accountId)
+        else thresholds.set(accountId, threshold)
+      }),
     createWebhookEndpoint: (endpoint) =>
       Effect.sync(() => {
         if (endpoints.has(endpoint.id)) throw new Error("duplicate endpoint id")

@@ -20,6 +20,7 @@ import { creditFits, MicroUsd, Msat, pocketMaximum } from "../../src/domain/Mone
 import { paged } from "./paging.ts"
 import { writeEvents } from "./SqlWebhooks.ts"
 import { agentChangeEvents, invoiceExpired, invoiceLatePayment, invoicePaid } from "../../src/webhooks/events.ts"
+import { reserveEvents } from "../../src/webhooks/spendEvents.ts"
 import type { CreditInput, FundingStore, LedgerStore, RecentActivity } from "../../src/ports/Store.ts"
 import { refusalKillsAgent } from "../../src/wallet/decide.ts"
 import {
@@ -524,7 +525,7 @@ export const makeSqlLedger = (
         if (row === undefined) return yield* Effect.die(new Error("reserve: unknown agent"))
         const wallet = toWallet(locked)
         const { agent, policy } = readAgent(row)
-        const decision = input.decide({
+        const snapshot = {
           agent,
           policy,
           dailySpentMicroUsd: big(row["daily_spent"] as Int8),
@@ -532,7 +533,10 @@ export const makeSqlLedger = (
           recent: yield* recentOf(input.agentId, input.now),
           now: input.now,
           wallet
-        })
+        }
+        const decision = input.decide(snapshot)
+        const threshold = (locked as unknown as { low_balance_threshold_micro_usd: Int8 | null }).low_balance_threshold_micro_usd
+        yield* writeEvents(sql, reserveEvents(input, snapshot, decision, bigOrNull(threshold ?? null)))
         if (Result.isFailure(decision)) {
           if (refusalKillsAgent(decision.failure)) {
             const killed = yield* sql<Record<string, unknown>>`

@@ -119,15 +119,17 @@ export const writeEvents = (
 ): Effect.Effect<void, SqlError.SqlError> =>
   Effect.forEach(events, (event) =>
     Effect.gen(function*() {
-      yield* sql`INSERT INTO webhook_events ${
+      const inserted = yield* sql`INSERT INTO webhook_events ${
         sql.insert({
           id: event.id,
           account_id: event.accountId,
           type: event.type,
           payload: event.payload,
+          dedupe_key: event.dedupeKey ?? null,
           created_at: event.createdAt
         })
-      }`
+      } ON CONFLICT (dedupe_key) DO NOTHING RETURNING id`
+      if (inserted.length === 0) return
       yield* sql`
         INSERT INTO webhook_deliveries
           (id, account_id, endpoint_id, event_id, event_type, status, attempts, next_attempt_at, window_start, created_at)
@@ -279,6 +281,10 @@ export const makeSqlWebhookStore = (sql: SqlClient.SqlClient): WebhookStoreShape
       ])
       return "disabled" as AttemptRecorded
     })).pipe(Effect.orDie),
+
+  setLowBalanceThreshold: (accountId, thresholdMicroUsd) =>
+    sql`UPDATE wallets SET low_balance_threshold_micro_usd = ${thresholdMicroUsd} WHERE account_id = ${accountId}`
+      .pipe(Effect.asVoid, Effect.orDie),
 
   listWebhookEvents: (accountId, page) =>
     paged(sql, "webhook_events", sql`account_id = ${accountId}`, toEvent, page).pipe(Effect.orDie)

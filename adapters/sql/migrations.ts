@@ -264,8 +264,13 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
         account_id  TEXT NOT NULL REFERENCES accounts (id),
         type        TEXT NOT NULL,
         payload     TEXT NOT NULL,
+        dedupe_key  TEXT UNIQUE,
         created_at  TIMESTAMPTZ NOT NULL
       )`
+    // The owner's low-balance alert: wallet.low_balance when a debit crosses it.
+    yield* sql`
+      ALTER TABLE wallets ADD COLUMN low_balance_threshold_micro_usd BIGINT
+        CHECK (low_balance_threshold_micro_usd > 0)`
     yield* sql`CREATE INDEX webhook_events_account ON webhook_events (account_id, created_at DESC, id DESC)`
     // One row per (event, endpoint), written with the event. A worker claims a
     // due row by setting lease_until (FOR UPDATE SKIP LOCKED) and bumping

@@ -178,6 +178,7 @@ export const accessMatrix = {
     delete: entry("DELETE", "/v1/webhooks/:id", { access: "owner" }, "delete webhook endpoints"),
     rotateSecret: entry("POST", "/v1/webhooks/:id/rotate-secret", { access: "owner" }, "rotate webhook secrets"),
     deliveries: entry("GET", "/v1/webhooks/:id/deliveries", { access: "owner" }, "read webhook deliveries"),
+    lowBalance: entry("PUT", "/v1/webhooks/alerts/low-balance", { access: "owner" }, "set the low-balance alert"),
     retry: entry(
       "POST",
       "/v1/webhooks/:id/deliveries/:deliveryId/retry",

@@ -131,6 +131,8 @@ export interface WebhookStoreShape {
    * `disableAfter`.
    */
   readonly recordWebhookAttempt: (result: AttemptResult) => Effect.Effect<AttemptRecorded>
+  /** The owner's low-balance alert (µUSD; null: none). A debit that crosses it writes `wallet.low_balance`. */
+  readonly setLowBalanceThreshold: (accountId: AccountId, thresholdMicroUsd: bigint | null) => Effect.Effect<void>
   /** The outbox, newest first (operators and tests). */
   readonly listWebhookEvents: (
     accountId: AccountId,

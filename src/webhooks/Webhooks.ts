@@ -107,6 +107,8 @@ export class Webhooks extends Context.Service<Webhooks, {
     page: PageRequest
   ) => Effect.Effect<{ readonly items: ReadonlyArray<WebhookDelivery>; readonly total: number }, WebhookError>
   readonly retry: (principal: Principal, id: string, deliveryId: string) => Effect.Effect<WebhookDelivery, WebhookError>
+  /** The owner's low-balance alert (µUSD; null or 0 turns it off); returns what is now set. */
+  readonly setLowBalanceThreshold: (principal: Principal, thresholdMicroUsd: bigint | null) => Effect.Effect<bigint | null, WebhookError>
   /** One pass of the worker: claims due deliveries, posts them, records each attempt; returns how many were attempted. */
   readonly deliverDue: Effect.Effect<number>
 }>()("spendgate/Webhooks") {
@@ -225,6 +227,16 @@ export class Webhooks extends Context.Service<Webhooks, {
         return retried.value
       })
 
+      const setLowBalanceThreshold = Effect.fn("Webhooks.setLowBalanceThreshold")(function*(
+        principal: Principal,
+        thresholdMicroUsd: bigint | null
+      ) {
+        yield* requireOwner(principal, "set the low-balance alert")
+        const threshold = thresholdMicroUsd === null || thresholdMicroUsd <= 0n ? null : thresholdMicroUsd
+        yield* store.setLowBalanceThreshold(principal.agent.accountId, threshold)
+        return threshold
+      })
+
       /** Posts one claimed delivery and records the attempt (never fails: a failure is a recorded attempt). */
       const attempt = (sender: WebhookTransport["Service"], claimed: ClaimedDelivery) =>
         Effect.gen(function*() {
@@ -289,7 +301,18 @@ export class Webhooks extends Context.Service<Webhooks, {
           }).pipe(Effect.withSpan("Webhooks.deliverDue"))
       })
 
-      return Webhooks.of({ create, list, get, update, remove, rotateSecret, deliveries, retry, deliverDue })
+      return Webhooks.of({
+        create,
+        list,
+        get,
+        update,
+        remove,
+        rotateSecret,
+        deliveries,
+        retry,
+        setLowBalanceThreshold,
+        deliverDue
+      })
     })
   )
 

@@ -138,6 +138,8 @@ export interface OutboxEvent {
   readonly createdAt: Date
   /** The JSON body posted, exactly as signed. */
   readonly payload: string
+  /** Events of one kind and period share a key; the outbox keeps only the first. */
+  readonly dedupeKey?: string | undefined
 }
 
 export const newEventId = () => `evt_${sortableRandomId()}`

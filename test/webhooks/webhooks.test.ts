@@ -6,6 +6,9 @@ import { Store } from "../../src/ports/Store.ts"
 import { WebhookEvent } from "../../src/webhooks/events.ts"
 import { signOne } from "../../src/webhooks/signing.ts"
 import { Webhooks } from "../../src/webhooks/Webhooks.ts"
+import { Agents } from "../../src/agents/Agents.ts"
+import { Spend } from "../../src/wallet/Spend.ts"
+import { Wallets } from "../../src/wallet/Wallets.ts"
 import { client, errorCode, type RunningServer, startServer, storeBackends } from "../support/server.ts"
 import { type Receiver, startReceiver, verifyWith } from "../support/webhookReceiver.ts"
 
@@ -237,6 +240,83 @@ describe.each(storeBackends)("webhooks over %s", (_name, store) => {
     await api.call("DELETE", `/v1/webhooks/${watcher.id}`, { key: owner })
     receiver.received.length = 0
     other.received.length = 0
+  })
+
+  it("money events: budget threshold, daily cap, refusals (one a minute), low balance, and the velocity auto-kill", async () => {
+    const endpoint = await create(receiver.url, {
+      events: ["agent.budget_threshold", "agent.daily_cap_reached", "spend.refused", "wallet.low_balance", "agent.killed"]
+    })
+    receiver.secrets = [endpoint.secret]
+    receiver.respond = () => 204
+    const worker = await api.post("/v1/agents", { name: "spender" }, owner)
+    // Daily cap 10 cents; the wallet alert at 990 cents, over a wallet of 1000 cents.
+    expect((await api.patch(`/v1/agents/${worker.body.id}/policy`, { maxPerDayUsdCents: 10 }, owner)).status).toBe(200)
+    const alert = await api.call("PUT", "/v1/webhooks/alerts/low-balance", { key: owner, body: { thresholdUsdCents: 995 } })
+    expect(alert.status, alert.text).toBe(200)
+    expect(alert.body).toEqual({ thresholdUsdCents: 995 })
+    expect(errorCode(await api.call("PUT", "/v1/webhooks/alerts/low-balance", { key: worker.body.apiKey, body: { thresholdUsdCents: 1 } })))
+      .toBe("FORBIDDEN")
+    const outcomes = await server.run(Effect.gen(function*() {
+      const wallets = yield* Wallets
+      yield* wallets.credit({ accountId, key: "fund-money-events", pocket: "usd", amount: 10_000_000n, description: "funding" })
+      const principal = yield* (yield* Agents).authenticate(worker.body.apiKey)
+      const spend = yield* Spend
+      const call = (quotedMicroUsd: bigint) =>
+        spend.spend(principal, {
+          capability: "search",
+          provider: "brave",
+          quotedMicroUsd,
+          description: "search call",
+          run: Effect.succeed({ value: null, actualMicroUsd: quotedMicroUsd })
+        }).pipe(Effect.map(() => "ok"), Effect.catch((e) => Effect.succeed((e as { code: string }).code)))
+      // 5 + 3.5 = 8.5 cents crosses 80 % of 10; then 10 reached; then three refusals.
+      return [yield* call(50_000n), yield* call(35_000n), yield* call(15_000n), yield* call(1n), yield* call(1n), yield* call(1n)]
+    }))
+    expect(outcomes).toEqual(["ok", "ok", "ok", "BUDGET_EXCEEDED", "BUDGET_EXCEEDED", "BUDGET_EXCEEDED"])
+    await deliver()
+    const got = receiver.received.map((r) => decodeEvent(r.event))
+    const byType = (type: string) => got.filter((e) => e.type === type)
+    expect(byType("agent.budget_threshold").map((e) => e.data)).toEqual([
+      { agentId: worker.body.id, dailySpentUsdCents: 8.5, dailyCapUsdCents: 10, thresholdPercent: 80, day: expect.any(String) }
+    ])
+    // Reached by the third call's hold; the refusals after it do not send it again.
+    expect(byType("agent.daily_cap_reached").map((e) => e.data)).toEqual([
+      { agentId: worker.body.id, dailySpentUsdCents: 10, dailyCapUsdCents: 10, day: expect.any(String) }
+    ])
+    // Three refusals in the same minute: one event.
+    expect(byType("spend.refused").map((e) => e.data)).toEqual([
+      { agentId: worker.body.id, code: "BUDGET_EXCEEDED", capability: "search", quotedUsdCents: 0.0001 }
+    ])
+    // 1000 → 995 (not below) → 991.5 (crossed) → 990: one event.
+    expect(byType("wallet.low_balance").map((e) => e.data)).toEqual([{ balanceUsdCents: 991.5, thresholdUsdCents: 995 }])
+    expect(receiver.received.every((r) => r.verifiedWith.length === 1)).toBe(true)
+
+    // The velocity guard's auto-kill writes agent.killed (reason velocity) with the kill.
+    const fast = await api.post("/v1/agents", { name: "fast" }, owner)
+    await api.patch(`/v1/agents/${fast.body.id}/policy`, { maxCallsPerMinute: 1, autoKill: true }, owner)
+    const velocity = await server.run(Effect.gen(function*() {
+      const principal = yield* (yield* Agents).authenticate(fast.body.apiKey)
+      const spend = yield* Spend
+      const call = spend.spend(principal, {
+        capability: "search",
+        provider: "brave",
+        quotedMicroUsd: 1n,
+        description: "search call",
+        run: Effect.succeed({ value: null, actualMicroUsd: 1n })
+      }).pipe(Effect.map(() => "ok"), Effect.catch((e) => Effect.succeed((e as { code: string }).code)))
+      return [yield* call, yield* call]
+    }))
+    expect(velocity).toEqual(["ok", "RATE_LIMITED"])
+    expect((await api.get(`/v1/agents/${fast.body.id}`, owner)).body).toMatchObject({ killed: true, killReason: "velocity" })
+    receiver.received.length = 0
+    await deliver()
+    // The refusal that killed it is a spend.refused too.
+    expect(receiver.received.map((r) => r.event.type).sort()).toEqual(["agent.killed", "spend.refused"])
+    expect(receiver.received.find((r) => r.event.type === "agent.killed")!.event.data)
+      .toEqual({ agentId: fast.body.id, reason: "velocity" })
+    await api.call("PUT", "/v1/webhooks/alerts/low-balance", { key: owner, body: { thresholdUsdCents: null } })
+    await api.call("DELETE", `/v1/webhooks/${endpoint.id}`, { key: owner })
+    receiver.received.length = 0
   })
 
   it("a rotated secret signs alongside the new one during the overlap, and not after", async () => {
