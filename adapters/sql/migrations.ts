@@ -272,6 +272,9 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
       ALTER TABLE wallets ADD COLUMN low_balance_threshold_micro_usd BIGINT
         CHECK (low_balance_threshold_micro_usd > 0)`
     yield* sql`CREATE INDEX webhook_events_account ON webhook_events (account_id, created_at DESC, id DESC)`
+    // No foreign key to the endpoint: a spend or a credit writing its delivery
+    // rows must never wait on, or fail because of, an endpoint being deleted
+    // (a row written for an endpoint deleted meanwhile is never claimed).
     // One row per (event, endpoint), written with the event. A worker claims a
     // due row by setting lease_until (FOR UPDATE SKIP LOCKED) and bumping
     // attempts; its result is recorded only for the attempt it claimed.
@@ -279,7 +282,7 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
       CREATE TABLE webhook_deliveries (
         id               TEXT PRIMARY KEY,
         account_id       TEXT NOT NULL REFERENCES accounts (id),
-        endpoint_id      TEXT NOT NULL REFERENCES webhook_endpoints (id) ON DELETE CASCADE,
+        endpoint_id      TEXT NOT NULL,
         event_id         TEXT NOT NULL REFERENCES webhook_events (id),
         event_type       TEXT NOT NULL,
         status           TEXT NOT NULL CHECK (status IN ('pending', 'succeeded', 'failed')),
