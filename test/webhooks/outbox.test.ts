@@ -105,5 +105,19 @@ describe.each(sqlBackends)("webhook outbox over %s", (_name, store) => {
     }))
     expect((await eventTypes()).filter((t) => t === "invoice.expired")).toHaveLength(1)
   })
+
+  it("a payment after expiry writes invoice.late_payment once, and credits nothing", async () => {
+    const invoice = await api.post("/v1/wallet/fund", { amountSats: 30 }, owner)
+    const before = (await api.get("/v1/wallet", owner)).body.balanceSats
+    await exec(`UPDATE invoices SET expires_at = now() - interval '1 minute' WHERE id = '${invoice.body.invoiceId}'`)
+    await api.post("/v1/dev/lightning/pay", { paymentRequest: invoice.body.paymentRequest })
+    await api.post("/v1/dev/lightning/pay", { paymentRequest: invoice.body.paymentRequest })
+    expect((await api.get("/v1/wallet", owner)).body.balanceSats).toBe(before)
+    const late = await server.run(Effect.gen(function*() {
+      return yield* (yield* Store).listWebhookEvents(accountId, { limit: 100, offset: 0 })
+    })).then((page) => page.items.filter((e) => e.type === "invoice.late_payment").map((e) => JSON.parse(e.payload)))
+    expect(late).toHaveLength(1)
+    expect(late[0].data).toMatchObject({ invoiceId: invoice.body.invoiceId, invoiceType: "lightning", status: "expired", amountSats: 30 })
+  })
 })
 
