@@ -15,6 +15,7 @@ import type { CardRail, LightningRail, PaymentSink } from "./ports/Rails.ts"
 import type { Store } from "./ports/Store.ts"
 import { Spend } from "./wallet/Spend.ts"
 import { Wallets } from "./wallet/Wallets.ts"
+import { Webhooks } from "./webhooks/Webhooks.ts"
 
 /**
  * Every core service, given what {@link Requirements} lists: storage, a
@@ -47,12 +48,15 @@ export type Services =
   | Capabilities
   | ProviderHealth
   | ServiceCatalog
+  | Webhooks
 
 /**
  * What the world must provide: storage, a BTC/USD rate source, the two
  * payment rails and the capability providers. `OutboundHttp` (URL safety)
  * is used when present: provide it whenever a provider fetches URLs that
- * callers choose.
+ * callers choose. `WebhookTransport` likewise: without it webhook endpoints
+ * cannot be created and nothing is delivered (`Webhooks.worker()` runs the
+ * delivery worker).
  */
 export type Requirements =
   | Store
@@ -86,7 +90,8 @@ export const layerWith = (options: GatewayOptions = {}): Layer.Layer<Services, n
   Capabilities.layerWith(options.quoteTtlMs === undefined ? {} : { quoteTtlMs: options.quoteTtlMs }).pipe(
     Layer.provide([spend, health])
   ),
-  ServiceCatalog.layer.pipe(Layer.provide(spend))
+  ServiceCatalog.layer.pipe(Layer.provide(spend)),
+  Webhooks.layer
 )
 
 export const layer: Layer.Layer<Services, never, Requirements> = layerWith()

@@ -11,6 +11,8 @@ import type { RegistryStore } from "../../src/ports/RegistryStore.ts"
 import type { ServiceTransport } from "../../src/ports/ServiceTransport.ts"
 import type { Store } from "../../src/ports/Store.ts"
 import { Spend } from "../../src/wallet/Spend.ts"
+import type { WebhookTransport } from "../../src/ports/WebhookTransport.ts"
+import { Webhooks } from "../../src/webhooks/Webhooks.ts"
 import * as MemoryStore from "../memory/MemoryStore.ts"
 import { devRails } from "../rails/dev.ts"
 import { registryOnly } from "../services/transport.ts"
@@ -52,7 +54,13 @@ export interface Options {
   readonly transport?: Layer.Layer<ServiceTransport>
   /** Base URL the development card rail puts in its checkout links (default `http://127.0.0.1:8080`). */
   readonly publicUrl?: string
-  /** Run the recovery sweep of expired holds and invoice expiry in the background (default `true`). */
+  /**
+   * How webhook deliveries are sent (default: none, so webhook endpoints
+   * cannot be created); e.g. `WebhookHttp.layer({ allowHosts })` from
+   * adapters/net/webhookTransport.ts, the rules of `read`.
+   */
+  readonly webhooks?: Layer.Layer<WebhookTransport>
+  /** Run the recovery sweep of expired holds, invoice expiry and webhook delivery in the background (default `true`). */
   readonly background?: boolean
 }
 
@@ -64,11 +72,12 @@ const compose = <E>(storage: Storage<E>, dataDir: string | undefined, options: O
     options.rates ?? RateSource.none,
     Providers.make(options.providers ?? []),
     options.transport ?? registryOnly,
-    options.rails ?? devRails({ dataDir, publicUrl: options.publicUrl ?? "http://127.0.0.1:8080" })
+    options.rails ?? devRails({ dataDir, publicUrl: options.publicUrl ?? "http://127.0.0.1:8080" }),
+    options.webhooks ?? Layer.empty
   )
   const background = options.background === false
     ? Layer.empty
-    : Layer.mergeAll(Spend.sweeper(), Funding.expirer())
+    : Layer.mergeAll(Spend.sweeper(), Funding.expirer(), Webhooks.worker())
   return background.pipe(
     Layer.provideMerge(Gateway.layer),
     Layer.provide(world),

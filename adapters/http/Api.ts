@@ -14,6 +14,7 @@ import { OpenAiApi } from "./openai/OpenAiApi.ts"
 import { AnthropicApi } from "./anthropic/AnthropicApi.ts"
 import { FundingApi } from "./FundingApi.ts"
 import { WalletApi } from "./WalletApi.ts"
+import { WebhooksApi } from "./WebhooksApi.ts"
 import { BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable, TooManyRequests, Unauthorized } from "./errors.ts"
 
 /**
@@ -279,6 +280,7 @@ export class Api extends HttpApi.make("spendgate")
   .add(ServicesApi)
   .add(OpenAiApi)
   .add(AnthropicApi)
+  .add(WebhooksApi)
   .annotate(HttpApi.ParseOptions, { onExcessProperty: "error" })
   .annotate(HttpApi.HeadersParseOptions, {})
   .annotateMerge(OpenApi.annotations({

@@ -75,7 +75,8 @@ export const statusByCode = {
   INTERNAL: 500,
   PROVIDER_ERROR: 502,
   PROVIDER_UNAVAILABLE: 503,
-  RATE_UNAVAILABLE: 503
+  RATE_UNAVAILABLE: 503,
+  WEBHOOKS_UNAVAILABLE: 503
 } as const satisfies Record<string, number>
 export type ErrorCode = keyof typeof statusByCode
 

@@ -9,6 +9,8 @@ import type { AdminStore } from "../../src/ports/AdminStore.ts"
 import { RateStatus } from "../../src/ports/RateSource.ts"
 import type { Store } from "../../src/ports/Store.ts"
 import { Spend } from "../../src/wallet/Spend.ts"
+import { Webhooks } from "../../src/webhooks/Webhooks.ts"
+import * as WebhookHttp from "../net/webhookTransport.ts"
 import { InvalidConfig, loadServerConfig } from "../config.ts"
 import {
   devRailsPublicWarning,
@@ -158,8 +160,10 @@ export const serveFromEnvironment: Effect.Effect<void, unknown> = Effect.gen(fun
     signup: signupOptions(signup),
     logRequests: config.logLevel === "Debug" || config.logLevel === "Trace" || config.logLevel === "All"
   }).pipe(
-    Layer.provide(Layer.mergeAll(Spend.sweeper(), Funding.expirer(), followersLayer(payments))),
+    Layer.provide(Layer.mergeAll(Spend.sweeper(), Funding.expirer(), Webhooks.worker(), followersLayer(payments))),
     Layer.provideMerge(Gateway.layerWith({ quoteTtlMs: config.quoteTtlSeconds * 1000 })),
+    // Webhook targets follow the rules of `read`, with the same allow-list (URL_ALLOW_HOSTS).
+    Layer.provideMerge(WebhookHttp.layer({ allowHosts: capabilities.allowHosts })),
     Layer.provideMerge(rateLayer(payments)),
     Layer.provideMerge(providersLayer(capabilities)),
     Layer.provide(railsLayer(payments, config.dataDir)),

@@ -26,6 +26,7 @@ import * as MemoryRateLimiter from "../ratelimit/memory.ts"
 import { RateLimitedAuthenticationLive, type RateLimitOptions, SignupAdmissionLive, SignupGateLive, type SignupOptions } from "./rateLimit.ts"
 import { FundingHandlers } from "./fundingHandlers.ts"
 import { WalletHandlers } from "./walletHandlers.ts"
+import { WebhooksHandlers } from "./webhooksHandlers.ts"
 import { IdempotencyKeysLive } from "./idempotency.ts"
 import { AccessControlLive } from "./access.ts"
 import { mountMcp } from "./mcpRoute.ts"
@@ -56,7 +57,7 @@ export const routes = (options: Omit<HttpOptions, "port" | "host"> = {}) => {
     mountRailRoutes(options.railRoutes ?? [], options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }),
     mountMcp(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }),
     HttpApiBuilder.layer(Api, { openapiPath: "/v1/openapi.json" }).pipe(
-      Layer.provide([PublicHandlers, AgentsHandlers, WalletHandlers, FundingHandlers, AdminHandlers, CapabilitiesHandlers, QuotesHandlers, ServicesHandlers, OpenAiHandlers, AnthropicHandlers])
+      Layer.provide([PublicHandlers, AgentsHandlers, WalletHandlers, FundingHandlers, AdminHandlers, CapabilitiesHandlers, QuotesHandlers, ServicesHandlers, OpenAiHandlers, AnthropicHandlers, WebhooksHandlers])
     ),
     HttpApiScalar.layer(Api, { path: "/docs" }),
     envelopeMiddleware(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }),

@@ -40,6 +40,9 @@ import {
   type StoreShape
 } from "../../src/ports/Store.ts"
 import * as MemoryIdempotencyStore from "./MemoryIdempotencyStore.ts"
+import { makeMemoryWebhooks } from "./MemoryWebhooks.ts"
+import { reserveEvents } from "../../src/webhooks/spendEvents.ts"
+import { agentChangeEvents, agentCreated, chargeRefunded, invoiceExpired, invoiceLatePayment, invoicePaid, type OutboxEvent } from "../../src/webhooks/events.ts"
 
 /**
  * In-memory store for embedding and fast tests. Every method runs
@@ -64,6 +67,7 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
   const wallets = new Map<AccountId, Wallet>()
   const agents = new Map<AgentId, AgentEntry>()
   const agentByKeyHash = new Map<string, AgentId>()
+  const { emit, lowBalanceThreshold, ...webhooks } = makeMemoryWebhooks()
 
   const insertAgent = (input: NewAgent) => {
     if (agents.has(input.agent.id) || agentByKeyHash.has(input.keyHash)) {
@@ -85,12 +89,16 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
       const entry = entryIn(accountId, agentId)
       return entry === undefined ? undefined : { agent: entry.agent, policy: entry.policy }
     },
-    killForVelocity: (agentId) => {
+    killForVelocity: (agentId, at) => {
       const entry = agents.get(agentId)
       if (entry !== undefined && !entry.agent.killed) {
+        const before = entry.agent
         entry.agent = { ...entry.agent, killed: true, killReason: "velocity" }
+        emit(agentChangeEvents(before, entry.agent, at))
       }
-    }
+    },
+    emit,
+    lowBalanceThreshold
   })
 
   const { allTransactions, allAudit, ...ledgerStore } = ledger
@@ -170,6 +178,7 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
 
   return {
     ...ledgerStore,
+    ...webhooks,
     admin,
     ping: Effect.void,
     createAccount: ({ accountId, createdAt, owner }) =>
@@ -183,8 +192,13 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
           throw error
         }
         wallets.set(accountId, { accountId, usdMicroUsd: MicroUsd.make(0n), satsMsat: Msat.make(0n) })
+        emit([agentCreated(owner.agent)])
       }),
-    createAgent: (input) => Effect.sync(() => insertAgent(input)),
+    createAgent: (input) =>
+      Effect.sync(() => {
+        insertAgent(input)
+        emit([agentCreated(input.agent)])
+      }),
     findAgentByKeyHash: (keyHash, now) =>
       Effect.sync(() => {
         const id = agentByKeyHash.get(keyHash)
@@ -236,7 +250,9 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
         const plan = planAgentChange({ agent: entry.agent, otherLiveOwner }, changes)
         if (plan._tag === "LastLiveOwner") return plan
         if (plan._tag === "Deleted") return { _tag: "NotFound" as const }
+        const before = entry.agent
         entry.agent = plan.agent
+        emit(agentChangeEvents(before, entry.agent, changes.at ?? new Date()))
         return { _tag: "Updated" as const, agent: entry.agent }
       }),
     touchAgent: (agentId, at, staleBefore) =>
@@ -291,7 +307,10 @@ interface LedgerInternals {
 const makeMemoryLedger = (shared: {
   readonly wallets: Map<AccountId, Wallet>
   readonly agentEntry: (accountId: AccountId, agentId: AgentId) => AgentWithPolicy | undefined
-  readonly killForVelocity: (agentId: AgentId) => void
+  readonly killForVelocity: (agentId: AgentId, at: Date) => void
+  /** Writes events to the outbox in the current step. */
+  readonly emit: (events: ReadonlyArray<OutboxEvent>) => void
+  readonly lowBalanceThreshold: (accountId: AccountId) => bigint | null
 }): LedgerStore & FundingStore & LedgerInternals => {
   const { wallets } = shared
   const lock = Semaphore.makeUnsafe(1)
@@ -452,18 +471,26 @@ const makeMemoryLedger = (shared: {
             latePaymentAt: invoice.latePaymentAt ?? input.paidAt,
             latePaymentAmount: invoice.latePaymentAmount ?? decision.amount
           })
+          if (invoice.latePaymentAt === null) {
+            const status = decision._tag === "Late" ? "expired" : "refused"
+            shared.emit([invoiceLatePayment(invoice, status, input.paidAt, decision.amount, input.now)])
+          }
           return decision._tag === "Late" ? ("late" as const) : ("refused" as const)
         }
         const credited = yield* creditUnlocked(decision.credit)
         if (credited._tag === "Refused") return yield* Effect.die(new Error("a credit decided to fit was refused"))
         invoices.set(invoice.id, { ...invoice, status: "paid", paidAt: input.paidAt, transactionId: credited.transaction.id })
+        if (credited._tag === "Credited") shared.emit([invoicePaid(invoice, input.paidAt, credited.transaction.id, input.now)])
         return credited._tag === "Credited" ? ("credited" as const) : ("duplicate" as const)
       })),
-    expireInvoice: (type, externalId) =>
+    expireInvoice: (type, externalId, at) =>
       Effect.sync(() => {
         const id = invoiceByExternal.get(externalKey(type, externalId))
         const invoice = id === undefined ? undefined : invoices.get(id)
-        if (invoice !== undefined && invoice.status === "pending") invoices.set(invoice.id, { ...invoice, status: "expired" })
+        if (invoice !== undefined && invoice.status === "pending") {
+          invoices.set(invoice.id, { ...invoice, status: "expired" })
+          shared.emit([invoiceExpired(invoice, at)])
+        }
       }),
     expireDue: (now, limit) =>
       Effect.sync(() => {
@@ -471,6 +498,7 @@ const makeMemoryLedger = (shared: {
           .filter((i) => i.status === "pending" && i.expiresAt.getTime() <= now.getTime())
           .slice(0, limit)
         for (const invoice of due) invoices.set(invoice.id, { ...invoice, status: "expired" })
+        shared.emit(due.map((invoice) => invoiceExpired(invoice, now)))
         return due.length
       }),
     listInvoices: (accountId, filter, request) =>
@@ -510,7 +538,7 @@ const makeMemoryLedger = (shared: {
           claimed = checked.success
         }
         const wallet = walletOf(input.accountId)
-        const decision = input.decide({
+        const snapshot = {
           agent: entry.agent,
           policy: entry.policy,
           dailySpentMicroUsd: daily.get(dayKey(input.agentId, input.day)) ?? 0n,
@@ -518,9 +546,11 @@ const makeMemoryLedger = (shared: {
           recent: recentOf(input.agentId, input.now),
           now: input.now,
           wallet
-        })
+        }
+        const decision = input.decide(snapshot)
+        shared.emit(reserveEvents(input, snapshot, decision, shared.lowBalanceThreshold(input.accountId)))
         if (Result.isFailure(decision)) {
-          if (refusalKillsAgent(decision.failure)) shared.killForVelocity(input.agentId)
+          if (refusalKillsAgent(decision.failure)) shared.killForVelocity(input.agentId, input.now)
           return Result.fail(decision.failure)
         }
         const plan = decision.success
@@ -611,7 +641,7 @@ const makeMemoryLedger = (shared: {
         setWallet(next)
         refundedByCharge.set(charge.id, plan.refundedAfter)
         transactions.push(transaction)
-        // Outbox: the `charge.refunded` event is recorded here, in this same step.
+        shared.emit([chargeRefunded(transaction, charge.id, input.now)])
         return { _tag: "Refunded", refund: transaction, charge, refunded: plan.refundedAfter, wallet: next } as const
       })),
     refundedOf: (chargeId) =>

@@ -18,6 +18,9 @@ import { type Invoice, type InvoiceStatus, type InvoiceType } from "../../src/do
 import { decidePayment } from "../../src/funding/payment.ts"
 import { creditFits, MicroUsd, Msat, pocketMaximum } from "../../src/domain/Money.ts"
 import { paged } from "./paging.ts"
+import { writeEvents } from "./SqlWebhooks.ts"
+import { agentChangeEvents, chargeRefunded, invoiceExpired, invoiceLatePayment, invoicePaid } from "../../src/webhooks/events.ts"
+import { reserveEvents } from "../../src/webhooks/spendEvents.ts"
 import type { CreditInput, FundingStore, LedgerStore, RecentActivity } from "../../src/ports/Store.ts"
 import { refusalKillsAgent } from "../../src/wallet/decide.ts"
 import type { StoredQuote } from "../../src/quotes/Quote.ts"
@@ -409,13 +412,6 @@ export const makeSqlLedger = (
         return { _tag: "Credited", transaction, wallet: next } as const
     })
 
-  /**
-   * Outbox: the writes that record the `charge.refunded` event, run in the
-   * refund's own statement (same transaction, same wallet lock) so the event
-   * exists exactly when the refund does. None yet.
-   */
-  const chargeRefundedOutbox = (_refund: Transaction): ReadonlyArray<Statement.Fragment> => []
-
   const invoiceRow = (row: InvoiceRow): Invoice => ({
     id: row.id,
     accountId: row.account_id as AccountId,
@@ -488,6 +484,9 @@ export const makeSqlLedger = (
                 late_payment_at = COALESCE(late_payment_at, ${input.paidAt}),
                 late_payment_amount = COALESCE(late_payment_amount, ${decision.amount})
               WHERE id = ${invoice.id}`
+            if (invoice.latePaymentAt === null) {
+              yield* writeEvents(sql, [invoiceLatePayment(invoice, status, input.paidAt, decision.amount, input.now)])
+            }
             return decision._tag === "Late" ? ("late" as const) : ("refused" as const)
           }
           const credited = yield* creditLocked(wallet, decision.credit)
@@ -495,22 +494,33 @@ export const makeSqlLedger = (
           yield* sql`
             UPDATE invoices SET status = 'paid', paid_at = ${input.paidAt}, transaction_id = ${credited.transaction.id}
             WHERE id = ${invoice.id}`
+          if (credited._tag === "Credited") {
+            yield* writeEvents(sql, [invoicePaid(invoice, input.paidAt, credited.transaction.id, input.now)])
+          }
           return credited._tag === "Credited" ? ("credited" as const) : ("duplicate" as const)
         }))
       }).pipe(Effect.orDie),
 
-    expireInvoice: (type, externalId) =>
-      sql`UPDATE invoices SET status = 'expired' WHERE type = ${type} AND external_id = ${externalId} AND status = 'pending'`
-        .pipe(Effect.asVoid, Effect.orDie),
+    expireInvoice: (type, externalId, at) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const rows = yield* sql<InvoiceRow>`
+          UPDATE invoices SET status = 'expired'
+          WHERE type = ${type} AND external_id = ${externalId} AND status = 'pending' RETURNING *`
+        yield* writeEvents(sql, rows.map((row) => invoiceExpired(invoiceRow(row), at)))
+      })).pipe(Effect.asVoid, Effect.orDie),
 
     expireDue: (now, limit) =>
-      sql<{ id: string }>`
-        UPDATE invoices SET status = 'expired'
-        WHERE id IN (
-          SELECT id FROM invoices WHERE status = 'pending' AND expires_at <= ${now}
-          ORDER BY expires_at LIMIT ${limit} FOR UPDATE SKIP LOCKED
-        ) AND status = 'pending'
-        RETURNING id`.pipe(Effect.map((rows) => rows.length), Effect.orDie),
+      sql.withTransaction(Effect.gen(function*() {
+        const rows = yield* sql<InvoiceRow>`
+          UPDATE invoices SET status = 'expired'
+          WHERE id IN (
+            SELECT id FROM invoices WHERE status = 'pending' AND expires_at <= ${now}
+            ORDER BY expires_at LIMIT ${limit} FOR UPDATE SKIP LOCKED
+          ) AND status = 'pending'
+          RETURNING *`
+        yield* writeEvents(sql, rows.map((row) => invoiceExpired(invoiceRow(row), now)))
+        return rows.length
+      })).pipe(Effect.orDie),
 
     listInvoices: (accountId, filter, request) =>
       Effect.gen(function*() {
@@ -573,7 +583,7 @@ export const makeSqlLedger = (
         if (row === undefined) return yield* Effect.die(new Error("reserve: unknown agent"))
         const wallet = toWallet(locked)
         const { agent, policy } = readAgent(row)
-        const decision = input.decide({
+        const snapshot = {
           agent,
           policy,
           dailySpentMicroUsd: big(row["daily_spent"] as Int8),
@@ -581,12 +591,18 @@ export const makeSqlLedger = (
           recent: yield* recentOf(input.agentId, input.now),
           now: input.now,
           wallet
-        })
+        }
+        const decision = input.decide(snapshot)
+        const threshold = (locked as unknown as { low_balance_threshold_micro_usd: Int8 | null }).low_balance_threshold_micro_usd
+        yield* writeEvents(sql, reserveEvents(input, snapshot, decision, bigOrNull(threshold ?? null)))
         if (Result.isFailure(decision)) {
           if (refusalKillsAgent(decision.failure)) {
-            yield* sql`
+            const killed = yield* sql<Record<string, unknown>>`
               UPDATE agents SET killed = TRUE, kill_reason = 'velocity'
-              WHERE id = ${input.agentId} AND account_id = ${input.accountId} AND NOT killed`
+              WHERE id = ${input.agentId} AND account_id = ${input.accountId} AND NOT killed RETURNING *`
+            if (killed[0] !== undefined) {
+              yield* writeEvents(sql, agentChangeEvents(agent, readAgent(killed[0]).agent, input.now))
+            }
           }
           return Result.fail(decision.failure)
         }
@@ -770,9 +786,10 @@ export const makeSqlLedger = (
                 refunded_usd_micro = ${plan.refundedAfter.usdMicroUsd},
                 refunded_sats_msat = ${plan.refundedAfter.satsMsat}
                 WHERE id = ${charge.id}`,
-            insertTransaction(entries.transaction, null),
-            ...chargeRefundedOutbox(entries.transaction)
+            insertTransaction(entries.transaction, null)
           ])
+          // The event commits with the refund, in its transaction.
+          yield* writeEvents(sql, [chargeRefunded(entries.transaction, charge.id, input.now)])
           return { _tag: "Refunded", refund: entries.transaction, charge, refunded: plan.refundedAfter, wallet: next } as const
         }))
       }).pipe(Effect.orDie),

@@ -6,6 +6,8 @@ import type { AccountId, AgentId } from "../../src/domain/ids.ts"
 import { planAgentChange } from "../../src/agents/owners.ts"
 import { paged } from "./paging.ts"
 import { makeSqlLedger } from "./SqlLedger.ts"
+import { makeSqlWebhookStore, writeEvents } from "./SqlWebhooks.ts"
+import { agentChangeEvents, agentCreated } from "../../src/webhooks/events.ts"
 import { type NewAgent, type PolicyPatch, Store, type StoreShape, type UpdateAgentResult } from "../../src/ports/Store.ts"
 
 /**
@@ -95,14 +97,20 @@ export const makeSqlStore = Effect.gen(function*() {
 
   const store: StoreShape = {
     ...makeSqlLedger(sql, (row: AgentRow) => ({ agent: rowToAgent(row), policy: rowToPolicy(row) })),
+    ...makeSqlWebhookStore(sql),
     ping: Effect.orDie(Effect.asVoid(sql`SELECT 1`)),
     createAccount: ({ accountId, createdAt, owner }) =>
       sql.withTransaction(Effect.gen(function*() {
         yield* sql`INSERT INTO accounts ${sql.insert({ id: accountId, created_at: createdAt })}`
         yield* sql`INSERT INTO wallets (account_id) VALUES (${accountId})`
         yield* insertAgent(owner)
+        yield* writeEvents(sql, [agentCreated(owner.agent)])
       })).pipe(Effect.asVoid, Effect.orDie),
-    createAgent: (input) => insertAgent(input).pipe(Effect.asVoid, Effect.orDie),
+    createAgent: (input) =>
+      sql.withTransaction(Effect.gen(function*() {
+        yield* insertAgent(input)
+        yield* writeEvents(sql, [agentCreated(input.agent)])
+      })).pipe(Effect.asVoid, Effect.orDie),
     findAgentByKeyHash: (keyHash, now) =>
       sql<AgentRow>`
         SELECT * FROM agents
@@ -149,7 +157,9 @@ export const makeSqlStore = Effect.gen(function*() {
           UPDATE agents SET name = ${plan.agent.name}, killed = ${plan.agent.killed},
             kill_reason = ${plan.agent.killReason}, deleted_at = ${plan.agent.deletedAt}
           WHERE id = ${agentId} AND account_id = ${accountId} RETURNING *`
-        return { _tag: "Updated", agent: rowToAgent(updated[0]!) } satisfies UpdateAgentResult
+        const agent = rowToAgent(updated[0]!)
+        yield* writeEvents(sql, agentChangeEvents(rowToAgent(current.value), agent, changes.at ?? new Date()))
+        return { _tag: "Updated", agent } satisfies UpdateAgentResult
       })).pipe(Effect.orDie),
     touchAgent: (agentId, at, staleBefore) =>
       sql`

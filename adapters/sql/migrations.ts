@@ -280,5 +280,71 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
       )`
     yield* sql`CREATE UNIQUE INDEX quotes_reservation ON quotes (reservation_id) WHERE reservation_id IS NOT NULL`
     yield* sql`CREATE INDEX quotes_expires ON quotes (expires_at)`
+  }),
+  "0011_webhooks": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // Endpoints of an account. The signing secret is kept as given (it signs);
+    // a rotation keeps the previous one until its overlap ends.
+    yield* sql`
+      CREATE TABLE webhook_endpoints (
+        id                          TEXT PRIMARY KEY,
+        account_id                  TEXT NOT NULL REFERENCES accounts (id),
+        url                         TEXT NOT NULL,
+        description                 TEXT NOT NULL DEFAULT '',
+        events                      TEXT NOT NULL DEFAULT '',
+        enabled                     BOOLEAN NOT NULL DEFAULT TRUE,
+        secret                      TEXT NOT NULL,
+        previous_secret             TEXT,
+        previous_secret_expires_at  TIMESTAMPTZ,
+        consecutive_failures        INTEGER NOT NULL DEFAULT 0 CHECK (consecutive_failures >= 0),
+        disabled_at                 TIMESTAMPTZ,
+        created_at                  TIMESTAMPTZ NOT NULL,
+        updated_at                  TIMESTAMPTZ NOT NULL,
+        CONSTRAINT webhook_endpoints_previous_pair
+          CHECK ((previous_secret IS NULL) = (previous_secret_expires_at IS NULL))
+      )`
+    yield* sql`CREATE INDEX webhook_endpoints_account ON webhook_endpoints (account_id, created_at DESC, id DESC)`
+    // The outbox: written in the transaction of the change an event describes.
+    yield* sql`
+      CREATE TABLE webhook_events (
+        id          TEXT PRIMARY KEY,
+        account_id  TEXT NOT NULL REFERENCES accounts (id),
+        type        TEXT NOT NULL,
+        payload     TEXT NOT NULL,
+        dedupe_key  TEXT UNIQUE,
+        created_at  TIMESTAMPTZ NOT NULL
+      )`
+    // The owner's low-balance alert: wallet.low_balance when a debit crosses it.
+    yield* sql`
+      ALTER TABLE wallets ADD COLUMN low_balance_threshold_micro_usd BIGINT
+        CHECK (low_balance_threshold_micro_usd > 0)`
+    yield* sql`CREATE INDEX webhook_events_account ON webhook_events (account_id, created_at DESC, id DESC)`
+    // No foreign key to the endpoint: a spend or a credit writing its delivery
+    // rows must never wait on, or fail because of, an endpoint being deleted
+    // (a row written for an endpoint deleted meanwhile is never claimed).
+    // One row per (event, endpoint), written with the event. A worker claims a
+    // due row by setting lease_until (FOR UPDATE SKIP LOCKED) and bumping
+    // attempts; its result is recorded only for the attempt it claimed.
+    yield* sql`
+      CREATE TABLE webhook_deliveries (
+        id               TEXT PRIMARY KEY,
+        account_id       TEXT NOT NULL REFERENCES accounts (id),
+        endpoint_id      TEXT NOT NULL,
+        event_id         TEXT NOT NULL REFERENCES webhook_events (id),
+        event_type       TEXT NOT NULL,
+        status           TEXT NOT NULL CHECK (status IN ('pending', 'succeeded', 'failed')),
+        attempts         INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+        next_attempt_at  TIMESTAMPTZ,
+        lease_until      TIMESTAMPTZ,
+        window_start     TIMESTAMPTZ NOT NULL,
+        last_attempt_at  TIMESTAMPTZ,
+        last_status_code INTEGER,
+        last_error       TEXT,
+        delivered_at     TIMESTAMPTZ,
+        created_at       TIMESTAMPTZ NOT NULL,
+        UNIQUE (event_id, endpoint_id)
+      )`
+    yield* sql`CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE status = 'pending'`
+    yield* sql`CREATE INDEX webhook_deliveries_endpoint ON webhook_deliveries (endpoint_id, created_at DESC, id DESC)`
   })
 }

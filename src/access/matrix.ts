@@ -174,6 +174,22 @@ export const accessMatrix = {
   },
   anthropic: {
     messages: entry("POST", "/v1/messages", { access: "agent", capability: "reason" }, "create messages")
+  },
+  webhooks: {
+    list: entry("GET", "/v1/webhooks", { access: "owner" }, "list webhook endpoints"),
+    create: entry("POST", "/v1/webhooks", { access: "owner" }, "create webhook endpoints"),
+    get: entry("GET", "/v1/webhooks/:id", { access: "owner" }, "read webhook endpoints"),
+    update: entry("PATCH", "/v1/webhooks/:id", { access: "owner" }, "change webhook endpoints"),
+    delete: entry("DELETE", "/v1/webhooks/:id", { access: "owner" }, "delete webhook endpoints"),
+    rotateSecret: entry("POST", "/v1/webhooks/:id/rotate-secret", { access: "owner" }, "rotate webhook secrets"),
+    deliveries: entry("GET", "/v1/webhooks/:id/deliveries", { access: "owner" }, "read webhook deliveries"),
+    lowBalance: entry("PUT", "/v1/webhooks/alerts/low-balance", { access: "owner" }, "set the low-balance alert"),
+    retry: entry(
+      "POST",
+      "/v1/webhooks/:id/deliveries/:deliveryId/retry",
+      { access: "owner" },
+      "retry webhook deliveries"
+    )
   }
 } as const satisfies Record<string, Record<string, MatrixEntry>>
 

@@ -171,7 +171,7 @@ export class Agents extends Context.Service<Agents, {
         const found = yield* store.getAgent(principal.agent.accountId, agentId)
         if (Option.isNone(found)) return yield* new NotFound({ resource: "Agent" })
         yield* requireOwner(principal, "change agents")
-        const result = yield* store.updateAgent(principal.agent.accountId, agentId, changes)
+        const result = yield* store.updateAgent(principal.agent.accountId, agentId, { ...changes, at: yield* now })
         switch (result._tag) {
           case "Updated":
             return result.agent

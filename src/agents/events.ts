@@ -7,7 +7,11 @@ import type { AccountId, AgentId } from "../domain/ids.ts"
  * hands its event to `publishAgentEvent` and nowhere else, so delivery
  * (webhooks, an event log) has exactly one place to start from.
  *
- * Delivery is not built: `publishAgentEvent` records nothing yet.
+ * The webhook events of agents (`agent.created`, `agent.killed`,
+ * `agent.revived`) are not published here: the stores write them to the
+ * outbox in the transaction of the change (src/webhooks/events.ts). These two
+ * (a key rotation, a deletion) are not webhook events yet, and
+ * `publishAgentEvent` still records nothing.
  */
 export type AgentEvent =
   | {
@@ -20,5 +24,5 @@ export type AgentEvent =
   }
   | { readonly type: "agent.deleted"; readonly accountId: AccountId; readonly agentId: AgentId; readonly at: Date }
 
-/** The single place agent events are handed to delivery (not built: nothing is written yet). */
+/** Where key-rotation and deletion events are handed on (nothing is written yet; see above). */
 export const publishAgentEvent = (_event: AgentEvent): Effect.Effect<void> => Effect.void

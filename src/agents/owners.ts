@@ -22,6 +22,8 @@ export interface AgentChange {
   readonly killed?: boolean | undefined
   /** Deletes the agent at this time (a deleted agent is never live). */
   readonly deletedAt?: Date | undefined
+  /** When the change happens: the time of the events it writes (kill, revive). */
+  readonly at?: Date | undefined
 }
 
 export type AgentChangePlan =

@@ -28,6 +28,7 @@ import type { Refunded, RefundPlan, RefundSnapshot } from "../wallet/refund.ts"
 import type { RefundRefusal } from "../domain/errors.ts"
 import type { AgentChange } from "../agents/owners.ts"
 import type { QuoteRefusal, StoredQuote } from "../quotes/Quote.ts"
+import type { WebhookStoreShape } from "./WebhookStore.ts"
 
 /**
  * The storage port. Implementations: SQL (PostgreSQL and embedded PGlite,
@@ -85,7 +86,7 @@ export type UpdateAgentResult =
   | { readonly _tag: "NotFound" }
   | { readonly _tag: "LastLiveOwner" }
 
-export interface StoreShape extends LedgerStore, FundingStore {
+export interface StoreShape extends LedgerStore, FundingStore, WebhookStoreShape {
   /** Cheap liveness check for /health. Fails (defect) when storage is unreachable. */
   readonly ping: Effect.Effect<void>
   /** Creates an account together with its first (owner) agent, atomically. */

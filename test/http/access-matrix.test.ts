@@ -95,7 +95,7 @@ interface Caller {
 /** Path parameters that name something other than an agent, which these tests do not create: 404 is the endpoint's own answer. */
 const foreignResourcePath = (entry: MatrixEntry & { group: string; endpoint: string }) =>
   entry.path.includes(":slug") || (entry.group === "capabilities" && (entry.endpoint === "other" || entry.endpoint === "estimateOther")) ||
-  (entry.group === "admin" && entry.path.includes(":id"))
+  (entry.group === "admin" && entry.path.includes(":id")) || (entry.group === "webhooks" && entry.path.includes(":id"))
 
 describe.each(storeBackends)("every endpoint × caller × target over %s", (_name, store) => {
   let server: RunningServer

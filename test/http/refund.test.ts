@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Agents } from "../../src/agents/Agents.ts"
 import type { AccountId } from "../../src/domain/ids.ts"
 import { parseBtcUsdRate } from "../../src/domain/Money.ts"
+import { Store } from "../../src/ports/Store.ts"
 import { Spend } from "../../src/wallet/Spend.ts"
 import { Wallets } from "../../src/wallet/Wallets.ts"
 import { client, errorCode, type RunningServer, startServer, storeBackends } from "../support/server.ts"
@@ -155,5 +156,25 @@ describe.each(storeBackends)("POST /v1/admin/transactions/{id}/refund over %s", 
     expect(errorCode(await refund(chargeId, { reason: "mine" }, {}, ownerKey))).toBe("FORBIDDEN")
     expect(errorCode(await refund(chargeId, { reason: "mine" }, {}, "wrong-token"))).toBe("UNAUTHORIZED")
     expect((await api.get("/v1/wallet", ownerKey)).body.balanceUsdCents).toBe(992)
+  })
+
+  it("writes one charge.refunded event per refund, with the refund, in the outbox", async () => {
+    const { accountId, chargeId } = await setup()
+    const outbox = () =>
+      server.run(Effect.gen(function*() {
+        return yield* (yield* Store).listWebhookEvents(accountId, { limit: 100, offset: 0 })
+      })).then((page) => page.items.filter((e) => e.type === "charge.refunded").map((e) => JSON.parse(e.payload)))
+    expect(await outbox()).toEqual([])
+    const part = await refund(chargeId, { amountUsdCents: 3, reason: "partial" })
+    expect(part.status, part.text).toBe(201)
+    // A refused refund (more than remains) writes nothing.
+    expect(errorCode(await refund(chargeId, { amountUsdCents: 100, reason: "too much" }))).toBe("REFUND_EXCEEDS_CHARGE")
+    const rest = await refund(chargeId, { reason: "the rest" })
+    expect(rest.status, rest.text).toBe(201)
+    const events = await outbox()
+    expect(events.map((e) => e.data).sort((a, b) => a.amountUsdCents - b.amountUsdCents)).toEqual([
+      { transactionId: chargeId, refundTransactionId: part.body.refund.id, agentId: expect.any(String), amountUsdCents: 3 },
+      { transactionId: chargeId, refundTransactionId: rest.body.refund.id, agentId: expect.any(String), amountUsdCents: 5 }
+    ])
   })
 })

@@ -14,6 +14,9 @@ import { Providers } from "../../src/capabilities/Capabilities.ts"
 import type { ServiceTransport } from "../../src/ports/ServiceTransport.ts"
 import * as Gateway from "../../src/Gateway.ts"
 import type { OutboundHttp } from "../../src/ports/Net.ts"
+import type { WebhookTransport } from "../../src/ports/WebhookTransport.ts"
+import * as WebhookHttp from "../../adapters/net/webhookTransport.ts"
+import { defaultWebhookSettings, WebhookSettings } from "../../src/webhooks/Webhooks.ts"
 import type { BtcUsdRate } from "../../src/domain/Money.ts"
 import type { RateSource } from "../../src/ports/RateSource.ts"
 import type { CardRail, RailRoute } from "../../src/ports/Rails.ts"
@@ -62,6 +65,10 @@ export const startServer = async (
     readonly providers?: Layer.Layer<Providers>
     /** URL safety for caller-chosen URLs (read, scrape). */
     readonly outbound?: Layer.Layer<OutboundHttp>
+    /** How webhook deliveries are sent (default: the real rules, no host allowed beyond them). */
+    readonly webhooks?: Layer.Layer<WebhookTransport>
+    /** Webhook delivery settings (the defaults otherwise). */
+    readonly webhookSettings?: Partial<WebhookSettings>
     /** Replaces the dev card rail (and adds the rail's own routes). */
     readonly card?: {
       readonly rail: Layer.Layer<CardRail>
@@ -92,7 +99,9 @@ export const startServer = async (
       options.card?.rail ?? DevCard.layer({ publicUrl: TEST_PUBLIC_URL }),
       options.providers ?? Providers.make([]),
       options.transport ?? registryOnly,
-      options.outbound ?? Layer.empty
+      options.outbound ?? Layer.empty,
+      options.webhooks ?? WebhookHttp.layer(),
+      Layer.succeed(WebhookSettings, { ...defaultWebhookSettings, ...options.webhookSettings })
     ))
   )
   const context = await Effect.runPromise(Layer.buildWithScope(app, scope))
