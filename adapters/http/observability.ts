@@ -3,6 +3,8 @@ import { HttpBody, HttpEffect, HttpRouter, HttpServerRequest, HttpServerResponse
 import { HttpApi, type HttpApiGroup } from "effect/http-api"
 import { PrometheusMetrics } from "effect/observability"
 import { createHash, randomUUID, timingSafeEqual } from "node:crypto"
+import { Providers } from "../../src/capabilities/Capabilities.ts"
+import { ProviderHealth } from "../../src/capabilities/ProviderHealth.ts"
 import { envelopeResponse } from "./errors.ts"
 
 /**
@@ -126,7 +128,7 @@ export const httpRequestDuration = Metric.histogram("spendgate_http_request_dura
 /**
  * Puts the request id in an error body that has an `error` object (the
  * API's envelope, and the OpenAI and Anthropic shapes); an upstream's own
- * answer (`x-spendgate-audit-id`) passes as it came.
+ * answer (`x-spendgate-audit-id`) and a JSON-RPC error pass as they came.
  */
 const withRequestIdInBody = (
   response: HttpServerResponse.HttpServerResponse,
@@ -142,6 +144,8 @@ const withRequestIdInBody = (
     return response
   }
   if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return response
+  // A JSON-RPC error (/mcp) keeps the members its specification names; the header carries the id.
+  if ("jsonrpc" in parsed) return response
   const error = (parsed as { error?: unknown }).error
   if (typeof error !== "object" || error === null || Array.isArray(error)) return response
   return HttpServerResponse.setBody(
@@ -211,9 +215,26 @@ const digest = (text: string) => createHash("sha256").update(text).digest()
  * `Authorization: Bearer <token>` (METRICS_TOKEN, else ADMIN_TOKEN). With
  * neither set the route answers 404, like the admin API.
  */
+/** Each provider's circuit (closed, open, half-open): 1 on its current state, 0 on the others. */
+export const providerCircuit = Metric.gauge("spendgate_provider_circuit_state", {
+  description: "A provider's circuit breaker, 1 on its current state (closed, open, half-open), 0 on the others"
+})
+
+const CIRCUIT_STATES = ["closed", "open", "half-open"] as const
+
 export const mountMetrics = (token: Option.Option<Redacted.Redacted<string>>) =>
   Layer.effectDiscard(Effect.gen(function*() {
     const router = yield* HttpRouter.HttpRouter
+    const health = yield* ProviderHealth
+    const { all: providers } = yield* Providers
+    // Read at each scrape: the circuits live in ProviderHealth, in process.
+    const circuits = Effect.forEach(providers, (provider) =>
+      Effect.flatMap(health.report(provider.name), (report) =>
+        Effect.forEach(CIRCUIT_STATES, (state) =>
+          Metric.update(
+            Metric.withAttributes(providerCircuit, { capability: provider.capability, provider: provider.name, state }),
+            report.circuit === state ? 1 : 0
+          ))), { discard: true })
     const expected = Option.map(token, (value) => digest(Redacted.value(value)))
     yield* router.add("GET", METRICS_PATH, (request) =>
       Effect.gen(function*() {
@@ -228,6 +249,7 @@ export const mountMetrics = (token: Option.Option<Redacted.Redacted<string>>) =>
             { "www-authenticate": "Bearer" }
           )
         }
+        yield* circuits
         return HttpServerResponse.text(yield* PrometheusMetrics.format(), {
           contentType: "text/plain; version=0.0.4; charset=utf-8"
         })

@@ -11,6 +11,8 @@ import type { AccountId } from "../../src/domain/ids.ts"
 import { Wallets } from "../../src/wallet/Wallets.ts"
 import { type Fake, startFake } from "../providers/fakeLlm.ts"
 import { client, errorCode, type RunningServer, startServer, TEST_PUBLIC_URL } from "../support/server.ts"
+import { METRICS_PATH } from "../../adapters/http/observability.ts"
+import { routesOutsideApi } from "../../src/access/matrix.ts"
 import * as DevCard from "../../adapters/rails/DevCard.ts"
 import { type RailRoute, railJson } from "../../src/ports/Rails.ts"
 import { startServerProcess } from "../support/server-process.ts"
@@ -185,6 +187,10 @@ describe("observability over HTTP", () => {
     expect(wrong.status).toBe(401)
     expect(errorCode(wrong)).toBe("UNAUTHORIZED")
     expect((await api.call("GET", "/metrics", { key: ADMIN })).status).toBe(401)
+    const owner = await signup()
+    expect((await api.call("GET", "/metrics", { key: owner.apiKey })).status).toBe(401)
+    expect(`${routesOutsideApi.metrics.method} ${routesOutsideApi.metrics.path}`).toBe(`GET ${METRICS_PATH}`)
+    expect(routesOutsideApi.metrics.rule.access).toBe("admin")
     const ok = await api.call("GET", "/metrics", { key: METRICS })
     expect(ok.status).toBe(200)
     expect(ok.headers.get("content-type")).toContain("text/plain; version=0.0.4")
@@ -232,6 +238,34 @@ describe("observability over HTTP", () => {
     expect(metricValue(after, "spendgate_holds_in_flight")).toBe(0)
     expect(after).toContain(`spendgate_http_request_duration_seconds_count{route="/v1/capabilities/reason"}`)
     expect(after).not.toContain("12345")
+    expect(after).toContain(`spendgate_provider_circuit_state{capability="reason",provider="alpha",state="closed"} 1`)
+    expect(after).toContain(`spendgate_provider_circuit_state{capability="reason",provider="alpha",state="open"} 0`)
+  })
+
+  it("shows a provider's circuit opening after consecutive upstream failures; their holds are returned", async () => {
+    const owner = await signup()
+    await server.run(Effect.gen(function*() {
+      yield* (yield* Wallets).credit({
+        accountId: owner.accountId as AccountId,
+        key: "seed",
+        pocket: "usd",
+        amount: 1_000_000n,
+        description: "seed"
+      })
+    }))
+    fake.behaviour = { _tag: "json", status: 500, body: { error: { message: "upstream down", type: "server_error" } } }
+    try {
+      for (let i = 0; i < 5; i++) {
+        const res = await api.post("/v1/capabilities/reason", { prompt: "hi", maxTokens: 100 }, owner.apiKey)
+        expect(res.status).toBeGreaterThanOrEqual(500)
+      }
+    } finally {
+      fake.behaviour = { _tag: "reply", reply: { content: "ok", promptTokens: 12, completionTokens: 7 } }
+    }
+    const text = (await api.call("GET", "/metrics", { key: METRICS })).text
+    expect(text).toContain(`spendgate_provider_circuit_state{capability="reason",provider="alpha",state="open"} 1`)
+    expect(text).toContain(`spendgate_provider_circuit_state{capability="reason",provider="alpha",state="closed"} 0`)
+    expect(metricValue(text, "spendgate_holds_in_flight")).toBe(0)
   })
 })
 
