@@ -270,7 +270,7 @@ describe("observability over HTTP", () => {
 })
 
 describe("GET /metrics without METRICS_TOKEN", () => {
-  it("is 404 with neither token, and ADMIN_TOKEN opens it when METRICS_TOKEN is unset", async () => {
+  it("is 404 with neither token, and ADMIN_TOKEN opens it when METRICS_TOKEN is unset; rate-limit refusals are counted", async () => {
     const none = await startServer(MemoryStore.layer)
     try {
       const res = await client(none.baseUrl).call("GET", "/metrics", { key: ADMIN })
@@ -279,10 +279,19 @@ describe("GET /metrics without METRICS_TOKEN", () => {
     } finally {
       await none.close()
     }
-    const admin = await startServer(MemoryStore.layer, { adminToken: ADMIN })
+    const admin = await startServer(MemoryStore.layer, { adminToken: ADMIN, rateLimits: { agentPerMinute: 2 } })
     try {
-      expect((await client(admin.baseUrl).call("GET", "/metrics", { key: METRICS })).status).toBe(401)
-      expect((await client(admin.baseUrl).call("GET", "/metrics", { key: ADMIN })).status).toBe(200)
+      const api = client(admin.baseUrl)
+      expect((await api.call("GET", "/metrics", { key: METRICS })).status).toBe(401)
+      const series = `spendgate_rate_limited_total{scope="agent"}`
+      const before = metricValue((await api.call("GET", "/metrics", { key: ADMIN })).text, series)
+      const owner = await api.post("/v1/signup", { name: "ops" })
+      const answers = []
+      for (let i = 0; i < 4; i++) answers.push((await api.get("/v1/wallet", owner.body.apiKey)).status)
+      expect(answers).toEqual([200, 200, 429, 429])
+      const scraped = await api.call("GET", "/metrics", { key: ADMIN })
+      expect(scraped.status).toBe(200)
+      expect(metricValue(scraped.text, series) - before).toBe(2)
     } finally {
       await admin.close()
     }
