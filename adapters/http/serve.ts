@@ -125,9 +125,13 @@ const checkPortFree = (host: string, port: number): Effect.Effect<void, CannotLi
     probe.listen({ host, port, exclusive: true }, () => probe.close(() => resume(Effect.void)))
   })
 
-/** The loggers of LOG_FORMAT: `json` writes one JSON object a line, `text` the default lines. */
+/**
+ * The loggers of LOG_FORMAT, both one line per entry on stdout: `json` one
+ * JSON object (`message`, `level`, `timestamp`, `annotations`…), `text` logfmt
+ * (`timestamp=… level=INFO fiber=#2 message="…" requestId=…`).
+ */
 export const loggerLayer = (format: "text" | "json") =>
-  Logger.layer([format === "json" ? Logger.consoleJson : Logger.defaultLogger])
+  Logger.layer([format === "json" ? Logger.consoleJson : Logger.consoleLogFmt])
 
 export const serveFromEnvironment: Effect.Effect<void, unknown> = Effect.gen(function*() {
   const config = yield* loadServerConfig

@@ -161,6 +161,10 @@ describe("observability over HTTP", () => {
       agentId: owner.agentId
     })
     expect(typeof lines[0]!.annotations["durationMs"]).toBe("number")
+    // LOG_FORMAT=text writes logfmt: the same line, with the same fields.
+    const text = textLines.filter((line) => line.includes("requestId=log-1"))
+    expect(text).toHaveLength(1)
+    expect(text[0]).toMatch(/level=INFO .*route=\/v1\/agents\/:id status=200 durationMs=[\d.]+ agentId=agt_/)
     for (const output of [jsonLines.join("\n"), textLines.join("\n")]) {
       expect(output).toContain("log-1")
       expect(output).not.toContain(owner.apiKey)
