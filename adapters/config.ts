@@ -115,6 +115,10 @@ export interface ServerConfig {
   readonly dataDir: string
   readonly adminToken: Option.Option<Redacted.Redacted<string>>
   readonly logLevel: LogLevel.LogLevel
+  /** How log lines are written (LOG_FORMAT): `text` (default) or `json`, one object a line. */
+  readonly logFormat: "text" | "json"
+  /** Who may read GET /metrics (METRICS_TOKEN); unset: ADMIN_TOKEN does, and with neither the route is 404. */
+  readonly metricsToken: Option.Option<Redacted.Redacted<string>>
   /** A fixed BTC/USD rate; without one the sats pocket cannot pay for calls. */
   readonly btcUsdRate: Option.Option<BtcUsdRate>
   /** How long a binding quote (POST /v1/quotes) can be used, in seconds (QUOTE_TTL_SECONDS, default 60). */
@@ -141,6 +145,9 @@ export const serverConfig: Config.Config<ServerConfig> = Config.all({
   adminToken: Config.option(secret("ADMIN_TOKEN", (token) =>
     token.length >= MIN_ADMIN_TOKEN_LENGTH || `must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters`)),
   logLevel: Config.LogLevel("LOG_LEVEL").pipe(Config.withDefault<LogLevel.LogLevel>("Info")),
+  logFormat: oneOf("LOG_FORMAT", ["text", "json"] as const).pipe(Config.withDefault<"text" | "json">("text")),
+  metricsToken: Config.option(secret("METRICS_TOKEN", (token) =>
+    token.length >= MIN_ADMIN_TOKEN_LENGTH || `must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters`)),
   btcUsdRate: Config.option(text("BTC_USD_RATE").pipe(refine("BTC_USD_RATE", (value) =>
     Result.mapError(
       parseBtcUsdRate(value),

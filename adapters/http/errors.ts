@@ -11,7 +11,9 @@ import { HttpEffect, type HttpServerRequest, HttpServerResponse } from "effect/h
 export const ErrorBody = Schema.Struct({
   code: Schema.String,
   message: Schema.String,
-  details: Schema.optional(Schema.Record(Schema.String, Schema.Unknown))
+  details: Schema.optional(Schema.Record(Schema.String, Schema.Unknown)),
+  /** The request's X-Request-Id, added to every error answer (adapters/http/observability.ts). */
+  requestId: Schema.optional(Schema.String)
 })
 export type ErrorBody = typeof ErrorBody.Type
 

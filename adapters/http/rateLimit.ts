@@ -10,6 +10,8 @@ import * as RedisRateLimiter from "../ratelimit/redis.ts"
 import { envelopeResponse, type Forbidden, type TooManyRequests, toHttpError, type Unauthorized } from "./errors.ts"
 import { AuthenticationLive } from "./handlers.ts"
 import { Authentication, CurrentPrincipal, SignupAdmission } from "./middleware.ts"
+import { noteAgent } from "./observability.ts"
+import { countRateLimited } from "../../src/observability/Metrics.ts"
 
 /**
  * Rate limits on every authenticated request (decisions.md §6): per agent and
@@ -104,8 +106,12 @@ export const RateLimitedAuthenticationLive = (options: RateLimitOptions = {}) =>
       const limited = <E>(endpoint: Effect.Effect<HttpServerResponse.HttpServerResponse, E, CurrentPrincipal>) =>
         Effect.gen(function*() {
           const { agent } = yield* CurrentPrincipal
+          yield* noteAgent(agent.id)
           const decision = yield* limiter.take(rateLimitKeys(agent, options))
-          if (!decision.allowed) return rateLimitedResponse(decision)
+          if (!decision.allowed) {
+            yield* countRateLimited(decision.scope)
+            return rateLimitedResponse(decision)
+          }
           const headers = rateLimitHeaders(decision)
           yield* HttpEffect.appendPreResponseHandler((_request, response) =>
             Effect.succeed(HttpServerResponse.setHeaders(response, headers))
@@ -307,6 +313,7 @@ export const SignupGateLive = (options: SignupOptions = {}): Layer.Layer<SignupG
             const decision = yield* limiter.take([{ scope: "signup", key, limit: perHour, windowMs: HOUR_MS }])
             const headers = rateLimitHeaders(decision)
             if (!decision.allowed) {
+              yield* countRateLimited("signup")
               const retryAfter = retryAfterSeconds(decision)
               yield* HttpEffect.appendPreResponseHandler((_request, response) =>
                 Effect.succeed(HttpServerResponse.setHeaders(response, { ...headers, "retry-after": String(retryAfter) }))

@@ -1,4 +1,4 @@
-import { Data, Effect, Layer, References } from "effect"
+import { Data, Effect, Layer, Logger, References } from "effect"
 import { type HttpServer, HttpServerError } from "effect/http"
 import { createServer } from "node:net"
 import * as Gateway from "../../src/Gateway.ts"
@@ -11,7 +11,7 @@ import type { Store } from "../../src/ports/Store.ts"
 import { Spend } from "../../src/wallet/Spend.ts"
 import { Webhooks } from "../../src/webhooks/Webhooks.ts"
 import * as WebhookHttp from "../net/webhookTransport.ts"
-import { InvalidConfig, loadServerConfig } from "../config.ts"
+import { InvalidConfig, loadServerConfig, type ServerConfig } from "../config.ts"
 import {
   devRailsPublicWarning,
   followersLayer,
@@ -125,8 +125,31 @@ const checkPortFree = (host: string, port: number): Effect.Effect<void, CannotLi
     probe.listen({ host, port, exclusive: true }, () => probe.close(() => resume(Effect.void)))
   })
 
+/**
+ * The loggers of LOG_FORMAT, both one line per entry on stdout: `json` one
+ * JSON object (`message`, `level`, `timestamp`, `annotations`…), `text` logfmt
+ * (`timestamp=… level=INFO fiber=#2 message="…" requestId=…`).
+ */
+export const loggerLayer = (format: "text" | "json") =>
+  Logger.layer([format === "json" ? Logger.consoleJson : Logger.consoleLogFmt])
+
 export const serveFromEnvironment: Effect.Effect<void, unknown> = Effect.gen(function*() {
   const config = yield* loadServerConfig
+  return yield* serveWith(config).pipe(Effect.provide(loggerLayer(config.logFormat)))
+}).pipe(
+  Effect.catchIf(
+    (error): error is InvalidConfig | CannotListen | DataDirInUse | DataDirLockFailed =>
+      error instanceof InvalidConfig || error instanceof CannotListen || error instanceof DataDirInUse ||
+      error instanceof DataDirLockFailed,
+    (error) =>
+      Effect.sync(() => {
+        console.error(error.message)
+        process.exitCode = 1
+      })
+  )
+)
+
+const serveWith = (config: ServerConfig) => Effect.gen(function*() {
   const database = { databaseUrl: config.databaseUrl, dataDir: config.dataDir }
   yield* Effect.logInfo(`Spendgate starting: storage = ${describeStorage(database)}`)
   const signup = yield* loadSignupConfig
@@ -156,9 +179,11 @@ export const serveFromEnvironment: Effect.Effect<void, unknown> = Effect.gen(fun
     host: config.host,
     railRoutes: railRoutes(payments),
     adminToken: config.adminToken,
+    metricsToken: config.metricsToken,
     rateLimits: rateLimitOptions(rateLimits),
     signup: signupOptions(signup),
-    logRequests: config.logLevel === "Debug" || config.logLevel === "Trace" || config.logLevel === "All"
+    // One line per request at Info; LOG_LEVEL=Warn (or above) silences it.
+    logRequests: true
   }).pipe(
     Layer.provide(Layer.mergeAll(Spend.sweeper(), Funding.expirer(), Webhooks.worker(), followersLayer(payments))),
     Layer.provideMerge(Gateway.layerWith({ quoteTtlMs: config.quoteTtlSeconds * 1000 })),
@@ -187,17 +212,5 @@ export const serveFromEnvironment: Effect.Effect<void, unknown> = Effect.gen(fun
       }
     )
   )
-}).pipe(
-  Effect.scoped,
-  Effect.catchIf(
-    (error): error is InvalidConfig | CannotListen | DataDirInUse | DataDirLockFailed =>
-      error instanceof InvalidConfig || error instanceof CannotListen || error instanceof DataDirInUse ||
-      error instanceof DataDirLockFailed,
-    (error) =>
-      Effect.sync(() => {
-        console.error(error.message)
-        process.exitCode = 1
-      })
-  )
-)
+}).pipe(Effect.scoped)
 

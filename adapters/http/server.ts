@@ -29,14 +29,20 @@ import { WalletHandlers } from "./walletHandlers.ts"
 import { WebhooksHandlers } from "./webhooksHandlers.ts"
 import { IdempotencyKeysLive } from "./idempotency.ts"
 import { AccessControlLive } from "./access.ts"
-import { mountMcp } from "./mcpRoute.ts"
+import { MCP_PATH, mountMcp } from "./mcpRoute.ts"
+import { METRICS_PATH, mountMetrics, observe, routeResolver } from "./observability.ts"
 
 export interface HttpOptions {
   readonly port: number
   readonly host: string
   readonly bodyLimitBytes?: number
-  /** Log one line per request (method, path, status, time); off by default for throughput. */
+  /**
+   * One access-log line per request at Info (method, route, status, duration,
+   * request id, agent id); off by default for embedders, on in `spendgate serve`.
+   */
   readonly logRequests?: boolean
+  /** Who may read GET /metrics (METRICS_TOKEN, else ADMIN_TOKEN); none: 404. */
+  readonly metricsToken?: Option.Option<Redacted.Redacted<string>>
   /** Log the listening address once the port is open (default true). */
   readonly announce?: boolean
   /** Per-agent and per-account limits and where they are counted (in process by default). */
@@ -56,6 +62,7 @@ export const routes = (options: Omit<HttpOptions, "port" | "host"> = {}) => {
   return Layer.mergeAll(
     mountRailRoutes(options.railRoutes ?? [], options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }),
     mountMcp(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }),
+    mountMetrics(Option.orElse(options.metricsToken ?? Option.none(), () => options.adminToken ?? Option.none())),
     HttpApiBuilder.layer(Api, { openapiPath: "/v1/openapi.json" }).pipe(
       Layer.provide([PublicHandlers, AgentsHandlers, WalletHandlers, FundingHandlers, AdminHandlers, CapabilitiesHandlers, QuotesHandlers, ServicesHandlers, OpenAiHandlers, AnthropicHandlers, WebhooksHandlers])
     ),
@@ -73,6 +80,16 @@ export const routes = (options: Omit<HttpOptions, "port" | "host"> = {}) => {
   )
 }
 
+/** The path templates of the API and of the routes beside it, for the access log and the metrics. */
+const routeResolverFor = (railRoutes: ReadonlyArray<RailRoute>) =>
+  routeResolver(Api, [
+    ...railRoutes.map((route) => ({ method: route.method, path: route.path })),
+    { method: "*", path: MCP_PATH },
+    { method: "GET", path: METRICS_PATH },
+    { method: "GET", path: "/docs" },
+    { method: "GET", path: "/v1/openapi.json" }
+  ])
+
 /**
  * The HTTP server over the core services. The core (and its storage) must be
  * provided from outside, so that the port opens only once storage is ready.
@@ -81,8 +98,10 @@ export const serverLayer = (
   options: HttpOptions
 ): Layer.Layer<HttpServer.HttpServer, unknown, Services | Store | AdminStore | Providers | RateStatus> =>
   HttpRouter.serve(routes(options), {
-    disableLogger: options.logRequests !== true,
-    disableListenLog: options.announce === false
+    // The access log of observability.ts replaces the framework's request log.
+    disableLogger: true,
+    disableListenLog: options.announce === false,
+    middleware: observe({ routes: routeResolverFor(options.railRoutes ?? []), accessLog: options.logRequests === true })
   }).pipe(
     Layer.provideMerge(NodeHttpServer.layer(() => withClientErrors(createServer()), { port: options.port, host: options.host }))
   )

@@ -126,5 +126,6 @@ Beside the API (\`routesOutsideApi\` in \`src/access/matrix.ts\`):
 | Route | Who | Owner | Agent | Killed agent | No key | Unknown key, admin token | Notes |
 |---|---|---|---|---|---|---|---|
 | \`POST /mcp\` | any agent key | yes | yes | 403 | 401 | 401 | the MCP server (Streamable HTTP, stateless; GET and DELETE 405); each tool call is the API endpoint of the same name with the caller's key, under that endpoint's cell, a refusal being a tool error (\`isError\`) with the API's code and details; on a \`tools/call\` a killed agent or a spent rate limit is such a tool error too (\`AGENT_KILLED\`, \`RATE_LIMITED\`), not an HTTP 403/429 |
+| \`GET /metrics\` | the operator | 401 | 401 | 401 | 401 | unknown key 401; admin token yes when \`METRICS_TOKEN\` is unset, else 401 | Prometheus text (docs/observability.md) for \`Authorization: Bearer <METRICS_TOKEN>\`, or the admin token when \`METRICS_TOKEN\` is unset; 404 with neither token set |
 `
 }

@@ -218,5 +218,12 @@ export const matrixEntries = (): ReadonlyArray<{ readonly group: string; readonl
  * error, not an HTTP status. test/mcp/mcp.test.ts holds /mcp to these cells.
  */
 export const routesOutsideApi = {
-  mcp: entry("POST", "/mcp", { access: "agent" }, "use the MCP server")
+  mcp: entry("POST", "/mcp", { access: "agent" }, "use the MCP server"),
+  /**
+   * `/metrics` (adapters/http/observability.ts) answers Prometheus text, not
+   * JSON, so it is mounted beside the API. Only the operator reads it: the
+   * METRICS_TOKEN, or the ADMIN_TOKEN when METRICS_TOKEN is unset; with
+   * neither it answers 404. test/http/observability.test.ts holds it to this.
+   */
+  metrics: entry("GET", "/metrics", { access: "admin" }, "read the metrics")
 } as const satisfies Record<string, MatrixEntry>

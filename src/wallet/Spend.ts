@@ -7,6 +7,7 @@ import { MicroUsd, msatToMicroUsdValue, usdToMsatForCharge } from "../domain/Mon
 import { RateSource } from "../ports/RateSource.ts"
 import { type QuoteClaim, Store } from "../ports/Store.ts"
 import type { QuoteRefusal } from "../quotes/Quote.ts"
+import * as Metrics from "../observability/Metrics.ts"
 import { type HoldPlan, planHold, planLateSettle, planSettle } from "./decide.ts"
 
 /**
@@ -145,8 +146,12 @@ export class Spend extends Context.Service<Spend, {
                 decide: (snapshot) => planHold(snapshot, request.capability, quotedMicroUsd, rate?.rate ?? null),
                 quote: request.quote
               })
-              if (Result.isFailure(reserved)) return yield* Effect.fail(reserved.failure)
+              if (Result.isFailure(reserved)) {
+                yield* Metrics.countSpendRefusal(reserved.failure.code)
+                return yield* Effect.fail(reserved.failure)
+              }
               const reservation = reserved.success
+              yield* Metrics.holdTaken
 
               const callStartedMs = yield* Clock.currentTimeMillis
               const exit = yield* Effect.exit(restore(request.run))
@@ -159,7 +164,7 @@ export class Spend extends Context.Service<Spend, {
                   auditId: newAuditId(),
                   reason,
                   now: yield* now
-                })
+                }).pipe(Effect.ensuring(Metrics.holdEnded))
                 return yield* Effect.failCause(exit.cause)
               }
 
@@ -175,7 +180,7 @@ export class Spend extends Context.Service<Spend, {
                 plan: (held) => planSettle(held, exit.value.actualMicroUsd),
                 // The call outlived its hold and the sweep returned it: charge again or record what is owed.
                 planLate: (swept, snapshot) => planLateSettle(swept, exit.value.actualMicroUsd, snapshot)
-              })
+              }).pipe(Effect.ensuring(Metrics.holdEnded))
               if (outcome._tag === "NotHeld") {
                 // A reservation is settled once, by the call that made it: nothing else settles it.
                 return yield* Effect.die(new Error(`reservation ${reservation.id} was settled twice`))
@@ -186,6 +191,7 @@ export class Spend extends Context.Service<Spend, {
                     `${outcome.plan.owedMicroUsd} µUSD could not be charged (${outcome.plan.refusal.code}); ` +
                     `recorded as owed, the caller is refused`
                 )
+                yield* Metrics.countSpendRefusal(outcome.plan.refusal.code)
                 return yield* Effect.fail(outcome.plan.refusal)
               }
               if (outcome.late) {
@@ -194,6 +200,7 @@ export class Spend extends Context.Service<Spend, {
                 )
               }
               const { transaction, wallet } = outcome
+              yield* Metrics.countCharge(request.capability, request.provider, transaction.amountMicroUsd)
               const snapshot = rate?.rate ?? null
               const receipt: SpendReceipt = {
                 quotedMicroUsd: request.quotedMicroUsd,

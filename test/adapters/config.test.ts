@@ -49,6 +49,8 @@ describe("configuration", () => {
     [{ ADMIN_TOKEN: "short" }, "Invalid configuration: ADMIN_TOKEN must be at least 24 characters"],
     [{ BTC_USD_RATE: "cheap" }, "Invalid configuration: BTC_USD_RATE must be a positive decimal number of USD per BTC"],
     [{ LOG_LEVEL: "loud" }, "Invalid configuration: LOG_LEVEL: "],
+    [{ LOG_FORMAT: "yaml" }, "Invalid configuration: LOG_FORMAT must be text or json"],
+    [{ METRICS_TOKEN: "short" }, "Invalid configuration: METRICS_TOKEN must be at least 24 characters"],
     [{ QUOTE_TTL_SECONDS: "0" }, "Invalid configuration: QUOTE_TTL_SECONDS must be a whole number of seconds from 1 to 3600"],
     [{ QUOTE_TTL_SECONDS: "3601" }, "Invalid configuration: QUOTE_TTL_SECONDS must be a whole number of seconds from 1 to 3600"],
     [{ QUOTE_TTL_SECONDS: "1.5" }, "Invalid configuration: QUOTE_TTL_SECONDS: "],
@@ -112,6 +114,15 @@ describe("configuration", () => {
     expect(Exit.isSuccess(set) && set.value.quoteTtlSeconds).toBe(5)
     const unset = await withEnv(loadServerConfig, {})
     expect(Exit.isSuccess(unset) && unset.value.quoteTtlSeconds).toBe(60)
+  })
+
+  it("LOG_FORMAT is text by default, or json; METRICS_TOKEN is kept redacted", async () => {
+    const unset = await withEnv(loadServerConfig, {})
+    expect(Exit.isSuccess(unset) && unset.value.logFormat).toBe("text")
+    expect(Exit.isSuccess(unset) && Option.isNone(unset.value.metricsToken)).toBe(true)
+    const set = await withEnv(loadServerConfig, { LOG_FORMAT: "json", METRICS_TOKEN: "m".repeat(30) })
+    expect(Exit.isSuccess(set) && set.value.logFormat).toBe("json")
+    expect(Exit.isSuccess(set) && Option.map(set.value.metricsToken, Redacted.value)).toEqual(Option.some("m".repeat(30)))
   })
 
   it("one line from effect's schema errors", () => {

@@ -454,7 +454,8 @@ for (const [backend, store] of storeBackends) {
       // The rest of the API keeps its own envelope.
       const elsewhere = await api.get("/v1/wallet", "sk_agt_nope")
       expect(elsewhere.status).toBe(401)
-      expect(Object.keys(elsewhere.body.error).sort()).toEqual(["code", "message"])
+      expect(Object.keys(elsewhere.body.error).sort()).toEqual(["code", "message", "requestId"])
+      expect(elsewhere.body.error.requestId).toBe(elsewhere.headers.get("x-request-id"))
       const agent = await funded()
       for (const model of ["nope", "gpt-m", "chatonly/gpt-m"]) {
         const unknown = await agent.anthropic.messages.create({ model, max_tokens: 10, messages: hi }).catch((e: unknown) => e)

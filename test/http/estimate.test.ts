@@ -134,7 +134,7 @@ describe.each(storeBackends.slice(0, 2))("estimate over HTTP (%s)", (_name, stor
     const before = await ledger(a)
     const executed = await api.post("/v1/capabilities/search", body, a.workerKey)
     expect(errorCode(executed)).toBe(code)
-    expect(executed.body.error).toEqual(estimate.body.refusal)
+    expect(executed.body.error).toEqual({ ...estimate.body.refusal, requestId: executed.headers.get("x-request-id") })
     expect(await ledger(a)).toEqual(before)
     return estimate.body
   }

@@ -453,7 +453,10 @@ describe.each(storeBackends)("Idempotency-Key across agents over %s", (_name, st
     expect(errorCode(first)).toBe("INSUFFICIENT_BALANCE")
     const second = await withKey("POST", "/v1/capabilities/reason", owner.apiKey, "broke-1", body)
     expect(second.status).toBe(402)
-    expect(second.text).toBe(first.text)
+    // The stored answer, marked with the id of the request that replays it.
+    expect(second.body.error.requestId).toBe(second.headers.get("x-request-id"))
+    expect(second.body.error.requestId).not.toBe(first.body.error.requestId)
+    expect({ ...second.body.error, requestId: undefined }).toEqual({ ...first.body.error, requestId: undefined })
     expect(second.headers.get("idempotent-replayed")).toBe("true")
   })
 

@@ -333,10 +333,13 @@ for (const [backend, store] of storeBackends) {
       const denied = await stranger.models.list().catch((e: unknown) => e)
       expect(denied).toBeInstanceOf(OpenAI.AuthenticationError)
       expect(denied).toMatchObject({ code: "UNAUTHORIZED", type: "authentication_error" })
+      // The official client reads X-Request-Id into the error it throws.
+      expect((denied as InstanceType<typeof OpenAI.APIError>).requestID).toMatch(/^[0-9a-f-]{36}$/)
       // The rest of the API keeps its own envelope.
       const elsewhere = await api.get("/v1/wallet", "sk_agt_nope")
       expect(elsewhere.status).toBe(401)
-      expect(Object.keys(elsewhere.body.error).sort()).toEqual(["code", "message"])
+      expect(Object.keys(elsewhere.body.error).sort()).toEqual(["code", "message", "requestId"])
+      expect(elsewhere.body.error.requestId).toBe(elsewhere.headers.get("x-request-id"))
       const agent = await funded()
       const unknown = await agent.openai.chat.completions.create({ model: "nope", messages: [{ role: "user", content: "hi" }] })
         .catch((e: unknown) => e)

@@ -271,7 +271,7 @@ describe.each(storeBackends)("binding quotes over HTTP (%s)", (_name, store) => 
     expect(estimate.body.allowed).toBe(false)
     const res = await quote(a.workerKey, "reason", input)
     refused(res, 402, "PER_CALL_LIMIT_EXCEEDED")
-    expect(res.body.error).toEqual(estimate.body.refusal)
+    expect(res.body.error).toEqual({ ...estimate.body.refusal, requestId: res.headers.get("x-request-id") })
     const poor = await account(0n)
     const broke = await quote(poor.workerKey, "reason", input)
     refused(broke, 402, "INSUFFICIENT_BALANCE")

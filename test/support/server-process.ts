@@ -45,7 +45,7 @@ export const startServerProcess = (
       out += chunk.toString()
       // Bounded: a long-running server keeps only the last 200 kB of its output.
       if (out.length > 400_000) out = out.slice(-200_000)
-      const match = /Listening on (http:\/\/[^\s]+)/.exec(out)
+      const match = /Listening on (http:\/\/[^\s"]+)/.exec(out)
       if (match) {
         clearTimeout(timer)
         child.removeListener("exit", onEarlyExit)

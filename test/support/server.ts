@@ -69,6 +69,12 @@ export const startServer = async (
     readonly webhooks?: Layer.Layer<WebhookTransport>
     /** Webhook delivery settings (the defaults otherwise). */
     readonly webhookSettings?: Partial<WebhookSettings>
+    /** One access-log line per request (off by default). */
+    readonly logRequests?: boolean
+    /** METRICS_TOKEN (GET /metrics; ADMIN_TOKEN stands in when unset). */
+    readonly metricsToken?: string
+    /** Where the server's log lines go (the default console logger otherwise). */
+    readonly loggers?: Layer.Layer<never>
     /** Replaces the dev card rail (and adds the rail's own routes). */
     readonly card?: {
       readonly rail: Layer.Layer<CardRail>
@@ -85,6 +91,8 @@ export const startServer = async (
     ...(options.rateLimits === undefined ? {} : { rateLimits: options.rateLimits }),
     signup: options.signup ?? { perHour: 1_000_000 },
     adminToken: options.adminToken === undefined ? Option.none() : Option.some(Redacted.make(options.adminToken)),
+    ...(options.metricsToken === undefined ? {} : { metricsToken: Option.some(Redacted.make(options.metricsToken)) }),
+    ...(options.logRequests === undefined ? {} : { logRequests: options.logRequests }),
     ...(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes })
   }).pipe(
     Layer.provideMerge(options.quoteTtlMs === undefined ? Gateway.layer : Gateway.layerWith({ quoteTtlMs: options.quoteTtlMs })),
@@ -102,7 +110,8 @@ export const startServer = async (
       options.outbound ?? Layer.empty,
       options.webhooks ?? WebhookHttp.layer(),
       Layer.succeed(WebhookSettings, { ...defaultWebhookSettings, ...options.webhookSettings })
-    ))
+    )),
+    Layer.provide(options.loggers ?? Layer.empty)
   )
   const context = await Effect.runPromise(Layer.buildWithScope(app, scope))
   const address = Context.get(context, HttpServer.HttpServer).address

@@ -1,0 +1,257 @@
+import { Cause, Context, Effect, Exit, Layer, Metric, Option, Redacted } from "effect"
+import { HttpBody, HttpEffect, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { HttpApi, type HttpApiGroup } from "effect/http-api"
+import { PrometheusMetrics } from "effect/observability"
+import { createHash, randomUUID, timingSafeEqual } from "node:crypto"
+import { Providers } from "../../src/capabilities/Capabilities.ts"
+import { ProviderHealth } from "../../src/capabilities/ProviderHealth.ts"
+import { envelopeResponse } from "./errors.ts"
+
+/**
+ * What an operator sees of each request:
+ *
+ * - `X-Request-Id`: taken from the request when it is a sane token (1 to 128
+ *   of `A-Z a-z 0-9 . _ : -`), generated (a UUID) otherwise; returned on every
+ *   answer, put in every error body as `error.requestId`, and annotated on
+ *   every log line written while the request runs;
+ * - one access-log line per request at Info (method, route, status, duration,
+ *   request id, agent id once authenticated; never headers, keys, query
+ *   strings or bodies);
+ * - the HTTP series of GET /metrics (requests by route, method and status,
+ *   latency histogram by route).
+ *
+ * It wraps the whole router (`HttpRouter.serve`'s middleware), and marks the
+ * answer in a pre-response handler, so it sees the final answer of every
+ * route, the error envelope and the OpenAI/Anthropic reshaping included. Answers Node writes itself before any route runs (431
+ * headers too large, 408 request timeout: adapters/http/clientError.ts) never
+ * reach it.
+ */
+
+export const REQUEST_ID_HEADER = "x-request-id"
+
+const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
+
+/** The caller's request id when it is sane, else a fresh one. */
+export const requestIdFor = (given: string | undefined): string =>
+  given !== undefined && SANE_REQUEST_ID.test(given) ? given : randomUUID()
+
+/**
+ * What is learnt about a request while it runs, for its access-log line:
+ * the authenticated agent (set by the authentication middleware). Absent
+ * outside a request.
+ */
+export interface RequestFacts {
+  agentId: string | undefined
+}
+
+export const CurrentRequestFacts = Context.Reference<RequestFacts | undefined>("spendgate/http/CurrentRequestFacts", {
+  defaultValue: () => undefined
+})
+
+/** Records the authenticated agent of the current request (no-op outside one). */
+export const noteAgent = (agentId: string): Effect.Effect<void> =>
+  Effect.map(CurrentRequestFacts, (facts: RequestFacts | undefined) => {
+    if (facts !== undefined) facts.agentId = agentId
+  })
+
+// ---- routes -------------------------------------------------------------------
+
+interface Template {
+  readonly pattern: RegExp
+  readonly template: string
+}
+
+const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+
+const compile = (template: string): RegExp =>
+  new RegExp(
+    `^${
+      template.split("/").map((segment) => segment.startsWith(":") ? "[^/]+" : escapeRegExp(segment)).join("/")
+    }/?$`
+  )
+
+/** Which path template a request matched, from the API's endpoints and the routes beside it. */
+export interface RouteResolver {
+  readonly resolve: (method: string, path: string) => string | undefined
+}
+
+export const routeResolver = <Id extends string, Groups extends HttpApiGroup.Constraint>(
+  api: HttpApi.HttpApi<Id, Groups>,
+  extra: ReadonlyArray<{ readonly method: string; readonly path: string }>
+): RouteResolver => {
+  const byMethod = new Map<string, Array<Template>>()
+  const add = (method: string, path: string) => {
+    const list = byMethod.get(method) ?? []
+    list.push({ pattern: compile(path), template: path })
+    byMethod.set(method, list)
+  }
+  HttpApi.reflect(api, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint }) => add(endpoint.method, endpoint.path)
+  })
+  for (const route of extra) add(route.method, route.path)
+  // Literal segments win over parameters (`/v1/webhooks/alerts/...` before `/v1/webhooks/:id`).
+  for (const list of byMethod.values()) {
+    list.sort((a, b) => (b.template.split(":").length === a.template.split(":").length
+      ? b.template.length - a.template.length
+      : a.template.split(":").length - b.template.split(":").length))
+  }
+  const find = (method: string, path: string) =>
+    byMethod.get(method)?.find((candidate) => candidate.pattern.test(path))?.template ??
+      byMethod.get("*")?.find((candidate) => candidate.pattern.test(path))?.template
+  return {
+    resolve: (method, path) => find(method, path) ?? (method === "HEAD" ? find("GET", path) : undefined)
+  }
+}
+
+/** A segment that names one thing (an id, a number, a long token) rather than a route. */
+const ID_LIKE = /^(?:\d+|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[a-z]+_[A-Za-z0-9_-]{6,}|[A-Za-z0-9_-]{20,})$/i
+
+/** A path with its ids elided (`/v1/agents/agt_123abc` -> `/v1/agents/:id`), bounded in length. */
+export const elideIds = (path: string): string =>
+  path.split("/").map((segment) => ID_LIKE.test(segment) ? ":id" : segment).join("/").slice(0, 200)
+
+// ---- metrics ------------------------------------------------------------------
+
+export const httpRequestsTotal = Metric.counter("spendgate_http_requests_total", {
+  description: "HTTP requests answered, by route template, method and status",
+  incremental: true
+})
+
+export const httpRequestDuration = Metric.histogram("spendgate_http_request_duration_seconds", {
+  description: "Time to answer (until the response head is ready), by route template",
+  boundaries: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
+})
+
+// ---- the middleware -------------------------------------------------------------
+
+/**
+ * Puts the request id in an error body that has an `error` object (the
+ * API's envelope, and the OpenAI and Anthropic shapes); an upstream's own
+ * answer (`x-spendgate-audit-id`) and a JSON-RPC error pass as they came.
+ */
+const withRequestIdInBody = (
+  response: HttpServerResponse.HttpServerResponse,
+  requestId: string
+): HttpServerResponse.HttpServerResponse => {
+  if (response.status < 400 || response.body._tag !== "Uint8Array") return response
+  if (!(response.headers["content-type"] ?? "").startsWith("application/json")) return response
+  if (response.headers["x-spendgate-audit-id"] !== undefined) return response
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(new TextDecoder().decode(response.body.body))
+  } catch {
+    return response
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return response
+  // A JSON-RPC error (/mcp) keeps the members its specification names; the header carries the id.
+  if ("jsonrpc" in parsed) return response
+  const error = (parsed as { error?: unknown }).error
+  if (typeof error !== "object" || error === null || Array.isArray(error)) return response
+  return HttpServerResponse.setBody(
+    response,
+    HttpBody.jsonUnsafe({ ...parsed, error: { ...error, requestId } })
+  )
+}
+
+export interface ObserveOptions {
+  readonly routes: RouteResolver
+  /** One Info line per request (default true). */
+  readonly accessLog?: boolean | undefined
+}
+
+/** `HttpRouter.serve`'s middleware: request ids, the access log and the HTTP metrics. */
+export const observe = (options: ObserveOptions) =>
+<E, R>(
+  app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | HttpServerRequest.HttpServerRequest> =>
+  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+    const requestId = requestIdFor(request.headers[REQUEST_ID_HEADER])
+    const facts: RequestFacts = { agentId: undefined }
+    const started = performance.now()
+    const path = request.url.split("?")[0]!
+    return Effect.gen(function*() {
+      // The server writes the answer inside `app`; a pre-response handler is the last word on it.
+      yield* HttpEffect.appendPreResponseHandler((_request, response) =>
+        Effect.succeed(HttpServerResponse.setHeader(withRequestIdInBody(response, requestId), REQUEST_ID_HEADER, requestId))
+      )
+      const exit = yield* Effect.exit(Effect.provideService(app, CurrentRequestFacts, facts))
+      const status = Exit.isSuccess(exit) ? exit.value.status : Cause.hasInterruptsOnly(exit.cause) ? 499 : 500
+      const seconds = (performance.now() - started) / 1000
+      const template = options.routes.resolve(request.method, path)
+      // Unknown paths share one series, so a scan cannot grow the metrics without bound.
+      const metricRoute = template ?? (status === 404 ? "unmatched" : elideIds(path))
+      yield* Metric.update(
+        Metric.withAttributes(httpRequestsTotal, { route: metricRoute, method: request.method, status: String(status) }),
+        1
+      )
+      yield* Metric.update(Metric.withAttributes(httpRequestDuration, { route: metricRoute }), seconds)
+      if (options.accessLog !== false) {
+        const route = template ?? elideIds(path)
+        const durationMs = Math.round(seconds * 100_000) / 100
+        yield* Effect.logInfo(`${request.method} ${route} ${status} ${durationMs}ms`).pipe(
+          Effect.annotateLogs({
+            method: request.method,
+            route,
+            status,
+            durationMs,
+            ...(facts.agentId === undefined ? {} : { agentId: facts.agentId })
+          })
+        )
+      }
+      if (Exit.isFailure(exit)) return yield* Effect.failCause(exit.cause)
+      return exit.value
+    }).pipe(Effect.annotateLogs("requestId", requestId))
+  })
+
+// ---- GET /metrics ---------------------------------------------------------------
+
+export const METRICS_PATH = "/metrics"
+
+const digest = (text: string) => createHash("sha256").update(text).digest()
+
+/**
+ * GET /metrics: the process's metrics in Prometheus text format, for
+ * `Authorization: Bearer <token>` (METRICS_TOKEN, else ADMIN_TOKEN). With
+ * neither set the route answers 404, like the admin API.
+ */
+/** Each provider's circuit (closed, open, half-open): 1 on its current state, 0 on the others. */
+export const providerCircuit = Metric.gauge("spendgate_provider_circuit_state", {
+  description: "A provider's circuit breaker, 1 on its current state (closed, open, half-open), 0 on the others"
+})
+
+const CIRCUIT_STATES = ["closed", "open", "half-open"] as const
+
+export const mountMetrics = (token: Option.Option<Redacted.Redacted<string>>) =>
+  Layer.effectDiscard(Effect.gen(function*() {
+    const router = yield* HttpRouter.HttpRouter
+    const health = yield* ProviderHealth
+    const { all: providers } = yield* Providers
+    // Read at each scrape: the circuits live in ProviderHealth, in process.
+    const circuits = Effect.forEach(providers, (provider) =>
+      Effect.flatMap(health.report(provider.name), (report) =>
+        Effect.forEach(CIRCUIT_STATES, (state) =>
+          Metric.update(
+            Metric.withAttributes(providerCircuit, { capability: provider.capability, provider: provider.name, state }),
+            report.circuit === state ? 1 : 0
+          ))), { discard: true })
+    const expected = Option.map(token, (value) => digest(Redacted.value(value)))
+    yield* router.add("GET", METRICS_PATH, (request) =>
+      Effect.gen(function*() {
+        if (Option.isNone(expected)) return envelopeResponse("NOT_FOUND", `No route for GET ${METRICS_PATH}`)
+        const match = /^Bearer +(\S+) *$/i.exec(request.headers["authorization"] ?? "")
+        // Compared as SHA-256 digests in constant time: no length or prefix leaks.
+        if (match === null || !timingSafeEqual(digest(match[1]!), expected.value)) {
+          return envelopeResponse(
+            "UNAUTHORIZED",
+            "GET /metrics needs Authorization: Bearer <METRICS_TOKEN, or ADMIN_TOKEN when METRICS_TOKEN is unset>",
+            undefined,
+            { "www-authenticate": "Bearer" }
+          )
+        }
+        yield* circuits
+        return HttpServerResponse.text(yield* PrometheusMetrics.format(), {
+          contentType: "text/plain; version=0.0.4; charset=utf-8"
+        })
+      }))
+  }))
