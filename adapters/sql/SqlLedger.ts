@@ -323,6 +323,7 @@ export const makeSqlLedger = (
         oldestCallLastMinuteAt: rows[0]?.oldest == null ? null : date(rows[0].oldest)
       })
     )
+  const NO_RECENT_ACTIVITY: RecentActivity = { spentLastHourMicroUsd: 0n, callsLastMinute: 0, oldestCallLastMinuteAt: null }
   const lowerDaily = (agentId: AgentId, day: string, amount: bigint) =>
     sql`
       UPDATE agent_daily_spend SET spent_micro_usd = spent_micro_usd - ${amount}
@@ -588,7 +589,11 @@ export const makeSqlLedger = (
           policy,
           dailySpentMicroUsd: big(row["daily_spent"] as Int8),
           monthlySpentMicroUsd: big(row["monthly_spent"] as Int8),
-          recent: yield* recentOf(input.agentId, input.now),
+          // The last hour's reservations are read only when the policy has a velocity limit:
+          // without one nothing uses them, and the scan grows with the agent's call rate.
+          recent: policy.maxPerHourMicroUsd === null && policy.maxCallsPerMinute === null
+            ? NO_RECENT_ACTIVITY
+            : yield* recentOf(input.agentId, input.now),
           now: input.now,
           wallet
         }
