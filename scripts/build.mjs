@@ -15,9 +15,10 @@ execFileSync(process.execPath, [join(root, "node_modules/typescript/bin/tsc"), "
 })
 
 // Read at run time relative to the module that reads them (import.meta.url):
-// adapters/priceCards.ts reads ../config/prices.json.
-const assets = ["config/prices.json"]
+// adapters/priceCards.ts reads ../config/prices.json; the dashboard's server
+// (adapters/http/dashboard/static.ts) serves the files of its web/ folder.
+const assets = ["config/prices.json", "adapters/http/dashboard/web"]
 for (const file of assets) {
   mkdirSync(dirname(join(dist, file)), { recursive: true })
-  cpSync(join(root, file), join(dist, file))
+  cpSync(join(root, file), join(dist, file), { recursive: true })
 }

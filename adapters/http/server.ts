@@ -31,6 +31,7 @@ import { IdempotencyKeysLive } from "./idempotency.ts"
 import { AccessControlLive } from "./access.ts"
 import { MCP_PATH, mountMcp } from "./mcpRoute.ts"
 import { METRICS_PATH, mountMetrics, observe, routeResolver } from "./observability.ts"
+import { dashboardRoutes, mountDashboard } from "./dashboard/static.ts"
 
 export interface HttpOptions {
   readonly port: number
@@ -55,12 +56,13 @@ export interface HttpOptions {
   readonly railRoutes?: ReadonlyArray<RailRoute>
 }
 
-/** All routes of the API: /v1, /health, /v1/openapi.json, /docs and /mcp. */
+/** All routes of the API: /v1, /health, /v1/openapi.json, /docs, /mcp and the dashboard (/, /admin, /ui/). */
 export const routes = (options: Omit<HttpOptions, "port" | "host"> = {}) => {
   // One limiter (one Redis connection) for the request and the signup limits.
   const limiter = options.rateLimits?.limiter ?? MemoryRateLimiter.layer()
   return Layer.mergeAll(
     mountRailRoutes(options.railRoutes ?? [], options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }),
+    mountDashboard(),
     mountMcp(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }),
     mountMetrics(Option.orElse(options.metricsToken ?? Option.none(), () => options.adminToken ?? Option.none())),
     HttpApiBuilder.layer(Api, { openapiPath: "/v1/openapi.json" }).pipe(
@@ -87,6 +89,7 @@ const routeResolverFor = (railRoutes: ReadonlyArray<RailRoute>) =>
     { method: "*", path: MCP_PATH },
     { method: "GET", path: METRICS_PATH },
     { method: "GET", path: "/docs" },
+    ...dashboardRoutes(),
     { method: "GET", path: "/v1/openapi.json" }
   ])
 

@@ -1,0 +1,5 @@
+import { html } from "../lib.js"
+
+export default function Page() {
+  return html`<h1>funding</h1>`
+}
