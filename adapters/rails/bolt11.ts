@@ -287,3 +287,225 @@ export const encodeInvoice = (options: InvoiceOptions): string =>
       featuresField([FEATURE_VAR_ONION_OPTIN, FEATURE_PAYMENT_SECRET])
     ]
   })
+
+// ---------------------------------------------------------------------------
+// Decoding
+
+/** Why a payment request could not be read; never thrown, always returned. */
+export class InvalidInvoice extends Error {
+  readonly _tag = "InvalidInvoice"
+}
+
+/** What a BOLT #11 invoice says, checked: the signature verified, the payee recovered from it. */
+export interface DecodedInvoice {
+  readonly paymentRequest: string
+  readonly network: Bolt11Network
+  /** Undefined for an "any amount" invoice. */
+  readonly amountMsat: bigint | undefined
+  readonly timestampSeconds: number
+  /** `x`, or BOLT #11's default of 3600. */
+  readonly expirySeconds: number
+  /** 64 lower-case hex characters. */
+  readonly paymentHash: string
+  readonly paymentSecret: string | undefined
+  /** The payee's node id (66 hex), recovered from the signature (equal to `n` when present). */
+  readonly payeeNodeKey: string
+  readonly description: string | undefined
+  readonly descriptionHash: string | undefined
+  readonly minFinalCltvExpiry: number
+}
+
+/** BOLT #11: an invoice without `x` expires an hour after its timestamp. */
+export const DEFAULT_EXPIRY_SECONDS = 3600
+
+/** Longest payment request read (LND's own limit is 7089 characters). */
+export const MAX_PAYMENT_REQUEST_LENGTH = 7089
+
+const SIGNATURE_WORDS = 104
+
+const NETWORKS: ReadonlyArray<Bolt11Network> = ["bcrt", "bc", "tb"]
+
+/** The amount part of the human-readable part, in msat; throws InvalidInvoice. */
+export const decodeAmount = (text: string): bigint => {
+  const match = /^([0-9]+)([munp]?)$/.exec(text)
+  if (match === null) throw new InvalidInvoice(`the amount ${JSON.stringify(text.slice(0, 40))} is not a number with an optional multiplier`)
+  const digits = match[1]!
+  if (digits.length > 1 && digits.startsWith("0")) throw new InvalidInvoice("the amount has a leading zero")
+  if (digits.length > 20) throw new InvalidInvoice("the amount is too large")
+  const unit = MULTIPLIERS.find(([suffix]) => suffix === match[2])![1]
+  const picoBtc = BigInt(digits) * unit
+  if (picoBtc % 10n !== 0n) throw new InvalidInvoice("a pico-bitcoin amount must be a whole number of millisatoshis")
+  const msat = picoBtc / 10n
+  if (msat <= 0n) throw new InvalidInvoice("the amount must be positive")
+  return msat
+}
+
+const wordsToInt = (words: ReadonlyArray<number>): number => {
+  let n = 0
+  for (const word of words) n = n * 32 + word
+  return n
+}
+
+/** Whole bytes of a field; a field whose length does not give them exactly is skipped by BOLT #11's rules. */
+const exactBytes = (words: ReadonlyArray<number>, length: number): Uint8Array | undefined => {
+  if (words.length !== Math.ceil((length * 8) / 5)) return undefined
+  return wordsToBytesPadded(words).subarray(0, length)
+}
+
+const toHex = (bytes: Uint8Array): string => Buffer.from(bytes).toString("hex")
+
+/**
+ * Reads a BOLT #11 payment request: bech32 checksum, currency and amount,
+ * timestamp, tagged fields, and the signature, which must verify; the payee
+ * is the key recovered from it, and must equal `n` when `n` is present.
+ * Any fault is an `InvalidInvoice`, returned, never thrown.
+ */
+export const decodeInvoice = (paymentRequest: string): DecodedInvoice | InvalidInvoice => {
+  try {
+    return decodeOrThrow(paymentRequest)
+  } catch (cause) {
+    return cause instanceof InvalidInvoice
+      ? cause
+      : new InvalidInvoice(cause instanceof Error ? cause.message : String(cause))
+  }
+}
+
+const decodeOrThrow = (input: string): DecodedInvoice => {
+  if (typeof input !== "string") throw new InvalidInvoice("a payment request is a string")
+  let text = input.trim()
+  if (text.length > MAX_PAYMENT_REQUEST_LENGTH) throw new InvalidInvoice(`longer than ${MAX_PAYMENT_REQUEST_LENGTH} characters`)
+  if (/^lightning:/i.test(text)) text = text.slice("lightning:".length)
+  if (text !== text.toLowerCase() && text !== text.toUpperCase()) throw new InvalidInvoice("mixed case")
+  text = text.toLowerCase()
+  let decoded: { prefix: string; words: Array<number> }
+  try {
+    decoded = bech32.decode(text as `${string}1${string}`, MAX_PAYMENT_REQUEST_LENGTH)
+  } catch (cause) {
+    throw new InvalidInvoice(`not bech32: ${cause instanceof Error ? cause.message : String(cause)}`)
+  }
+  const hrp = decoded.prefix
+  if (!hrp.startsWith("ln")) throw new InvalidInvoice("the prefix does not start with ln")
+  const rest = hrp.slice(2)
+  const network = NETWORKS.find((n) => rest.startsWith(n) && !/^[a-z]/.test(rest.slice(n.length)))
+  if (network === undefined) throw new InvalidInvoice(`unknown currency prefix ${JSON.stringify(hrp.slice(0, 20))}`)
+  const amountText = rest.slice(network.length)
+  const amountMsat = amountText === "" ? undefined : decodeAmount(amountText)
+
+  const words = decoded.words
+  if (words.length < TIMESTAMP_WORDS + SIGNATURE_WORDS) throw new InvalidInvoice("too short to hold a timestamp and a signature")
+  const data = words.slice(0, words.length - SIGNATURE_WORDS)
+  const signature = wordsToBytesPadded(words.slice(words.length - SIGNATURE_WORDS)).subarray(0, 65)
+  const timestampSeconds = wordsToInt(data.slice(0, TIMESTAMP_WORDS))
+
+  let paymentHash: string | undefined
+  let paymentSecret: string | undefined
+  let description: string | undefined
+  let descriptionHash: string | undefined
+  let payeeField: string | undefined
+  let expirySeconds = DEFAULT_EXPIRY_SECONDS
+  let minFinalCltvExpiry = DEFAULT_MIN_FINAL_CLTV_EXPIRY
+  let seenHash = false
+  let index = TIMESTAMP_WORDS
+  while (index < data.length) {
+    if (index + 3 > data.length) throw new InvalidInvoice("a tagged field is cut short")
+    const tag = data[index]!
+    const length = data[index + 1]! * 32 + data[index + 2]!
+    const fieldWords = data.slice(index + 3, index + 3 + length)
+    if (fieldWords.length !== length) throw new InvalidInvoice("a tagged field runs past the end of the data")
+    index += 3 + length
+    switch (tag) {
+      case TAG.paymentHash: {
+        const bytes = exactBytes(fieldWords, 32)
+        // BOLT #11: a `p` of the wrong length is skipped; the first good one counts.
+        if (bytes !== undefined && !seenHash) {
+          paymentHash = toHex(bytes)
+          seenHash = true
+        }
+        break
+      }
+      case TAG.paymentSecret: {
+        const bytes = exactBytes(fieldWords, 32)
+        if (bytes !== undefined && paymentSecret === undefined) paymentSecret = toHex(bytes)
+        break
+      }
+      case TAG.descriptionHash: {
+        const bytes = exactBytes(fieldWords, 32)
+        if (bytes !== undefined && descriptionHash === undefined) descriptionHash = toHex(bytes)
+        break
+      }
+      case TAG.payeeNodeKey: {
+        const bytes = exactBytes(fieldWords, 33)
+        if (bytes !== undefined && payeeField === undefined) payeeField = toHex(bytes)
+        break
+      }
+      case TAG.description: {
+        if (description === undefined) {
+          const bytes = wordsToBytesPadded(fieldWords).subarray(0, Math.floor((length * 5) / 8))
+          try {
+            description = new TextDecoder("utf-8", { fatal: true }).decode(bytes)
+          } catch {
+            throw new InvalidInvoice("the description is not UTF-8")
+          }
+        }
+        break
+      }
+      case TAG.expiry:
+        if (length > 7) throw new InvalidInvoice("the expiry is too large")
+        expirySeconds = wordsToInt(fieldWords)
+        break
+      case TAG.minFinalCltvExpiry:
+        if (length > 7) throw new InvalidInvoice("min_final_cltv_expiry is too large")
+        minFinalCltvExpiry = wordsToInt(fieldWords)
+        break
+      default:
+        break // routing hints, features, fallback addresses and unknown tags are not needed here
+    }
+  }
+  if (paymentHash === undefined) throw new InvalidInvoice("no payment hash (p)")
+  if (description === undefined && descriptionHash === undefined) {
+    throw new InvalidInvoice("neither a description (d) nor a description hash (h)")
+  }
+
+  const recoveryId = signature[64]!
+  if (recoveryId > 3) throw new InvalidInvoice("the signature's recovery id is not 0 to 3")
+  const hrpBytes = new TextEncoder().encode(hrp)
+  const dataBytes = wordsToBytesPadded(data)
+  const message = new Uint8Array(hrpBytes.length + dataBytes.length)
+  message.set(hrpBytes, 0)
+  message.set(dataBytes, hrpBytes.length)
+  const digest = sha256(message)
+  const compact = signature.subarray(0, 64)
+  let payee: Uint8Array
+  try {
+    const recovered = new Uint8Array(65)
+    recovered[0] = recoveryId
+    recovered.set(compact, 1)
+    payee = secp256k1.recoverPublicKey(recovered, digest, { prehash: false })
+  } catch (cause) {
+    throw new InvalidInvoice(`the signature does not recover a key: ${cause instanceof Error ? cause.message : String(cause)}`)
+  }
+  if (!secp256k1.verify(compact, digest, payee, { prehash: false, lowS: false })) {
+    throw new InvalidInvoice("the signature does not verify")
+  }
+  const payeeNodeKey = toHex(payee)
+  if (payeeField !== undefined && payeeField !== payeeNodeKey) {
+    throw new InvalidInvoice("the signature is not the payee's (n)")
+  }
+  return {
+    paymentRequest: text,
+    network,
+    amountMsat,
+    timestampSeconds,
+    expirySeconds,
+    paymentHash,
+    paymentSecret,
+    payeeNodeKey,
+    description,
+    descriptionHash,
+    minFinalCltvExpiry
+  }
+}
+
+/** When the invoice stops being payable, in ms since the epoch. */
+export const invoiceExpiresAtMs = (invoice: Pick<DecodedInvoice, "timestampSeconds" | "expirySeconds">): number =>
+  (invoice.timestampSeconds + invoice.expirySeconds) * 1000
