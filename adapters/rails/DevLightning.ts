@@ -1,16 +1,19 @@
 import { randomBytes } from "node:crypto"
 import { chmod, link, mkdir, open, readFile, stat, unlink } from "node:fs/promises"
 import { join } from "node:path"
+import { hmac } from "@noble/hashes/hmac.js"
 import { sha256 } from "@noble/hashes/sha2.js"
 import { bytesToHex, hexToBytes } from "@noble/hashes/utils.js"
 import { type Context, Effect, Layer } from "effect"
 import {
   type LightningInvoiceCreated,
   type LightningInvoiceRequest,
+  type LightningPayer,
+  type LightningPaymentStatus,
   LightningRail,
   RailError
 } from "../../src/ports/Rails.ts"
-import { type Bolt11Network, encodeInvoice, isValidPrivateKey, nodePublicKey } from "./bolt11.ts"
+import { type Bolt11Network, decodeInvoice, encodeInvoice, InvalidInvoice, isValidPrivateKey, nodePublicKey } from "./bolt11.ts"
 
 export { lightningRoutes as routes } from "./devRoutes.ts"
 
@@ -24,6 +27,13 @@ export { lightningRoutes as routes } from "./devRoutes.ts"
  * `${dataDir}/dev-lightning-node.key` (mode 0600), created on first use and
  * reused afterwards, so the payee of issued invoices stays the same across
  * restarts. Without a data directory the key lives only in memory.
+ *
+ * Paying: the dev node pays the invoices it issued itself (an L402
+ * paywall on the dev rails, e.g. this gateway's own). It knows their
+ * preimages without keeping them: a preimage is derived from the node key
+ * and the invoice's payment secret, both at hand when the invoice is read
+ * back. Invoices of any other node fail (no route). Paid hashes are
+ * remembered in memory, so one hash is never paid twice while the process lives.
  *
  * The default network is regtest (`lnbcrt…`): these invoices name a node
  * that exists nowhere, and a regtest prefix keeps real wallets from trying
@@ -128,6 +138,57 @@ const loadOrCreateKey = async (dataDir: string): Promise<Uint8Array> => {
   return readKeyFile(path)
 }
 
+const PREIMAGE_LABEL = new TextEncoder().encode("spendgate dev preimage")
+
+/** The preimage of an invoice with this payment secret: HMAC-SHA256 of the node key. */
+const derivePreimage = (privateKey: Uint8Array, paymentSecret: Uint8Array): Uint8Array => {
+  const message = new Uint8Array(PREIMAGE_LABEL.length + paymentSecret.length)
+  message.set(PREIMAGE_LABEL, 0)
+  message.set(paymentSecret, PREIMAGE_LABEL.length)
+  return hmac(sha256, privateKey, message)
+}
+
+/** Most paid hashes remembered; the oldest are forgotten past it. */
+const MAX_REMEMBERED_PAYMENTS = 100_000
+
+const makePayer = (privateKey: Uint8Array, publicKeyHex: string): LightningPayer => {
+  const paid = new Map<string, LightningPaymentStatus>()
+  const decode: LightningPayer["decode"] = (paymentRequest) => {
+    const decoded = decodeInvoice(paymentRequest)
+    return decoded instanceof InvalidInvoice ? { invalid: decoded.message } : decoded
+  }
+  return {
+    decode,
+    payInvoice: (request) =>
+      Effect.sync((): LightningPaymentStatus => {
+        const known = paid.get(request.paymentHash)
+        if (known !== undefined) return known
+        const decoded = decodeInvoice(request.paymentRequest)
+        if (decoded instanceof InvalidInvoice) return { _tag: "Failed", reason: `invalid invoice: ${decoded.message}` }
+        if (decoded.payeeNodeKey !== publicKeyHex) {
+          return { _tag: "Failed", reason: "FAILURE_REASON_NO_ROUTE (the dev node pays only its own invoices)" }
+        }
+        if (decoded.paymentSecret === undefined || decoded.amountMsat === undefined) {
+          return { _tag: "Failed", reason: "FAILURE_REASON_INCORRECT_PAYMENT_DETAILS" }
+        }
+        const preimage = derivePreimage(privateKey, hexToBytes(decoded.paymentSecret))
+        if (bytesToHex(sha256(preimage)) !== decoded.paymentHash) {
+          return { _tag: "Failed", reason: "FAILURE_REASON_INCORRECT_PAYMENT_DETAILS" }
+        }
+        const status: LightningPaymentStatus = {
+          _tag: "Succeeded",
+          preimage: bytesToHex(preimage),
+          amountMsat: decoded.amountMsat,
+          feeMsat: 0n
+        }
+        if (paid.size >= MAX_REMEMBERED_PAYMENTS) paid.delete(paid.keys().next().value!)
+        paid.set(decoded.paymentHash, status)
+        return status
+      }),
+    trackPayment: (paymentHash) => Effect.sync(() => paid.get(paymentHash) ?? { _tag: "NotFound" as const })
+  }
+}
+
 /** Builds the rail, loading the node key from `dataDir` (or creating it). */
 export const make = (options: DevLightningOptions): Effect.Effect<DevLightningNode, RailError> =>
   Effect.gen(function*() {
@@ -144,7 +205,8 @@ export const make = (options: DevLightningOptions): Effect.Effect<DevLightningNo
     const issue = Effect.fn("DevLightning.createInvoice")(function*(request: LightningInvoiceRequest) {
       const timestampMs = request.createdAt.getTime()
       if (!Number.isFinite(timestampMs)) return yield* railError("createdAt is not a valid date")
-      const preimage = new Uint8Array(randomBytes(32))
+      const paymentSecret = new Uint8Array(randomBytes(32))
+      const preimage = derivePreimage(privateKey, paymentSecret)
       const paymentHash = sha256(preimage)
       const paymentRequest = yield* Effect.try({
         try: () =>
@@ -152,7 +214,7 @@ export const make = (options: DevLightningOptions): Effect.Effect<DevLightningNo
             network,
             amountMsat: request.amountMsat,
             paymentHash,
-            paymentSecret: new Uint8Array(randomBytes(32)),
+            paymentSecret,
             description: request.memo,
             expirySeconds: request.expirySeconds,
             timestampSeconds: Math.floor(timestampMs / 1000),
@@ -166,7 +228,8 @@ export const make = (options: DevLightningOptions): Effect.Effect<DevLightningNo
     const rail = LightningRail.of({
       name: RAIL_NAME,
       createInvoice: (request) =>
-        Effect.map(issue(request), ({ paymentHash, paymentRequest }) => ({ paymentHash, paymentRequest }))
+        Effect.map(issue(request), ({ paymentHash, paymentRequest }) => ({ paymentHash, paymentRequest })),
+      payer: makePayer(privateKey, publicKeyHex)
     })
 
     return {

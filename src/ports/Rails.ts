@@ -38,10 +38,78 @@ export interface LightningInvoiceCreated {
   readonly paymentHash: string
 }
 
+/** An outbound payment the gateway asks the rail to make (L402, src/l402/). */
+export interface LightningPaymentRequest {
+  /** The BOLT11 payment request, already decoded and checked by the caller. */
+  readonly paymentRequest: string
+  /** 64 lower-case hex characters, from the decoded invoice. */
+  readonly paymentHash: string
+  /** The invoice's amount; invoices without one are not paid. */
+  readonly amountMsat: bigint
+  /** The most routing fee the payment may cost. */
+  readonly feeLimitMsat: bigint
+  /** How long the node may keep trying before it gives the payment up. */
+  readonly timeoutSeconds: number
+}
+
+/**
+ * What became of an outbound payment, as far as the node knows:
+ * `Succeeded` (the preimage is proof of payment), `Failed` (no money left the
+ * node; the payment may be tried again), `InFlight` (sent, outcome not yet
+ * known: ask again by hash, never pay again), `NotFound` (the node never
+ * started a payment to this hash: nothing left the node).
+ */
+export type LightningPaymentStatus =
+  | {
+    readonly _tag: "Succeeded"
+    /** 64 lower-case hex characters; its SHA-256 is the payment hash. */
+    readonly preimage: string
+    /** What the payee received. */
+    readonly amountMsat: bigint
+    /** The routing fee paid on top. */
+    readonly feeMsat: bigint
+  }
+  | { readonly _tag: "Failed"; readonly reason: string }
+  | { readonly _tag: "InFlight" }
+  | { readonly _tag: "NotFound" }
+
+/** What a BOLT11 invoice says, its signature verified (the payee recovered from it). */
+export interface DecodedLightningInvoice {
+  readonly paymentRequest: string
+  /** BIP-0173 currency prefix: `bc`, `tb` or `bcrt`. */
+  readonly network: string
+  /** Undefined for an "any amount" invoice. */
+  readonly amountMsat: bigint | undefined
+  readonly timestampSeconds: number
+  readonly expirySeconds: number
+  readonly paymentHash: string
+  /** The payee's node id, 66 hex characters. */
+  readonly payeeNodeKey: string
+  readonly description: string | undefined
+  readonly descriptionHash: string | undefined
+}
+
+/** What a rail that can pay offers (the dev node pays its own invoices; LND routes them). */
+export interface LightningPayer {
+  /** Reads and checks a payment request; a string says what is wrong with it. Never throws. */
+  readonly decode: (paymentRequest: string) => DecodedLightningInvoice | { readonly invalid: string }
+  /**
+   * Pays once and follows the payment up to its timeout: `Succeeded`,
+   * `Failed` or, when the outcome is not known by then, `InFlight`. A
+   * `RailError` means the outcome is unknown too (the request may have
+   * reached the node): the caller tracks by hash before anything else.
+   */
+  readonly payInvoice: (request: LightningPaymentRequest) => Effect.Effect<LightningPaymentStatus, RailError>
+  /** The node's word on a payment by hash (for a restart after a crash). */
+  readonly trackPayment: (paymentHash: string) => Effect.Effect<LightningPaymentStatus, RailError>
+}
+
 export class LightningRail extends Context.Service<LightningRail, {
   /** "dev" (built in, local node key) or "lnd". */
   readonly name: string
   readonly createInvoice: (request: LightningInvoiceRequest) => Effect.Effect<LightningInvoiceCreated, RailError>
+  /** Outbound payments, when the rail can make them (absent: the rail only receives). */
+  readonly payer?: LightningPayer | undefined
 }>()("spendgate/LightningRail") {}
 
 export interface CheckoutRequest {

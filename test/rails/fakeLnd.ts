@@ -2,6 +2,8 @@ import { createHash, randomBytes } from "node:crypto"
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import { createServer as createHttpsServer } from "node:https"
 import type { AddressInfo, Socket } from "node:net"
+import bolt11 from "bolt11"
+import { encodeInvoice, nodePublicKey } from "../../adapters/rails/bolt11.ts"
 
 /**
  * A local stand-in for LND's REST listener (grpc-gateway), speaking its wire
@@ -53,6 +55,53 @@ export interface InvoiceRecord {
 
 export const lndError = (code: number, message: string) => JSON.stringify({ code, message, details: [] })
 
+/** A server stream refused before its first message, as grpc-gateway writes it. */
+export const lndStreamError = (code: number, message: string) => JSON.stringify({ error: { code, message, details: [] } })
+
+export type PaymentState = "IN_FLIGHT" | "SUCCEEDED" | "FAILED"
+
+/** An outbound payment the fake node made (SendPaymentV2). */
+export interface PaymentRecord {
+  readonly hash: string
+  readonly paymentRequest: string
+  readonly valueMsat: bigint
+  /** The request body as received. */
+  readonly body: Record<string, unknown>
+  status: PaymentState
+  preimage: string
+  feeMsat: bigint
+  failureReason: string
+  readonly creationDate: number
+  readonly index: number
+}
+
+/** How the fake answers one SendPaymentV2. */
+export type PayBehaviour =
+  | "pay" // settle the invoice if it is one of this node's, else fail with no route
+  | "fail" // FAILED, FAILURE_REASON_NO_ROUTE
+  | "hang" // IN_FLIGHT until `completePayment`
+  | "destroy" // the connection is cut once IN_FLIGHT is sent (the payment goes on)
+  | { readonly status: number; readonly body: string }
+
+export const paymentJson = (payment: PaymentRecord) => ({
+  payment_hash: payment.hash,
+  value: (payment.valueMsat / 1000n).toString(),
+  creation_date: String(payment.creationDate),
+  fee: (payment.feeMsat / 1000n).toString(),
+  payment_preimage: payment.status === "SUCCEEDED" ? payment.preimage : "0".repeat(64),
+  value_sat: (payment.valueMsat / 1000n).toString(),
+  value_msat: payment.valueMsat.toString(),
+  payment_request: payment.paymentRequest,
+  status: payment.status,
+  fee_sat: (payment.feeMsat / 1000n).toString(),
+  fee_msat: payment.feeMsat.toString(),
+  creation_time_ns: String(payment.creationDate * 1_000_000_000),
+  htlcs: [],
+  payment_index: String(payment.index),
+  failure_reason: payment.status === "FAILED" ? payment.failureReason : "FAILURE_REASON_NONE",
+  first_hop_custom_records: {}
+})
+
 /** What a wrong macaroon gets from LND: gRPC Unknown, so HTTP 500. */
 export const BAD_MACAROON = { status: 500, body: lndError(2, "verification failed: signature mismatch after caveat verification") }
 
@@ -99,6 +148,17 @@ export interface FakeLnd {
   listReply: ((path: string) => { readonly status: number; readonly body: string } | undefined) | undefined
   /** Overrides the answer to SubscribeInvoices (default: stream). */
   subscribeReply: ((subscription: Subscription) => SubscribeReply) | undefined
+  /** The node's id (66 hex): the payee its invoices recover to. */
+  readonly publicKeyHex: string
+  /** Every SendPaymentV2 call's decoded body, in order (paid or not). */
+  readonly sendCalls: Array<Record<string, unknown>>
+  readonly payments: Array<PaymentRecord>
+  /** How the next SendPaymentV2 calls are answered (default "pay"). */
+  payBehaviour: ((body: Record<string, unknown>) => PayBehaviour) | undefined
+  /** The routing fee each payment costs (default 1000 msat); above the fee limit the payment fails. */
+  routingFeeMsat: bigint
+  /** Ends a hanging payment: succeeds (settling the invoice when it is this node's) or fails. */
+  completePayment(hash: string, outcome: "succeed" | "fail"): void
   /** Creates an OPEN invoice (as AddInvoice would) and tells the open streams. */
   addInvoice(valueMsat: bigint, memo?: string): InvoiceRecord
   /** Settles an invoice: next settle_index, settle_date, amount paid; tells the open streams. */
@@ -141,6 +201,38 @@ export const startFakeLnd = async (options: {
   const sockets = new Set<Socket>()
   let addIndex = 0
   let settleIndex = 0
+  let paymentIndex = 0
+  const nodeKey = new Uint8Array(32).fill(0)
+  nodeKey.set(randomBytes(31), 1) // below the curve order, never zero
+  nodeKey[0] = 1
+  /** Open SendPaymentV2 and TrackPaymentV2 streams, by payment hash. */
+  const paymentStreams = new Map<string, Set<ServerResponse>>()
+  const sendPaymentUpdate = (payment: PaymentRecord) => {
+    const line = JSON.stringify({ result: paymentJson(payment) }) + "\n"
+    for (const response of paymentStreams.get(payment.hash) ?? []) {
+      response.write(line)
+      if (payment.status !== "IN_FLIGHT") response.end()
+    }
+    if (payment.status !== "IN_FLIGHT") paymentStreams.delete(payment.hash)
+  }
+  const openPaymentStream = (hash: string, response: ServerResponse) => {
+    response.writeHead(200, { "Content-Type": "application/json" })
+    const set = paymentStreams.get(hash) ?? new Set()
+    set.add(response)
+    paymentStreams.set(hash, set)
+    response.on("close", () => set.delete(response))
+  }
+  const settleOwn = (payment: PaymentRecord): boolean => {
+    const invoice = fake.invoices.find((i) => i.hash.toString("hex") === payment.hash)
+    if (invoice === undefined || invoice.state === "SETTLED" || invoice.state === "CANCELED") return false
+    const limitMsat = payment.body.fee_limit_msat !== undefined
+      ? BigInt(String(payment.body.fee_limit_msat))
+      : BigInt(String(payment.body.fee_limit_sat ?? "0")) * 1000n
+    if (payment.feeMsat > limitMsat) return false
+    fake.settle(invoice, { amtPaidMsat: payment.valueMsat })
+    payment.preimage = invoice.preimage.toString("hex")
+    return true
+  }
 
   const write = (stream: OpenStream, data: string | Buffer) => {
     if (stream.subscription.closed) return
@@ -161,16 +253,43 @@ export const startFakeLnd = async (options: {
     addInvoiceReply: undefined,
     listReply: undefined,
     subscribeReply: undefined,
+    publicKeyHex: Buffer.from(nodePublicKey(nodeKey)).toString("hex"),
+    sendCalls: [],
+    payments: [],
+    payBehaviour: undefined,
+    routingFeeMsat: 1000n,
+    completePayment(hash, outcome) {
+      const payment = fake.payments.find((p) => p.hash === hash && p.status === "IN_FLIGHT")
+      if (payment === undefined) throw new Error(`no payment in flight to ${hash}`)
+      if (outcome === "succeed" && settleOwn(payment)) {
+        payment.status = "SUCCEEDED"
+      } else {
+        payment.status = "FAILED"
+        payment.failureReason = "FAILURE_REASON_NO_ROUTE"
+      }
+      sendPaymentUpdate(payment)
+    },
     addInvoice(valueMsat, memo = "") {
       const preimage = randomBytes(32)
+      const hash = createHash("sha256").update(preimage).digest()
+      const creationDate = Math.floor(Date.now() / 1000)
       const invoice: InvoiceRecord = {
         preimage,
-        hash: createHash("sha256").update(preimage).digest(),
+        hash,
         valueMsat,
         memo,
-        creationDate: Math.floor(Date.now() / 1000),
+        creationDate,
         addIndex: ++addIndex,
-        paymentRequest: `lnbcrt${valueMsat / 1000n}n1p${randomBytes(20).toString("hex")}`,
+        paymentRequest: encodeInvoice({
+          network: "bcrt",
+          amountMsat: valueMsat,
+          paymentHash: hash,
+          paymentSecret: randomBytes(32),
+          description: memo,
+          expirySeconds: 3600,
+          timestampSeconds: creationDate,
+          privateKey: nodeKey
+        }),
         state: "OPEN",
         settleIndex: 0,
         settleDate: 0,
@@ -300,6 +419,82 @@ export const startFakeLnd = async (options: {
           .filter((invoice) => invoice.state === "SETTLED" && invoice.settleIndex > after)
           .sort((a, b) => a.settleIndex - b.settleIndex)
         for (const invoice of replay) write(stream, JSON.stringify({ result: invoiceJson(invoice) }) + "\n")
+      }
+      return
+    }
+    if (request.method === "POST" && url.pathname === "/v2/router/send") {
+      const body = JSON.parse(await readBody(request)) as Record<string, unknown>
+      fake.sendCalls.push(body)
+      if (macaroon !== MACAROON_HEX) {
+        response.writeHead(BAD_MACAROON.status, { "Content-Type": "application/json" }).end(BAD_MACAROON.body)
+        return
+      }
+      const behaviour = fake.payBehaviour?.(body) ?? "pay"
+      if (typeof behaviour === "object") {
+        response.writeHead(behaviour.status, { "Content-Type": "application/json" }).end(behaviour.body)
+        return
+      }
+      let decoded: ReturnType<typeof bolt11.decode>
+      try {
+        decoded = bolt11.decode(String(body.payment_request))
+      } catch (error) {
+        response.writeHead(500, { "Content-Type": "application/json" })
+          .end(lndStreamError(2, `invalid payment request: ${(error as Error).message}`))
+        return
+      }
+      const hash = String(decoded.tags.find((t) => t.tagName === "payment_hash")?.data ?? "")
+      const existing = fake.payments.find((p) => p.hash === hash && p.status !== "FAILED")
+      if (existing !== undefined) {
+        const message = existing.status === "SUCCEEDED" ? "invoice is already paid" : "payment is in transition"
+        response.writeHead(409, { "Content-Type": "application/json" }).end(lndStreamError(6, message))
+        return
+      }
+      const payment: PaymentRecord = {
+        hash,
+        paymentRequest: String(body.payment_request),
+        valueMsat: BigInt(decoded.millisatoshis ?? "0"),
+        body,
+        status: "IN_FLIGHT",
+        preimage: "",
+        feeMsat: fake.routingFeeMsat,
+        failureReason: "FAILURE_REASON_NONE",
+        creationDate: Math.floor(Date.now() / 1000),
+        index: ++paymentIndex
+      }
+      fake.payments.push(payment)
+      openPaymentStream(hash, response)
+      sendPaymentUpdate(payment)
+      if (behaviour === "hang") return
+      if (behaviour === "destroy") {
+        request.socket.destroy()
+        return
+      }
+      if (behaviour === "pay" && settleOwn(payment)) {
+        payment.status = "SUCCEEDED"
+      } else {
+        payment.status = "FAILED"
+        payment.failureReason = "FAILURE_REASON_NO_ROUTE"
+      }
+      sendPaymentUpdate(payment)
+      return
+    }
+    const track = /^\/v2\/router\/track\/([A-Za-z0-9_-]+=*)$/.exec(url.pathname)
+    if (request.method === "GET" && track !== null) {
+      if (macaroon !== MACAROON_HEX) {
+        response.writeHead(BAD_MACAROON.status, { "Content-Type": "application/json" }).end(BAD_MACAROON.body)
+        return
+      }
+      const hash = Buffer.from(track[1]!, "base64url").toString("hex")
+      const payment = fake.payments.filter((p) => p.hash === hash).at(-1)
+      if (payment === undefined) {
+        response.writeHead(404, { "Content-Type": "application/json" }).end(lndStreamError(5, "payment isn't initiated"))
+        return
+      }
+      openPaymentStream(hash, response)
+      response.write(JSON.stringify({ result: paymentJson(payment) }) + "\n")
+      if (payment.status !== "IN_FLIGHT") {
+        paymentStreams.get(hash)?.delete(response)
+        response.end()
       }
       return
     }

@@ -12,9 +12,13 @@ import {
   transportMessage
 } from "./client.ts"
 import { RAIL_NAME, railError } from "./messages.ts"
+import { makePayer } from "./payments.ts"
 import { parseAddInvoice, statusMessage } from "./wire.ts"
 
-/** Funding: `createInvoice` is `POST /v1/invoices` (AddInvoice). */
+/**
+ * Funding: `createInvoice` is `POST /v1/invoices` (AddInvoice). Paying
+ * (L402): the router's SendPaymentV2 and TrackPaymentV2 (payments.ts).
+ */
 
 export const make = (config: LndConfig): Effect.Effect<LightningRail["Service"], never, HttpClient.HttpClient> =>
   Effect.gen(function*() {
@@ -60,7 +64,7 @@ export const make = (config: LndConfig): Effect.Effect<LightningRail["Service"],
       redactMacaroon
     )
 
-    return LightningRail.of({ name: RAIL_NAME, createInvoice })
+    return LightningRail.of({ name: RAIL_NAME, createInvoice, payer: makePayer(endpoint, client) })
   })
 
 /** The LND rail; its HTTP connection pool lives as long as the layer. */
