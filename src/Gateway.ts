@@ -7,6 +7,7 @@ import type { IdempotencyStore } from "./ports/IdempotencyStore.ts"
 import { Capabilities, type Providers } from "./capabilities/Capabilities.ts"
 import { ProviderHealth } from "./capabilities/ProviderHealth.ts"
 import { Funding, paymentSinkLayer } from "./funding/Funding.ts"
+import { L402Payments } from "./l402/Pay.ts"
 import type { RateSource } from "./ports/RateSource.ts"
 import type { RegistryStore } from "./ports/RegistryStore.ts"
 import type { ServiceTransport } from "./ports/ServiceTransport.ts"
@@ -34,7 +35,10 @@ import { Webhooks } from "./webhooks/Webhooks.ts"
  *
  * `Spend.sweeper()` adds the periodic recovery sweep of expired holds and
  * `Funding.expirer()` invoice expiry; the server and the ready layers run
- * both.
+ * both. `L402Payments.resolver()` resolves outbound L402 payments a crash
+ * left pending (the server runs it). `L402Store` (outbound L402 records) is
+ * used when present: the SQL stores provide it; without it the records live
+ * in memory.
  */
 export type Services =
   | Agents
@@ -49,6 +53,7 @@ export type Services =
   | ProviderHealth
   | ServiceCatalog
   | Webhooks
+  | L402Payments
 
 /**
  * What the world must provide: storage, a BTC/USD rate source, the two
@@ -91,7 +96,8 @@ export const layerWith = (options: GatewayOptions = {}): Layer.Layer<Services, n
     Layer.provide([spend, health])
   ),
   ServiceCatalog.layer.pipe(Layer.provide(spend)),
-  Webhooks.layer
+  Webhooks.layer,
+  L402Payments.layer.pipe(Layer.provide(spend))
 )
 
 export const layer: Layer.Layer<Services, never, Requirements> = layerWith()

@@ -15,6 +15,7 @@ import { AnthropicApi } from "./anthropic/AnthropicApi.ts"
 import { FundingApi } from "./FundingApi.ts"
 import { WalletApi } from "./WalletApi.ts"
 import { WebhooksApi } from "./WebhooksApi.ts"
+import { L402Api } from "./L402Api.ts"
 import { BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable, TooManyRequests, Unauthorized } from "./errors.ts"
 
 /**
@@ -281,6 +282,7 @@ export class Api extends HttpApi.make("spendgate")
   .add(OpenAiApi)
   .add(AnthropicApi)
   .add(WebhooksApi)
+  .add(L402Api)
   .annotate(HttpApi.ParseOptions, { onExcessProperty: "error" })
   .annotate(HttpApi.HeadersParseOptions, {})
   .annotateMerge(OpenApi.annotations({

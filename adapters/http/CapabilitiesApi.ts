@@ -45,6 +45,36 @@ export const Metadata = Schema.Struct({
 
 const result = <S extends Schema.Top>(data: S) => Schema.Struct({ data, metadata: Metadata })
 
+export const PayInputSchema = Schema.Struct({
+  url: Schema.String.check(Schema.isMaxLength(4096)).annotate({ description: "The paywalled http(s) URL (URL-safety rules as for read)" }),
+  method: Schema.String.check(Schema.isMaxLength(10)).annotate({ description: "GET, HEAD, POST, PUT, PATCH or DELETE" }),
+  headers: Schema.optional(Schema.Record(Schema.String, Schema.String)).annotate({
+    description: "Request headers for the upstream (not Authorization, Cookie, Host or transport headers)"
+  }),
+  body: Schema.optional(Schema.String).annotate({ description: "Request body (UTF-8 text), at most 1 MiB" }),
+  maxSats: Schema.Int.annotate({ description: "The most the invoice may ask, in sats; the routing fee (at most 1 %, at least 1 sat) comes on top" })
+})
+
+export const PayResponse = Schema.Struct({
+  status: Schema.Number.annotate({ description: "The upstream's HTTP status (of the retry, when this call paid)" }),
+  headers: Schema.Record(Schema.String, Schema.String).annotate({ description: "A safe subset of the upstream's headers" }),
+  body: Schema.String,
+  bodyEncoding: Schema.Literals(["utf8", "base64"]),
+  truncated: Schema.Boolean.annotate({ description: "The body was cut at 4 MiB" }),
+  l402: Schema.Literals(["paid", "token", "none"]).annotate({
+    description: "paid: this call paid an L402 invoice; token: a token paid earlier was accepted; none: no paywall"
+  }),
+  payment: Schema.NullOr(Schema.Struct({
+    paymentHash: Schema.String,
+    preimage: Schema.String,
+    amountSats: Schema.Number,
+    routingFeeSats: Schema.Number
+  })),
+  metadata: Schema.NullOr(Schema.Struct({ ...Metadata.fields, transactionId: Schema.String })).annotate({
+    description: "The charge (amount paid plus routing fee at the rate snapshot), when this call paid"
+  })
+})
+
 export const CapabilityListItem = Schema.Struct({
   name: Schema.String,
   description: Schema.String,
@@ -182,6 +212,11 @@ export class CapabilitiesApi extends HttpApiGroup.make("capabilities")
       headers: QuoteHeaders,
       success: result(SmsOutput),
       error: quotedExecuteErrors
+    }).middleware(IdempotencyKeys),
+    HttpApiEndpoint.post("pay", "/v1/capabilities/pay", {
+      payload: PayInputSchema,
+      success: PayResponse,
+      error: executeErrors
     }).middleware(IdempotencyKeys),
     estimate("estimateReason", "/v1/capabilities/reason/estimate", ReasonInput),
     estimate("estimateSearch", "/v1/capabilities/search/estimate", SearchInput),

@@ -6,7 +6,8 @@ import type { AnyProvider } from "../../src/capabilities/Provider.ts"
 import type { ProviderAvailability } from "../../src/capabilities/ProviderHealth.ts"
 import type { BuiltCapability, CapabilityIO } from "../../src/capabilities/schemas.ts"
 import { NotFound } from "../../src/domain/errors.ts"
-import { microUsdToCents } from "../../src/domain/Money.ts"
+import { microUsdToCents, msatToSats } from "../../src/domain/Money.ts"
+import { L402Payments, PAY_PROVIDER, type PayResult } from "../../src/l402/Pay.ts"
 import { callReceipt } from "../../src/wallet/receipt.ts"
 import { Api } from "./Api.ts"
 import { failAsHttpError, toHttpError } from "./errors.ts"
@@ -90,11 +91,46 @@ export const estimateJson = (estimate: Estimate) => ({
     : microUsdToCents(estimate.remainingThisHourMicroUsd)
 })
 
+const isText = (contentType: string | undefined, body: Uint8Array): boolean => {
+  if (contentType !== undefined && !/^(text\/|application\/(json|xml|javascript|x-www-form-urlencoded)|[^;]*\+(json|xml))/i.test(contentType)) {
+    return false
+  }
+  try {
+    new TextDecoder("utf-8", { fatal: true }).decode(body)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** A paywalled call on the wire: the upstream's answer, the payment, and the charge. */
+export const payJson = (result: PayResult) => {
+  const text = isText(result.headers["content-type"], result.body)
+  return {
+    status: result.status,
+    headers: { ...result.headers },
+    body: text ? new TextDecoder().decode(result.body) : Buffer.from(result.body).toString("base64"),
+    bodyEncoding: text ? "utf8" as const : "base64" as const,
+    truncated: result.truncated,
+    l402: result.l402,
+    payment: result.payment === null ? null : {
+      paymentHash: result.payment.paymentHash,
+      preimage: result.payment.preimage,
+      amountSats: msatToSats(result.payment.amountMsat),
+      routingFeeSats: msatToSats(result.payment.routingFeeMsat)
+    },
+    metadata: result.receipt === null
+      ? null
+      : { ...callReceipt(result.receipt, { provider: PAY_PROVIDER, model: undefined }), transactionId: result.receipt.transactionId }
+  }
+}
+
 export const CapabilitiesHandlers = HttpApiBuilder.group(
   Api,
   "capabilities",
   Effect.fn(function*(handlers) {
     const capabilities = yield* Capabilities
+    const payments = yield* L402Payments
     const execute = <C extends BuiltCapability>(
       capability: C,
       input: CapabilityIO[C]["input"],
@@ -122,6 +158,12 @@ export const CapabilitiesHandlers = HttpApiBuilder.group(
       .handle("transcribe", ({ headers, payload }) => execute("transcribe", payload, headers))
       .handle("email", ({ headers, payload }) => execute("email", payload, headers))
       .handle("sms", ({ headers, payload }) => execute("sms", payload, headers))
+      .handle("pay", ({ payload }) =>
+        Effect.gen(function*() {
+          const principal = yield* CurrentPrincipal
+          const result = yield* payments.pay(principal, payload).pipe(Effect.catch(failAsHttpError))
+          return payJson(result)
+        }))
       .handle("estimateReason", ({ payload }) => estimate("reason", payload))
       .handle("estimateSearch", ({ payload }) => estimate("search", payload))
       .handle("estimateRead", ({ payload }) => estimate("read", payload))

@@ -2,6 +2,7 @@ import { Data, Effect, Layer, Logger, References } from "effect"
 import { type HttpServer, HttpServerError } from "effect/http"
 import { createServer } from "node:net"
 import * as Gateway from "../../src/Gateway.ts"
+import { L402Payments } from "../../src/l402/Pay.ts"
 import { Providers } from "../../src/capabilities/Capabilities.ts"
 import type { AnyProvider } from "../../src/capabilities/Provider.ts"
 import { Funding } from "../../src/funding/Funding.ts"
@@ -185,7 +186,9 @@ const serveWith = (config: ServerConfig) => Effect.gen(function*() {
     // One line per request at Info; LOG_LEVEL=Warn (or above) silences it.
     logRequests: true
   }).pipe(
-    Layer.provide(Layer.mergeAll(Spend.sweeper(), Funding.expirer(), Webhooks.worker(), followersLayer(payments))),
+    Layer.provide(
+      Layer.mergeAll(Spend.sweeper(), Funding.expirer(), Webhooks.worker(), L402Payments.resolver(), followersLayer(payments))
+    ),
     Layer.provideMerge(Gateway.layerWith({ quoteTtlMs: config.quoteTtlSeconds * 1000 })),
     // Webhook targets follow the rules of `read`, with the same allow-list (URL_ALLOW_HOSTS).
     Layer.provideMerge(WebhookHttp.layer({ allowHosts: capabilities.allowHosts })),

@@ -27,6 +27,7 @@ import { RateLimitedAuthenticationLive, type RateLimitOptions, SignupAdmissionLi
 import { FundingHandlers } from "./fundingHandlers.ts"
 import { WalletHandlers } from "./walletHandlers.ts"
 import { WebhooksHandlers } from "./webhooksHandlers.ts"
+import { L402Handlers } from "./l402Handlers.ts"
 import { IdempotencyKeysLive } from "./idempotency.ts"
 import { AccessControlLive } from "./access.ts"
 import { MCP_PATH, mountMcp } from "./mcpRoute.ts"
@@ -66,7 +67,7 @@ export const routes = (options: Omit<HttpOptions, "port" | "host"> = {}) => {
     mountMcp(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }),
     mountMetrics(Option.orElse(options.metricsToken ?? Option.none(), () => options.adminToken ?? Option.none())),
     HttpApiBuilder.layer(Api, { openapiPath: "/v1/openapi.json" }).pipe(
-      Layer.provide([PublicHandlers, AgentsHandlers, WalletHandlers, FundingHandlers, AdminHandlers, CapabilitiesHandlers, QuotesHandlers, ServicesHandlers, OpenAiHandlers, AnthropicHandlers, WebhooksHandlers])
+      Layer.provide([PublicHandlers, AgentsHandlers, WalletHandlers, FundingHandlers, AdminHandlers, CapabilitiesHandlers, QuotesHandlers, ServicesHandlers, OpenAiHandlers, AnthropicHandlers, WebhooksHandlers, L402Handlers])
     ),
     HttpApiScalar.layer(Api, { path: "/docs" }),
     envelopeMiddleware(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }),

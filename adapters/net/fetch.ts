@@ -3,6 +3,7 @@ import { fetch } from "undici"
 import { FetchFailed, type FetchedResponse, type FetchOptions, OutboundHttp, UnsafeUrl } from "../../src/ports/Net.ts"
 import { type Options, pinnedAgent, requestHeaders, settingsOf } from "./connection.ts"
 import { describeError } from "./describeError.ts"
+import { makeRequest } from "./request.ts"
 import { resolveTarget, type Target } from "./resolve.ts"
 import { checkUrl, unsafe } from "./urlPolicy.ts"
 
@@ -183,7 +184,7 @@ export const make = (options: Options = {}): OutboundHttp["Service"] => {
       )
     }).pipe(Effect.withSpan("OutboundHttp.get"))
 
-  return OutboundHttp.of({ check, get })
+  return OutboundHttp.of({ check, get, request: makeRequest(options) })
 }
 
 /** `OutboundHttp` with the URL-safety rules, over undici. */

@@ -2,12 +2,14 @@ import { PgClient } from "@effect/sql-pg"
 import { Layer, Option, type Redacted } from "effect"
 import { Migrator, SqlClient } from "effect/sql"
 import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
+import type { L402Store } from "../../src/ports/L402Store.ts"
 import type { AdminStore } from "../../src/ports/AdminStore.ts"
 import type { RegistryStore } from "../../src/ports/RegistryStore.ts"
 import type { Store } from "../../src/ports/Store.ts"
 import { migrations } from "./migrations.ts"
 import * as PgliteClient from "./PgliteClient.ts"
 import * as SqlIdempotencyStore from "./SqlIdempotencyStore.ts"
+import * as SqlL402Store from "./SqlL402Store.ts"
 import * as SqlAdminStore from "./SqlAdminStore.ts"
 import * as SqlRegistryStore from "./SqlRegistryStore.ts"
 import * as SqlStore from "./SqlStore.ts"
@@ -36,21 +38,22 @@ export const sqlClientLayer = (options: DatabaseOptions): Layer.Layer<SqlClient.
 
 /** A migrated SQL store (and idempotency-key store) over an already provided SqlClient. */
 export const storeOverClient: Layer.Layer<
-  Store | AdminStore | IdempotencyStore | RegistryStore,
+  Store | AdminStore | IdempotencyStore | RegistryStore | L402Store,
   unknown,
   SqlClient.SqlClient
 > = Layer.mergeAll(
   SqlStore.layer,
   SqlRegistryStore.layer,
   SqlAdminStore.layer,
-  SqlIdempotencyStore.layer
+  SqlIdempotencyStore.layer,
+  SqlL402Store.layer
 ).pipe(
   Layer.provide(runMigrations)
 )
 
 export const storeLayer = (
   options: DatabaseOptions
-): Layer.Layer<Store | AdminStore | IdempotencyStore | RegistryStore, unknown> =>
+): Layer.Layer<Store | AdminStore | IdempotencyStore | RegistryStore | L402Store, unknown> =>
   storeOverClient.pipe(Layer.provide(sqlClientLayer(options)))
 
 /** Lets callers fail fast with a clear message when storage cannot be opened. */

@@ -346,5 +346,38 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
       )`
     yield* sql`CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE status = 'pending'`
     yield* sql`CREATE INDEX webhook_deliveries_endpoint ON webhook_deliveries (endpoint_id, created_at DESC, id DESC)`
+  }),
+  "0015_l402_payments": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // Outbound L402 (src/l402/): the payee hosts each account allows, and every
+    // Lightning payment made for a caller, written before it is sent.
+    yield* sql`
+      CREATE TABLE l402_payee_hosts (
+        account_id  TEXT NOT NULL REFERENCES accounts (id),
+        host        TEXT NOT NULL CHECK (length(host) BETWEEN 1 AND 261),
+        created_at  TIMESTAMPTZ NOT NULL,
+        PRIMARY KEY (account_id, host)
+      )`
+    yield* sql`
+      CREATE TABLE l402_payments (
+        payment_hash            TEXT PRIMARY KEY CHECK (payment_hash ~ '^[0-9a-f]{64}$'),
+        account_id              TEXT NOT NULL REFERENCES accounts (id),
+        agent_id                TEXT NOT NULL REFERENCES agents (id),
+        reservation_id          TEXT NOT NULL REFERENCES reservations (id),
+        url                     TEXT NOT NULL,
+        payment_request         TEXT NOT NULL,
+        amount_msat             BIGINT NOT NULL CHECK (amount_msat > 0),
+        fee_limit_msat          BIGINT NOT NULL CHECK (fee_limit_msat >= 0),
+        rate_micro_usd_per_btc  BIGINT NOT NULL CHECK (rate_micro_usd_per_btc > 0),
+        status                  TEXT NOT NULL CHECK (status IN ('pending', 'succeeded', 'failed')),
+        preimage                TEXT CHECK (preimage ~ '^[0-9a-f]{64}$'),
+        fee_msat                BIGINT CHECK (fee_msat >= 0),
+        transaction_id          TEXT REFERENCES transactions (id),
+        created_at              TIMESTAMPTZ NOT NULL,
+        resolved_at             TIMESTAMPTZ,
+        CHECK ((status = 'succeeded') = (preimage IS NOT NULL))
+      )`
+    yield* sql`CREATE INDEX l402_payments_pending ON l402_payments (created_at) WHERE status = 'pending'`
+    yield* sql`CREATE INDEX l402_payments_transaction ON l402_payments (transaction_id) WHERE transaction_id IS NOT NULL`
   })
 }

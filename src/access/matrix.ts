@@ -139,6 +139,7 @@ export const accessMatrix = {
     transcribe: capabilityCall("transcribe"),
     email: capabilityCall("email"),
     sms: capabilityCall("sms"),
+    pay: capabilityCall("pay"),
     // An estimate is a report: a capability the policy does not allow is its answer (CAPABILITY_NOT_ALLOWED), not a 403.
     estimateReason: capabilityEstimate("reason"),
     estimateSearch: capabilityEstimate("search"),
@@ -152,6 +153,10 @@ export const accessMatrix = {
     estimateSms: capabilityEstimate("sms"),
     estimateOther: entry("POST", "/v1/capabilities/:capability/estimate", { access: "agent" }, "estimate calls"),
     other: entry("POST", "/v1/capabilities/:capability", { access: "agent" }, "use capabilities")
+  },
+  l402: {
+    payeeHosts: entry("GET", "/v1/l402/payee-hosts", { access: "owner" }, "read the L402 payee hosts"),
+    setPayeeHosts: entry("PUT", "/v1/l402/payee-hosts", { access: "owner" }, "change the L402 payee hosts")
   },
   quotes: {
     // Like an estimate: a capability the policy does not allow is the answer (CAPABILITY_NOT_ALLOWED), not a 403 before it.

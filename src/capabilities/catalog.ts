@@ -11,7 +11,8 @@ export const capabilityInfo: Readonly<Record<Capability, { readonly description:
   speak: { description: "Speech synthesis: text in, audio out", per: "1k_chars" },
   transcribe: { description: "Speech recognition: audio in, text out", per: "second" },
   email: { description: "Sending an email", per: "message" },
-  sms: { description: "Sending an SMS", per: "segment" }
+  sms: { description: "Sending an SMS", per: "segment" },
+  pay: { description: "Paying an L402 (Lightning) paywall: the invoice a URL asks, within maxSats, then the call", per: "invoice" }
 }
 
 /** `page` → `perPage`, `1k_chars` → `per1kChars`: the key of a flat price in the pricing object. */

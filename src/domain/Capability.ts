@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 
-/** The ten capability names of the specification, in its order. */
+/** The ten capability names of the specification, in its order, then `pay` (L402 paywalls, docs/l402.md). */
 export const capabilityNames = [
   "reason",
   "search",
@@ -11,7 +11,8 @@ export const capabilityNames = [
   "speak",
   "transcribe",
   "email",
-  "sms"
+  "sms",
+  "pay"
 ] as const
 
 export const Capability = Schema.Literals(capabilityNames)

@@ -49,9 +49,30 @@ export interface FetchedResponse {
   readonly truncated: boolean
 }
 
+/** One request of any method to a caller's address (L402 paywalls); redirects are not followed. */
+export interface OutboundRequest {
+  readonly url: string
+  readonly method: string
+  readonly headers: Readonly<Record<string, string>>
+  readonly body?: string | undefined
+  readonly maxBytes: number
+  readonly timeoutMs: number
+}
+
+export interface OutboundResponse {
+  readonly url: string
+  readonly status: number
+  /** Names in lower case; repeated headers joined with ", ". */
+  readonly headers: Readonly<Record<string, string>>
+  readonly body: Uint8Array
+  readonly truncated: boolean
+}
+
 export class OutboundHttp extends Context.Service<OutboundHttp, {
   /** Resolves and checks a URL without fetching it. */
   readonly check: (url: string) => Effect.Effect<void, UnsafeUrl>
   /** GET, following checked redirects. Any HTTP status is a response (not a failure). */
   readonly get: (url: string, options: FetchOptions) => Effect.Effect<FetchedResponse, UnsafeUrl | FetchFailed>
+  /** Any method, under the same address rules, the body cut at `maxBytes`; absent: not offered. */
+  readonly request?: ((request: OutboundRequest) => Effect.Effect<OutboundResponse, UnsafeUrl | FetchFailed>) | undefined
 }>()("spendgate/OutboundHttp") {}

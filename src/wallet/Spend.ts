@@ -30,7 +30,21 @@ export interface SpendRequest<A, E, R> {
    * atomically with the hold; a refused hold leaves it unused.
    */
   readonly quote?: QuoteClaim | undefined
+  /** Told the reservation's id once the hold is taken, before `run` starts (L402 records it with its payment). */
+  readonly onHeld?: ((reservationId: string) => void) | undefined
+  /**
+   * A failure of `run` after which the hold must stay (money may have left
+   * on a rail whose outcome is not known yet): nothing is released; whoever
+   * learns the outcome settles or releases it (`resolveHeld`), or the
+   * recovery sweep returns it after its expiry.
+   */
+  readonly keepHold?: ((cause: Cause.Cause<unknown>) => boolean) | undefined
 }
+
+/** How a hold left by `keepHold` ends: charged what was spent, or released. */
+export type HeldOutcome =
+  | { readonly _tag: "Charge"; readonly actualMicroUsd: bigint; readonly description: string }
+  | { readonly _tag: "Release"; readonly reason: string }
 
 export interface SpendReceipt {
   readonly quotedMicroUsd: bigint
@@ -111,6 +125,17 @@ export class Spend extends Context.Service<Spend, {
     capability: Capability,
     quotedMicroUsd: bigint
   ) => Effect.Effect<SpendEstimate>
+  /**
+   * Ends a hold a call left behind (`keepHold`): charges what was spent
+   * (clamped to the quote; a hold the sweep already returned is charged as a
+   * new debit, as for a late call) or releases it. The transaction id when
+   * charged; null when released, or when the hold was already settled or released.
+   */
+  readonly resolveHeld: (
+    accountId: Principal["agent"]["accountId"],
+    reservationId: string,
+    outcome: HeldOutcome
+  ) => Effect.Effect<string | null>
   /** Releases holds older than their expiry; idempotent; returns how many it released. */
   readonly sweep: Effect.Effect<number>
 }>()("spendgate/Spend") {
@@ -152,10 +177,15 @@ export class Spend extends Context.Service<Spend, {
               }
               const reservation = reserved.success
               yield* Metrics.holdTaken
+              request.onHeld?.(reservation.id)
 
               const callStartedMs = yield* Clock.currentTimeMillis
               const exit = yield* Effect.exit(restore(request.run))
               const latencyMs = (yield* Clock.currentTimeMillis) - callStartedMs
+              if (Exit.isFailure(exit) && request.keepHold?.(exit.cause) === true) {
+                yield* Effect.logWarning(`Reservation ${reservation.id} (${request.provider}) kept held: outcome unknown`)
+                return yield* Effect.failCause(exit.cause)
+              }
               if (Exit.isFailure(exit)) {
                 const reason = Cause.hasInterruptsOnly(exit.cause) ? "interrupted" : "upstream failed"
                 yield* store.release({
@@ -281,7 +311,31 @@ export class Spend extends Context.Service<Spend, {
             } satisfies SpendEstimate
           })
 
-        return Spend.of({ spend, spendQuoted, estimate, sweep })
+        const resolveHeld = (accountId: Principal["agent"]["accountId"], reservationId: string, outcome: HeldOutcome) =>
+          Effect.gen(function*() {
+            if (outcome._tag === "Release") {
+              yield* store.release({ reservationId, accountId, auditId: newAuditId(), reason: outcome.reason, now: yield* now })
+              return null
+            }
+            const settled = yield* store.settle({
+              reservationId,
+              accountId,
+              actualMicroUsd: outcome.actualMicroUsd,
+              transactionId: newTransactionId(),
+              auditId: newAuditId(),
+              description: outcome.description,
+              now: yield* now,
+              plan: (held) => planSettle(held, outcome.actualMicroUsd),
+              planLate: (swept, snapshot) => planLateSettle(swept, outcome.actualMicroUsd, snapshot)
+            })
+            if (settled._tag === "Settled") return settled.transaction.id
+            if (settled._tag === "Unpaid") {
+              yield* Effect.logError(`Unpaid charge: reservation ${reservationId} could not be charged; recorded as owed`)
+            }
+            return null
+          })
+
+        return Spend.of({ spend, spendQuoted, estimate, resolveHeld, sweep })
       })
     )
 

@@ -182,12 +182,12 @@ describe.each(storeBackends)("capabilities and proxy over HTTP (%s)", (_name, st
     expect(none.body.error.details).toEqual({ capability: "search" })
   })
 
-  it("lists the ten capabilities with prices, and describes one", async () => {
+  it("lists the capabilities (the ten of the specification, then pay) with prices, and describes one", async () => {
     const owner = await fundedOwner()
     const list = await api.get("/v1/capabilities", owner.apiKey)
     expect(list.status).toBe(200)
     expect(list.body.map((c: { name: string }) => c.name)).toEqual(
-      ["reason", "search", "read", "scrape", "execute", "imagine", "speak", "transcribe", "email", "sms"]
+      ["reason", "search", "read", "scrape", "execute", "imagine", "speak", "transcribe", "email", "sms", "pay"]
     )
     const reason = list.body[0]
     expect(reason.providers).toEqual(["alpha", "beta"])

@@ -239,7 +239,7 @@ describe.each(storeBackends.slice(0, 2))("estimate over HTTP (%s)", (_name, stor
       remainingTodayUsdCents: null,
       policy: { maxPerCallUsdCents: 0, maxPerDayUsdCents: 0, allowedCapabilities: [] }
     })
-    expect(me.body.allowedCapabilities).toHaveLength(10)
+    expect(me.body.allowedCapabilities).toHaveLength(11)
     // Nothing in the request names another agent: it is always the caller.
     const withQuery = await api.get(`/v1/agents/me?id=${a.workerId}`, a.ownerKey)
     expect(withQuery.status === 400 || withQuery.body.id === me.body.id).toBe(true)

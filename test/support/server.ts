@@ -19,7 +19,7 @@ import * as WebhookHttp from "../../adapters/net/webhookTransport.ts"
 import { defaultWebhookSettings, WebhookSettings } from "../../src/webhooks/Webhooks.ts"
 import type { BtcUsdRate } from "../../src/domain/Money.ts"
 import type { RateSource } from "../../src/ports/RateSource.ts"
-import type { CardRail, RailRoute } from "../../src/ports/Rails.ts"
+import type { CardRail, LightningRail, RailRoute } from "../../src/ports/Rails.ts"
 import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
 import type { AdminStore } from "../../src/ports/AdminStore.ts"
 import type { Store } from "../../src/ports/Store.ts"
@@ -75,6 +75,8 @@ export const startServer = async (
     readonly metricsToken?: string
     /** Where the server's log lines go (the default console logger otherwise). */
     readonly loggers?: Layer.Layer<never>
+    /** Replaces the dev Lightning rail (e.g. LND against the fake node). */
+    readonly lightning?: Layer.Layer<LightningRail>
     /** Replaces the dev card rail (and adds the rail's own routes). */
     readonly card?: {
       readonly rail: Layer.Layer<CardRail>
@@ -103,7 +105,7 @@ export const startServer = async (
         card: { kind: "dev", publicUrl: TEST_PUBLIC_URL },
         rate: options.rate === undefined ? { kind: "none" } : { kind: "fixed", rate: options.rate }
       }),
-      DevLightning.layer({ dataDir: undefined }),
+      options.lightning ?? DevLightning.layer({ dataDir: undefined }),
       options.card?.rail ?? DevCard.layer({ publicUrl: TEST_PUBLIC_URL }),
       options.providers ?? Providers.make([]),
       options.transport ?? registryOnly,

@@ -1,0 +1,194 @@
+import { createHash } from "node:crypto"
+import { Effect, Layer, Option, Redacted, Result } from "effect"
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
+import * as SafeHttp from "../../adapters/net/SafeHttp.ts"
+import * as Lnd from "../../adapters/rails/Lnd.ts"
+import { storeOverClient } from "../../adapters/sql/Database.ts"
+import * as PgliteClient from "../../adapters/sql/PgliteClient.ts"
+import type { AccountId } from "../../src/domain/ids.ts"
+import { parseBtcUsdRate } from "../../src/domain/Money.ts"
+import { L402Store, type OutboundPayment } from "../../src/ports/L402Store.ts"
+import { Wallets } from "../../src/wallet/Wallets.ts"
+import { type FakeLnd, MACAROON_HEX, startFakeLnd } from "../rails/fakeLnd.ts"
+import { client, errorCode, type RunningServer, startServer } from "../support/server.ts"
+import { type Paywall, startPaywall } from "./paywall.ts"
+
+/**
+ * Outbound L402 end to end: a local paywall speaking the real challenge
+ * format (a V2 macaroon with caveats, a BOLT11 invoice asked from the fake
+ * LND over its REST interface, the preimage checked on the retry), the
+ * gateway on PGlite paying through the LND rail against that same fake
+ * node, at $100,000 per BTC (1 sat = 0.1 US cent).
+ */
+
+let fake: FakeLnd
+let paywall: Paywall
+let server: RunningServer
+let api: ReturnType<typeof client>
+
+beforeAll(async () => {
+  fake = await startFakeLnd()
+  paywall = await startPaywall({ lndUrl: fake.url, lndMacaroonHex: MACAROON_HEX, priceSats: 50 })
+  server = await startServer(storeOverClient.pipe(Layer.provide(PgliteClient.layer({ dataDir: undefined }))), {
+    rate: Result.getOrThrow(parseBtcUsdRate("100000")),
+    lightning: Lnd.layer({ restUrl: fake.url, macaroonHex: Redacted.make(MACAROON_HEX), requestTimeoutMs: 5_000 }),
+    outbound: SafeHttp.layer({ allowHosts: [paywall.host] })
+  })
+  api = client(server.baseUrl)
+}, 60_000)
+
+afterAll(async () => {
+  await server?.close()
+  await paywall?.close()
+  await fake?.close()
+})
+
+beforeEach(() => {
+  paywall.options = { ...paywall.options, priceSats: 50, scheme: "L402", paramName: "macaroon" }
+  fake.payBehaviour = undefined
+})
+
+/** An owner with $1 in the wallet, the paywall's host allowed, and an agent limited to `pay`. */
+const account = async (policy: Record<string, unknown> = {}) => {
+  const signup = await api.post("/v1/signup", { name: "ops" })
+  const accountId = signup.body.accountId as AccountId
+  await server.run(Effect.gen(function*() {
+    yield* (yield* Wallets).credit({ accountId, key: "seed", pocket: "usd", amount: 1_000_000n, description: "seed" })
+  }))
+  const owner = signup.body.apiKey as string
+  const hosts = await api.put("/v1/l402/payee-hosts", { hosts: [paywall.host] }, owner)
+  expect(hosts.status).toBe(200)
+  expect(hosts.body).toEqual({ hosts: [paywall.host] })
+  const agent = await api.post("/v1/agents", { name: "buyer" }, owner)
+  const set = await api.put(`/v1/agents/${agent.body.id}/policy`, {
+    maxPerCallUsdCents: 10,
+    maxPerDayUsdCents: 100,
+    allowedCapabilities: ["pay"],
+    ...policy
+  }, owner)
+  expect(set.status).toBe(200)
+  return { accountId, owner, agent: agent.body.apiKey as string }
+}
+
+const balanceCents = async (key: string) => (await api.get("/v1/wallet", key)).body.balanceUsdCents as number
+
+const pay = (key: string, path: string, extra: Record<string, unknown> = {}) =>
+  api.post("/v1/capabilities/pay", { url: `${paywall.url}${path}`, method: "GET", maxSats: 100, ...extra }, key)
+
+describe("paying L402 paywalls (POST /v1/capabilities/pay)", () => {
+  it("a policy-limited agent pays once, is charged amount plus routing fee, and reuses the token", async () => {
+    const { agent, owner } = await account()
+    const before = await balanceCents(owner)
+    const paymentsBefore = fake.payments.length
+
+    const first = await pay(agent, "/api/data/1")
+    expect(first.status).toBe(200)
+    expect(first.body).toMatchObject({ status: 200, l402: "paid", bodyEncoding: "utf8" })
+    expect(JSON.parse(first.body.body)).toMatchObject({ data: "the paid answer" })
+    // Only the safe subset of the upstream's headers comes back.
+    expect(first.body.headers["content-type"]).toBe("application/json")
+    expect(first.body.headers["set-cookie"]).toBeUndefined()
+    const { payment, metadata } = first.body
+    expect(createHash("sha256").update(Buffer.from(payment.preimage, "hex")).digest("hex")).toBe(payment.paymentHash)
+    expect(payment).toMatchObject({ amountSats: 50, routingFeeSats: 1 })
+    // 51 sats at $100,000/BTC = 5.1 cents; quoted: 50 sats + the 1-sat fee limit.
+    expect(metadata).toMatchObject({ chargedUsdCents: 5.1, quotedUsdCents: 5.1, provider: "l402", chargedSats: 51 })
+    expect(fake.payments.length).toBe(paymentsBefore + 1)
+    const sent = fake.sendCalls.at(-1)!
+    expect(sent).toMatchObject({ fee_limit_msat: "1000", timeout_seconds: 60 })
+    expect(paywall.seen.at(-1)!.authorization).toBe(`L402 ${paywall.seen.at(-1)!.authorization!.slice(5).split(":")[0]}:${payment.preimage}`)
+    expect(await balanceCents(owner)).toBeCloseTo(before - 5.1, 6)
+
+    // The charge records the payment hash; the store keeps hash, preimage, fee and the transaction.
+    const transactions = await api.get("/v1/wallet/transactions", owner)
+    const charge = transactions.body.transactions.find((t: { id: string }) => t.id === metadata.transactionId)
+    expect(charge.description).toContain(payment.paymentHash)
+    // The SQL stores provide L402Store beside Store (server.run's type lists only the core's services).
+    const record = await server.run(Effect.gen(function*() {
+      return yield* (yield* L402Store).findPayment(payment.paymentHash)
+    }) as unknown as Effect.Effect<Option.Option<OutboundPayment>>)
+    expect(Option.getOrThrow(record)).toMatchObject({
+      status: "succeeded",
+      preimage: payment.preimage,
+      feeMsat: 1000n,
+      transactionId: metadata.transactionId
+    })
+
+    // Same path prefix: the token is reused, nothing is paid or charged.
+    const second = await pay(agent, "/api/data/2")
+    expect(second.body).toMatchObject({ status: 200, l402: "token", payment: null, metadata: null })
+    expect(fake.payments.length).toBe(paymentsBefore + 1)
+    expect(await balanceCents(owner)).toBeCloseTo(before - 5.1, 6)
+
+    // The server stops accepting it: paid again, once.
+    paywall.revokeAll()
+    const third = await pay(agent, "/api/data/3")
+    expect(third.body).toMatchObject({ status: 200, l402: "paid" })
+    expect(fake.payments.length).toBe(paymentsBefore + 2)
+    expect(await balanceCents(owner)).toBeCloseTo(before - 10.2, 6)
+  })
+
+  it("refuses an invoice above maxSats, above the per-call cap, or from a host not allowed, before any payment", async () => {
+    const { agent, owner } = await account()
+    const sends = fake.sendCalls.length
+    const before = await balanceCents(owner)
+
+    const aboveMax = await pay(agent, "/api/x", { maxSats: 49 })
+    expect(aboveMax.status).toBe(402)
+    expect(errorCode(aboveMax)).toBe("L402_PRICE_ABOVE_MAX")
+    expect(aboveMax.body.error.details).toMatchObject({ invoiceSats: 50, maxSats: 49 })
+
+    paywall.options = { ...paywall.options, priceSats: 200 } // 20 cents + fee, over the 10-cent per-call cap
+    const aboveCap = await pay(agent, "/api/y", { maxSats: 1000 })
+    expect(aboveCap.status).toBe(402)
+    expect(errorCode(aboveCap)).toBe("PER_CALL_LIMIT_EXCEEDED")
+
+    paywall.options = { ...paywall.options, priceSats: 50 }
+    await api.put("/v1/l402/payee-hosts", { hosts: ["paywall.example"] }, owner)
+    const notAllowed = await pay(agent, "/api/z")
+    expect(notAllowed.status).toBe(403)
+    expect(errorCode(notAllowed)).toBe("L402_HOST_NOT_ALLOWED")
+
+    expect(fake.sendCalls.length).toBe(sends)
+    expect(await balanceCents(owner)).toBe(before)
+  })
+
+  it("a failed payment charges nothing and releases the hold", async () => {
+    const { agent, owner } = await account()
+    const before = await balanceCents(owner)
+    fake.payBehaviour = () => "fail"
+    const failed = await pay(agent, "/api/fails/1")
+    expect(failed.status).toBe(502)
+    expect(errorCode(failed)).toBe("L402_PAYMENT_FAILED")
+    expect(fake.sendCalls.at(-1)).toBeDefined()
+    expect(await balanceCents(owner)).toBe(before)
+    const wallet = await api.get("/v1/wallet", owner)
+    expect(wallet.body.heldUsdCents ?? 0).toBe(0)
+    const transactions = await api.get("/v1/wallet/transactions", owner)
+    expect(transactions.body.transactions.filter((t: { type: string }) => t.type === "charge")).toHaveLength(0)
+  })
+
+  it("pays LSAT challenges and token= challenges, answering in the server's scheme", async () => {
+    const { agent } = await account()
+    paywall.options = { ...paywall.options, scheme: "LSAT", paramName: "token" }
+    const lsat = await pay(agent, "/lsat/a")
+    expect(lsat.body).toMatchObject({ status: 200, l402: "paid" })
+    expect(paywall.seen.at(-1)!.authorization).toMatch(/^LSAT [A-Za-z0-9+/=]+:[0-9a-f]{64}$/)
+  })
+
+  it("is refused to an agent whose policy does not allow pay, and passes a request with no paywall through unpaid", async () => {
+    const { agent, owner } = await account({ allowedCapabilities: ["search"] })
+    const refused = await pay(agent, "/api/q")
+    expect(refused.status).toBe(403)
+    expect(errorCode(refused)).toBe("CAPABILITY_NOT_ALLOWED")
+    // Only owners manage the allow-list.
+    expect((await api.put("/v1/l402/payee-hosts", { hosts: [] }, agent)).status).toBe(403)
+    expect(errorCode(await api.put("/v1/l402/payee-hosts", { hosts: ["bad host/"] }, owner))).toBe("VALIDATION_ERROR")
+    expect(errorCode(await pay(owner, "/api/q", { maxSats: 0 }))).toBe("VALIDATION_ERROR")
+    expect(errorCode(await pay(owner, "/api/q", { method: "TRACE" }))).toBe("VALIDATION_ERROR")
+    expect(errorCode(await pay(owner, "/api/q", { headers: { authorization: "x" } }))).toBe("VALIDATION_ERROR")
+    // URL safety as for read: loopback addresses not on the allow-list are refused.
+    const unsafe = await api.post("/v1/capabilities/pay", { url: "http://127.0.0.1:1/x", method: "GET", maxSats: 10 }, owner)
+    expect(errorCode(unsafe)).toBe("VALIDATION_ERROR")
+  })
+})
