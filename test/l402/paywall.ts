@@ -102,8 +102,10 @@ export const parseMacaroon = (base64: string): Macaroon | undefined => {
 
 export interface PaywallOptions {
   /** The LND REST endpoint invoices are asked from, and its macaroon (hex). */
-  readonly lndUrl: string
-  readonly lndMacaroonHex: string
+  readonly lndUrl?: string
+  readonly lndMacaroonHex?: string
+  /** Or another node: an invoice for `valueMsat` (payment hash in hex). */
+  readonly issue?: (valueMsat: bigint, memo: string) => Promise<{ readonly paymentHash: string; readonly paymentRequest: string }>
   readonly priceSats: number
   /** The challenge's spelling: the scheme, and `macaroon=` or `token=`. */
   scheme?: "L402" | "LSAT"
@@ -136,14 +138,19 @@ const readBody = (request: IncomingMessage) =>
 export const startPaywall = async (options: PaywallOptions): Promise<Paywall> => {
   const rootKey = randomBytes(32)
   const revoked = new Set<string>()
-  const challenge = async (path: string): Promise<string> => {
+  const issue = async (valueMsat: bigint, memo: string) => {
+    if (options.issue !== undefined) return options.issue(valueMsat, memo)
     const answer = await fetch(`${options.lndUrl}/v1/invoices`, {
       method: "POST",
-      headers: { "Grpc-Metadata-macaroon": options.lndMacaroonHex, "content-type": "application/json" },
-      body: JSON.stringify({ value_msat: String(paywall.options.priceSats * 1000), memo: `L402 ${path}`, expiry: "600" })
+      headers: { "Grpc-Metadata-macaroon": options.lndMacaroonHex ?? "", "content-type": "application/json" },
+      body: JSON.stringify({ value_msat: valueMsat.toString(), memo, expiry: "600" })
     })
     const invoice = await answer.json() as { r_hash: string; payment_request: string }
-    const paymentHash = Buffer.from(invoice.r_hash, "base64")
+    return { paymentHash: Buffer.from(invoice.r_hash, "base64").toString("hex"), paymentRequest: invoice.payment_request }
+  }
+  const challenge = async (path: string): Promise<string> => {
+    const invoice = await issue(BigInt(paywall.options.priceSats) * 1000n, `L402 ${path}`)
+    const paymentHash = Buffer.from(invoice.paymentHash, "hex")
     // Aperture's identifier: version (uint16), payment hash, token id.
     const identifier = Buffer.concat([Buffer.from([0, 0]), paymentHash, randomBytes(32)])
     const macaroon = mintMacaroon(rootKey, "paywall.test", identifier, [
@@ -154,7 +161,7 @@ export const startPaywall = async (options: PaywallOptions): Promise<Paywall> =>
     paywall.challenges.push(paymentHash.toString("hex"))
     const scheme = paywall.options.scheme ?? "L402"
     const name = paywall.options.paramName ?? "macaroon"
-    return `${scheme} ${name}="${serializeMacaroon(macaroon)}", invoice="${invoice.payment_request}"`
+    return `${scheme} ${name}="${serializeMacaroon(macaroon)}", invoice="${invoice.paymentRequest}"`
   }
   const verify = (authorization: string | undefined): string | undefined => {
     const match = /^(?:L402|LSAT) ([A-Za-z0-9+/=_-]+):([0-9a-f]{64})$/i.exec(authorization ?? "")
