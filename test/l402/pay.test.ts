@@ -8,6 +8,7 @@ import * as PgliteClient from "../../adapters/sql/PgliteClient.ts"
 import type { AccountId } from "../../src/domain/ids.ts"
 import { parseBtcUsdRate } from "../../src/domain/Money.ts"
 import { L402Store, type OutboundPayment } from "../../src/ports/L402Store.ts"
+import { L402Payments } from "../../src/l402/Pay.ts"
 import { Wallets } from "../../src/wallet/Wallets.ts"
 import { type FakeLnd, MACAROON_HEX, startFakeLnd } from "../rails/fakeLnd.ts"
 import { client, errorCode, type RunningServer, startServer } from "../support/server.ts"
@@ -167,6 +168,36 @@ describe("paying L402 paywalls (POST /v1/capabilities/pay)", () => {
     const transactions = await api.get("/v1/wallet/transactions", owner)
     expect(transactions.body.transactions.filter((t: { type: string }) => t.type === "charge")).toHaveLength(0)
   })
+
+  it("keeps the hold while the outcome is unknown, and charges once when the node later says it succeeded", async () => {
+    const { agent, owner } = await account()
+    const before = await balanceCents(owner)
+    // The connection to the node breaks once the payment is in flight: the outcome is unknown.
+    fake.payBehaviour = () => "destroy"
+    const pending = await pay(agent, "/api/pending/1")
+    expect(pending.status).toBe(502)
+    expect(errorCode(pending)).toBe("L402_PAYMENT_PENDING")
+    const hash = pending.body.error.details.paymentHash as string
+    // Held, not charged, not released.
+    expect(await balanceCents(owner)).toBeCloseTo(before - 5.1, 6)
+    expect((await api.get("/v1/wallet/transactions", owner)).body.transactions
+      .filter((t: { type: string }) => t.type === "charge")).toHaveLength(0)
+    const sends = fake.sendCalls.length
+    fake.completePayment(hash, "succeed")
+    const resolved = await server.run(Effect.gen(function*() {
+      return yield* (yield* L402Payments).resolvePending(0)
+    }))
+    expect(resolved).toBe(1)
+    const charges = (await api.get("/v1/wallet/transactions", owner)).body.transactions
+      .filter((t: { type: string; description: string }) => t.type === "charge" && t.description.includes(hash))
+    expect(charges).toHaveLength(1)
+    expect(await balanceCents(owner)).toBeCloseTo(before - 5.1, 6)
+    // Asking again changes nothing, and nothing was sent again.
+    expect(await server.run(Effect.gen(function*() {
+      return yield* (yield* L402Payments).resolvePending(0)
+    }))).toBe(0)
+    expect(fake.sendCalls.length).toBe(sends)
+  }, 30_000)
 
   it("pays LSAT challenges and token= challenges, answering in the server's scheme", async () => {
     const { agent } = await account()
