@@ -181,7 +181,14 @@ export const AuthenticationLive = Layer.effect(
           const key = bearer === "" && request.headers["authorization"] === undefined
             ? request.headers[API_KEY_HEADER] ?? ""
             : bearer
-          const principal = yield* agents.authenticate(key).pipe(Effect.mapError(toHttpError))
+          // Its own span, beside the handler's (not around it); the key is never an attribute.
+          const principal = yield* agents.authenticate(key).pipe(
+            Effect.tap((found) => Effect.annotateCurrentSpan("spendgate.agent_id", found.agent.id)),
+            Effect.mapError(toHttpError),
+            Effect.withSpan("Authentication", {
+              attributes: { "spendgate.auth.scheme": bearer === "" && request.headers["authorization"] === undefined ? "x-api-key" : "bearer" }
+            })
+          )
           return yield* Effect.provideService(httpEffect, CurrentPrincipal, principal)
         })
     })

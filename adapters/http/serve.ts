@@ -1,4 +1,4 @@
-import { Data, Effect, Layer, Logger, References } from "effect"
+import { Data, Effect, Layer, Logger, Option, References } from "effect"
 import { type HttpServer, HttpServerError } from "effect/http"
 import { createServer } from "node:net"
 import * as Gateway from "../../src/Gateway.ts"
@@ -31,6 +31,7 @@ import {
   rateLimitOptions,
   signupOptions
 } from "./rateLimit.ts"
+import { describeOtlp, loadOtlpConfig, type OtlpConfig } from "./otlpConfig.ts"
 import { type HttpOptions, serverLayer } from "./server.ts"
 
 export { type HttpOptions, routes, serverLayer } from "./server.ts"
@@ -133,9 +134,25 @@ const checkPortFree = (host: string, port: number): Effect.Effect<void, CannotLi
 export const loggerLayer = (format: "text" | "json") =>
   Logger.layer([format === "json" ? Logger.consoleJson : Logger.consoleLogFmt])
 
+/**
+ * The OTLP exporters when an endpoint is configured, loaded only then
+ * (adapters/http/otlp.ts); otherwise nothing: Effect's spans stay in process
+ * and are dropped.
+ */
+const withTelemetry = (otlp: Option.Option<OtlpConfig>) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Option.isNone(otlp) ? effect : Effect.provide(
+    effect,
+    Layer.unwrap(Effect.map(Effect.promise(() => import("./otlp.ts")), (module) => module.otlpLayer(otlp.value)))
+  )
+
 export const serveFromEnvironment: Effect.Effect<void, unknown> = Effect.gen(function*() {
   const config = yield* loadServerConfig
-  return yield* serveWith(config).pipe(Effect.provide(loggerLayer(config.logFormat)))
+  const otlp = yield* loadOtlpConfig
+  return yield* serveWith(config, otlp).pipe(
+    // Inside the console logger's layer, so the OTLP logger is added beside it.
+    withTelemetry(otlp),
+    Effect.provide(loggerLayer(config.logFormat))
+  )
 }).pipe(
   Effect.catchIf(
     (error): error is InvalidConfig | CannotListen | DataDirInUse | DataDirLockFailed =>
@@ -149,9 +166,10 @@ export const serveFromEnvironment: Effect.Effect<void, unknown> = Effect.gen(fun
   )
 )
 
-const serveWith = (config: ServerConfig) => Effect.gen(function*() {
+const serveWith = (config: ServerConfig, otlp: Option.Option<OtlpConfig>) => Effect.gen(function*() {
   const database = { databaseUrl: config.databaseUrl, dataDir: config.dataDir }
   yield* Effect.logInfo(`Spendgate starting: storage = ${describeStorage(database)}`)
+  yield* Effect.logInfo(`OpenTelemetry export: ${describeOtlp(otlp)}`)
   const signup = yield* loadSignupConfig
   const payments = yield* loadPaymentConfig({
     host: config.host,

@@ -1,6 +1,7 @@
 import { NodeHttpServer } from "@effect/platform-node"
 import { Layer, Option, type Redacted } from "effect"
-import { HttpRouter, type HttpServer } from "effect/http"
+import { constTrue } from "effect/Function"
+import { HttpMiddleware, HttpRouter, type HttpServer } from "effect/http"
 import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
 import { createServer } from "node:http"
 import { withClientErrors } from "./clientError.ts"
@@ -106,5 +107,7 @@ export const serverLayer = (
     disableListenLog: options.announce === false,
     middleware: observe({ routes: routeResolverFor(options.railRoutes ?? []), accessLog: options.logRequests === true })
   }).pipe(
+    // The request's span is observe's (named by route, with no URL, query or headers): the framework's is off.
+    Layer.provide(Layer.succeed(HttpMiddleware.TracerDisabledWhen)(constTrue)),
     Layer.provideMerge(NodeHttpServer.layer(() => withClientErrors(createServer()), { port: options.port, host: options.host }))
   )
