@@ -69,7 +69,8 @@ export const routes = (options: Omit<HttpOptions, "port" | "host"> = {}) => {
     HttpApiBuilder.layer(Api, { openapiPath: "/v1/openapi.json" }).pipe(
       Layer.provide([PublicHandlers, AgentsHandlers, WalletHandlers, FundingHandlers, AdminHandlers, CapabilitiesHandlers, QuotesHandlers, ServicesHandlers, OpenAiHandlers, AnthropicHandlers, WebhooksHandlers])
     ),
-    HttpApiScalar.layer(Api, { path: "/docs" }),
+    // The Scalar script is inlined; its default fonts would come from Scalar's CDN: off, so /docs needs nothing but this server.
+    HttpApiScalar.layer(Api, { path: "/docs", scalar: { withDefaultFonts: false } }),
     envelopeMiddleware(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }),
     openAiErrorsMiddleware(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }),
     anthropicErrorsMiddleware(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes })
