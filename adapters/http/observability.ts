@@ -6,6 +6,7 @@ import * as PrometheusMetrics from "effect/observability/PrometheusMetrics"
 import { createHash, randomUUID, timingSafeEqual } from "node:crypto"
 import { Providers } from "../../src/capabilities/Capabilities.ts"
 import { ProviderHealth } from "../../src/capabilities/ProviderHealth.ts"
+import { DatabasePool } from "../sql/DatabasePool.ts"
 import { envelopeResponse } from "./errors.ts"
 
 /**
@@ -251,6 +252,16 @@ export const providerCircuit = Metric.gauge("spendgate_provider_circuit_state", 
 
 const CIRCUIT_STATES = ["closed", "open", "half-open"] as const
 
+/** The database pool's upper bound, by driver (PGlite: 1). */
+export const dbPoolMaxConnections = Metric.gauge("spendgate_db_pool_max_connections", {
+  description: "The most database connections this process opens (PGlite: one, in process)"
+})
+
+/** Open database connections by state, read at each scrape. */
+export const dbConnections = Metric.gauge("spendgate_db_connections", {
+  description: "Database connections this process holds open, by state (PostgreSQL: from pg_stat_activity; PGlite: one, open)"
+})
+
 export const mountMetrics = (token: Option.Option<Redacted.Redacted<string>>) =>
   Layer.effectDiscard(Effect.gen(function*() {
     const router = yield* HttpRouter.HttpRouter
@@ -264,6 +275,21 @@ export const mountMetrics = (token: Option.Option<Redacted.Redacted<string>>) =>
             Metric.withAttributes(providerCircuit, { capability: provider.capability, provider: provider.name, state }),
             report.circuit === state ? 1 : 0
           ))), { discard: true })
+    // Read at each scrape too: the connections by state. A state seen once is reported 0 when it is gone.
+    const pool = yield* DatabasePool
+    const seenStates = new Set<string>()
+    const connections = pool === undefined ? Effect.void : Effect.flatMap(pool.read, (reading) => {
+      if (reading === undefined) return Effect.void
+      for (const state of Object.keys(reading.connections)) seenStates.add(state)
+      return Effect.andThen(
+        Metric.update(Metric.withAttributes(dbPoolMaxConnections, { driver: reading.driver }), reading.max),
+        Effect.forEach(seenStates, (state) =>
+          Metric.update(
+            Metric.withAttributes(dbConnections, { driver: reading.driver, state }),
+            reading.connections[state] ?? 0
+          ), { discard: true })
+      )
+    })
     const expected = Option.map(token, (value) => digest(Redacted.value(value)))
     yield* router.add("GET", METRICS_PATH, (request) =>
       Effect.gen(function*() {
@@ -279,6 +305,7 @@ export const mountMetrics = (token: Option.Option<Redacted.Redacted<string>>) =>
           )
         }
         yield* circuits
+        yield* connections
         return HttpServerResponse.text(yield* PrometheusMetrics.format(), {
           contentType: "text/plain; version=0.0.4; charset=utf-8"
         })
