@@ -148,7 +148,7 @@ const shown = (url: string | undefined): string => {
 /** One line for the start-up log: where each signal goes (never the headers or credentials). */
 export const describeOtlp = (config: Option.Option<OtlpConfig>): string =>
   Option.match(config, {
-    onNone: () => "off (OTEL_EXPORTER_OTLP_ENDPOINT unset)",
+    onNone: () => "off (no OTEL_EXPORTER_OTLP_ENDPOINT, or OTEL_SDK_DISABLED=true)",
     onSome: (c) =>
       `${c.protocol}, service ${c.serviceName}; traces ${shown(c.tracesUrl)}, metrics ${shown(c.metricsUrl)}, logs ${
         shown(c.logsUrl)

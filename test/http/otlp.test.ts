@@ -512,12 +512,22 @@ describe("OTLP export from the server process", () => {
     }
   }, 120_000)
 
-  it("without OTEL_EXPORTER_OTLP_ENDPOINT nothing is sent, and a bad endpoint stops the start", async () => {
+  it("off without OTEL_EXPORTER_OTLP_ENDPOINT or with OTEL_SDK_DISABLED=true; a bad endpoint or protocol stops the start", async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "spendgate-otlp-"))
     const receiver = await startReceiver()
     let server: ServerProcess | undefined
     try {
       server = await startServerProcess(serverEnv(dataDir, { OTEL_BSP_SCHEDULE_DELAY: "100" }), 60_000)
+      expect(server.output()).toContain("OpenTelemetry export: off")
+      expect((await fetch(`${server.baseUrl}/health`)).status).toBe(200)
+      await server.stop()
+      // OTEL_SDK_DISABLED=true wins over an endpoint: nothing reaches the receiver, not even at shutdown.
+      server = await startServerProcess(serverEnv(dataDir, {
+        OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+        OTEL_SDK_DISABLED: "true",
+        OTEL_BSP_SCHEDULE_DELAY: "100",
+        OTEL_BLRP_SCHEDULE_DELAY: "100"
+      }), 60_000)
       expect(server.output()).toContain("OpenTelemetry export: off")
       expect((await fetch(`${server.baseUrl}/health`)).status).toBe(200)
       await server.stop()
