@@ -351,6 +351,7 @@ describe("OTLP export from the server process", () => {
         const card = await api.post("/v1/wallet/fund-card", { amountUsdCents: 1500 }, key)
         expect((await fetch(`${server.baseUrl}${new URL(card.body.checkoutUrl).pathname}/pay`, { method: "POST" })).status)
           .toBe(200)
+        fake.behaviour = { _tag: "reply", reply: { content: ANSWER, promptTokens: 12, completionTokens: 7 } }
         const requestId = `otlp-test-${protocol.name.replace("/", "-")}`
         const paid = await api.call("POST", "/v1/capabilities/reason", {
           key,
@@ -439,6 +440,24 @@ describe("OTLP export from the server process", () => {
         expect(settle.attributes["spendgate.charged_micro_usd"]).toBeGreaterThan(0)
         // No outgoing HTTP client span (its URL could hold a caller's query).
         expect(trace.filter((s) => s.attributes["url.full"] !== undefined)).toEqual([])
+
+        // A failed upstream call: the hold is released, and the release has its span.
+        fake.behaviour = { _tag: "json", status: 500, body: { error: { message: "upstream broke", type: "server_error" } } }
+        const failedId = `${requestId}-failed`
+        const failed = await api.call("POST", "/v1/capabilities/reason", {
+          key,
+          body: { prompt: PROMPT, maxTokens: 100 },
+          headers: { "x-request-id": failedId }
+        })
+        expect(failed.status).toBeGreaterThanOrEqual(500)
+        const failedRequest = await eventually(() => spansOf().find((s) => s.attributes["spendgate.request_id"] === failedId))
+        const release = await eventually(() =>
+          spansOf().find((s) => s.traceId === failedRequest.traceId && s.name === "Spend.release")
+        )
+        expect(release.parentSpanId).toBe(failedRequest.spanId)
+        expect(release.attributes).toMatchObject({ ...pipeline, "spendgate.release_reason": "upstream failed" })
+        expect(spansOf().some((s) => s.traceId === failedRequest.traceId && s.name === "Spend.settle")).toBe(false)
+        expect(failedRequest.attributes["http.response.status_code"]).toBe(failed.status)
 
         // Logs: the access line of the request, with its trace and span ids.
         const logsOf = () => receiver.received.filter((r) => r.path === "/v1/logs").flatMap((r) => protocol.logs(r.body))
