@@ -97,6 +97,26 @@ export const accessMatrix = {
       },
       "list the transactions of"
     ),
+    transactionsCsv: entry(
+      "GET",
+      "/v1/wallet/transactions.csv",
+      {
+        access: "selfOrOwner",
+        target: { in: "query", name: "agentId" },
+        rows: "an agent exports only its own transactions"
+      },
+      "export the transactions of"
+    ),
+    spend: entry(
+      "GET",
+      "/v1/wallet/spend",
+      {
+        access: "selfOrOwner",
+        target: { in: "query", name: "agentId" },
+        rows: "an agent sees only its own spend"
+      },
+      "read the spend of"
+    ),
     audit: entry(
       "GET",
       "/v1/audit/:auditId",
