@@ -32,6 +32,7 @@ import {
   signupOptions
 } from "./rateLimit.ts"
 import { type HttpOptions, serverLayer } from "./server.ts"
+import { describeSessions, loadSessionConfig } from "./sessions.ts"
 
 export { type HttpOptions, routes, serverLayer } from "./server.ts"
 
@@ -165,6 +166,8 @@ const serveWith = (config: ServerConfig) => Effect.gen(function*() {
   const rateLimits = yield* loadRateLimitConfig
   yield* Effect.logInfo(`Rate limits: ${describeRateLimits(rateLimits)}`)
   yield* Effect.logInfo(`Signup: ${describeSignup(signup)}`)
+  const sessions = yield* loadSessionConfig
+  yield* Effect.logInfo(`Dashboard: ${describeSessions(sessions)}`)
   const capabilities = yield* loadProvidersConfig
   yield* Effect.logInfo(
     `Providers: ${capabilities.builders.map((b) => `${b.capability}/${b.name}`).join(", ") || "none"}`
@@ -182,6 +185,7 @@ const serveWith = (config: ServerConfig) => Effect.gen(function*() {
     metricsToken: config.metricsToken,
     rateLimits: rateLimitOptions(rateLimits),
     signup: signupOptions(signup),
+    sessions: { ...sessions, trustProxyHops: signup.trustProxyHops },
     // One line per request at Info; LOG_LEVEL=Warn (or above) silences it.
     logRequests: true
   }).pipe(

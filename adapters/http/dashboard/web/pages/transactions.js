@@ -71,7 +71,7 @@ export default function Transactions({ session, query }) {
           <input id="f-end" type="date" value=${form.endDate} onInput=${setField("endDate")} />
         </div>
       </div>
-      <div class="row actions">
+      <div class="row filter-actions">
         <button type="submit">Apply filters</button>
         <button type="button" class="secondary" onClick=${clear}>Clear</button>
         <a class="button-link" href=${csvHref} download data-testid="csv-download">Download CSV</a>
