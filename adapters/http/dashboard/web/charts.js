@@ -8,14 +8,6 @@ import { html } from "./lib.js"
 let counter = 0
 const nextId = (prefix) => `${prefix}-${++counter}`
 
-/** Rounds a maximum up to 1, 2 or 5 times a power of ten, for a readable axis. */
-export const niceMax = (value) => {
-  if (!(value > 0)) return 1
-  const power = 10 ** Math.floor(Math.log10(value))
-  for (const step of [1, 2, 5, 10]) if (value <= step * power) return step * power
-  return 10 * power
-}
-
 const DataTable = ({ rows, labelHeading, valueHeading, extra }) => html`
   <details class="chart-table">
     <summary>Show as a table</summary>
@@ -38,11 +30,12 @@ export function BarChart({ title, rows, valueHeading = "Amount", labelHeading = 
   if (!rows || rows.length === 0) {
     return html`<figure class="chart" data-testid=${testId}><figcaption>${title}</figcaption><p class="muted">${empty}</p></figure>`
   }
-  const max = niceMax(Math.max(...rows.map((r) => r.value)))
+  // No axis is drawn: the longest bar is the largest value, its amount written beside it.
+  const max = Math.max(...rows.map((r) => r.value)) || 1
   const rowHeight = 28
-  const labelWidth = 130
-  const width = 560
-  const barSpace = width - labelWidth - 110
+  const labelWidth = 120
+  const width = 420
+  const barSpace = width - labelWidth - 100
   const height = rows.length * rowHeight + 8
   const top = rows.reduce((best, r) => (r.value > best.value ? r : best), rows[0])
   const summary = `${title}: ${rows.length} ${rows.length === 1 ? "entry" : "entries"}, the largest ${top.label} at ${top.text}.`
@@ -54,7 +47,7 @@ export function BarChart({ title, rows, valueHeading = "Amount", labelHeading = 
         ${rows.map((row, i) => {
           const y = i * rowHeight + 4
           const w = Math.max(row.value > 0 ? 2 : 0, (row.value / max) * barSpace)
-          const label = row.label.length > 18 ? row.label.slice(0, 17) + "…" : row.label
+          const label = row.label.length > 16 ? row.label.slice(0, 15) + "…" : row.label
           return html`<g class="bar-row">
             <text class="bar-label" x=${labelWidth - 8} y=${y + 17} text-anchor="end">${label}</text>
             <rect class=${"bar bar-" + (i % 6)} x=${labelWidth} y=${y + 4} width=${w} height=${rowHeight - 10} rx="3"><title>${row.label}: ${row.text}</title></rect>
@@ -70,8 +63,8 @@ export function BarChart({ title, rows, valueHeading = "Amount", labelHeading = 
 export function DayChart({ title, rows, valueHeading = "Amount", extra, testId }) {
   const id = nextId("days")
   if (!rows || rows.length === 0) return null
-  const max = niceMax(Math.max(...rows.map((r) => r.value)))
-  const width = 560
+  const max = Math.max(...rows.map((r) => r.value)) || 1
+  const width = 420
   const height = 180
   const left = 8
   const bottom = 22

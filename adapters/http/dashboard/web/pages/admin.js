@@ -55,7 +55,7 @@ function Stats({ query }) {
   const totalSpend = data ? data.spend.reduce((sum, row) => sum + row.amountUsdCents, 0) : 0
   const totalCalls = data ? data.spend.reduce((sum, row) => sum + row.calls, 0) : 0
   return html`
-    <div class="row">
+    <div class="row toolbar">
       <label class="inline" for="stats-days">Period</label>
       <select id="stats-days" class="narrow" value=${days} onChange=${(event) => navigate(`/admin/stats?days=${event.currentTarget.value}`)}>
         ${DAY_OPTIONS.map((value) => html`<option value=${value}>Last ${value} days</option>`)}
@@ -66,7 +66,7 @@ function Stats({ query }) {
       <div class="grid stats">
         <div class="card stat" data-testid="stat-accounts"><span class="stat-label">Accounts</span><span class="stat-value">${data.accounts}</span></div>
         <div class="card stat" data-testid="stat-agents"><span class="stat-label">Agents</span><span class="stat-value">${data.agents.total}</span>
-          <span class="muted small">${data.agents.owners} owners, ${data.agents.killed} killed</span></div>
+          <span class="muted small">${data.agents.owners} ${data.agents.owners === 1 ? "owner" : "owners"}, ${data.agents.killed} killed</span></div>
         <div class="card stat"><span class="stat-label">Balances held</span><span class="stat-value">${formatUsdCents(data.balances.usdCents)}</span>
           <span class="muted small">and ${formatSats(data.balances.sats)}</span></div>
         <div class="card stat" data-testid="stat-spend"><span class="stat-label">Spend, last ${days} days</span><span class="stat-value">${formatUsdCents(totalSpend)}</span>
@@ -85,7 +85,7 @@ function Health() {
   const providers = health.data?.providers ?? []
   return html`
     <${ErrorNote} error=${health.error} />
-    <div class="row"><button type="button" class="secondary" onClick=${health.reload}>Refresh</button></div>
+    <div class="row toolbar"><button type="button" class="secondary" onClick=${health.reload}>Refresh</button></div>
     ${health.data && providers.length === 0 ? html`<p class="muted">No providers are configured.</p>` : null}
     ${providers.length > 0 && html`
       <div class="table-wrap card">
@@ -206,7 +206,7 @@ function Registry({ query }) {
   const list = useApi(() => api("/v1/admin/registry/submissions", { query: { status: status === "all" ? undefined : status, limit: 100 } }), [status])
   const submissions = list.data?.submissions ?? []
   return html`
-    <div class="row">
+    <div class="row toolbar">
       <label class="inline" for="registry-status">Show</label>
       <select id="registry-status" class="narrow" value=${status} onChange=${(event) => navigate(`/admin/registry?status=${event.currentTarget.value}`)}>
         <option value="pending">Pending</option>

@@ -37,7 +37,9 @@ export default function Overview({ query }) {
       ["Last 30 days", sum(month.data.byDay)]
     ]
     : []
-  const periodName = PERIODS.find(([value]) => value === days)[1]
+  // Titles follow the data on screen (the previous period's stays shown while the next one loads).
+  const shown = period.data ? String(period.data.days) : days
+  const periodName = (PERIODS.find(([value]) => value === shown) ?? PERIODS[1])[1]
   const extra = { heading: "Calls", text: callsText }
 
   return html`
@@ -80,7 +82,7 @@ export default function Overview({ query }) {
       ${period.data && html`
         <p class="muted" data-testid="period-total">${periodName}: ${formatUsdCents(period.data.total.chargedUsdCents)} over ${callsText(period.data.total)}${period.data.total.refundedUsdCents > 0 ? html`, ${formatUsdCents(period.data.total.refundedUsdCents)} refunded` : null}.</p>
         <div class="charts">
-          ${days !== "1" && html`<div class="card"><${DayChart} title=${`Spend per day, ${periodName.toLowerCase()}`} testId="chart-days"
+          ${shown !== "1" && html`<div class="card"><${DayChart} title=${`Spend per day, ${periodName.toLowerCase()}`} testId="chart-days"
             rows=${bars(period.data.byDay, (row) => row.day)} extra=${extra} /></div>`}
           <div class="card"><${BarChart} title=${`By agent, ${periodName.toLowerCase()}`} labelHeading="Agent" testId="chart-agents"
             rows=${bars(period.data.byAgent, (row) => row.name ?? row.agentId)} extra=${extra} empty="No spend in this period." /></div>

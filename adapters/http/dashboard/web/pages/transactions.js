@@ -93,15 +93,15 @@ export default function Transactions({ session, query }) {
           <tbody>
             ${rows.map((t) => html`
               <tr data-type=${t.type}>
-                <td>${formatTime(t.createdAt)}</td>
-                <td><span class=${"badge type-" + t.type}>${t.type}</span></td>
-                <td class="num">${t.type === "charge" ? "−" : "+"}${formatUsdCents(t.amountUsdCents)}</td>
-                <td class="num">${formatSats(t.amountSats)}</td>
-                <td>${t.agentId ? names.get(t.agentId) ?? html`<code>${t.agentId}</code>` : "—"}</td>
-                <td>${t.capability ?? "—"}</td>
-                <td>${t.provider ?? "—"}</td>
-                <td>${t.description}</td>
-                <td><a href=${`#/receipts/${encodeURIComponent(t.auditId)}`} aria-label=${`Receipt of ${t.type} ${t.id}`}>Receipt</a></td>
+                <td data-label="When">${formatTime(t.createdAt)}</td>
+                <td data-label="Type"><span class=${"badge type-" + t.type}>${t.type}</span></td>
+                <td data-label="Amount" class="num">${t.type === "charge" ? "−" : "+"}${formatUsdCents(t.amountUsdCents)}</td>
+                <td data-label="Sats" class="num">${formatSats(t.amountSats)}</td>
+                <td data-label="Agent">${t.agentId ? names.get(t.agentId) ?? html`<code>${t.agentId}</code>` : "—"}</td>
+                <td data-label="Capability">${t.capability ?? "—"}</td>
+                <td data-label="Provider">${t.provider ?? "—"}</td>
+                <td data-label="Description">${t.description}</td>
+                <td data-label="Receipt"><a href=${`#/receipts/${encodeURIComponent(t.auditId)}`} aria-label=${`Receipt of ${t.type} ${t.id}`}>Receipt</a></td>
               </tr>`)}
           </tbody>
         </table>
