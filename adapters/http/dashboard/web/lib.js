@@ -9,6 +9,8 @@ export const html = htm.bind(h)
 export { render, Fragment, useState, useEffect, useCallback, useRef, useMemo }
 
 let csrfToken = null
+/** Dispatched on window when an API call answers 401: the session is gone. */
+export const SESSION_ENDED = "spendgate:session-ended"
 /** Set from the session answer; sent as X-CSRF-Token on every change. */
 export const setCsrfToken = (token) => { csrfToken = token }
 
@@ -46,6 +48,8 @@ export async function api(path, { method = "GET", body, query, headers = {} } = 
   const type = response.headers.get("content-type") ?? ""
   const payload = response.status === 204 ? null : type.includes("json") ? await response.json() : await response.text()
   if (!response.ok) {
+    // The session ended (signed out elsewhere, idle, key rotated): the shell shows the sign-in page.
+    if (response.status === 401 && path !== "/session") dispatchEvent(new Event(SESSION_ENDED))
     const error = payload && typeof payload === "object" && payload.error ? payload.error : {}
     throw new ApiError(response.status, error.code ?? `HTTP_${response.status}`, error.message ?? response.statusText, error.details)
   }

@@ -97,8 +97,7 @@ export function KillSwitch({ agent, onChanged }) {
       confirmLabel=${kill ? "Kill agent" : "Revive agent"} danger=${kill}
       onConfirm=${confirm} onCancel=${() => setAsking(false)}>
       ${kill
-        ? html`<p>Every request with its key is refused (403 AGENT_KILLED) from now on, on every server, until you revive it.
-            Calls already running finish.</p>`
+        ? html`<p>Every request with its key is refused (403 AGENT_KILLED) from now on, on every server, until you revive it.</p>`
         : html`<p>Its key works again at once, under its policy.</p>`}
     </${ConfirmDialog}>
     <${ErrorNote} error=${error} />
