@@ -55,3 +55,34 @@ describe("sign-in page", () => {
     expect(await page.getByTestId("signed-in-as").textContent()).toBe("Operator")
   })
 })
+
+describe("sign-in by keyboard", () => {
+  it("focuses the key field, submits with Enter, and shows where focus is", async () => {
+    const page = await h.newPage()
+    await page.goto(`${h.baseUrl}/`)
+    await page.getByRole("heading", { name: "Sign in to Spendgate" }).waitFor()
+    await expect.poll(() => page.evaluate<string>("document.activeElement.id")).toBe("signin-secret")
+    await page.keyboard.type(ownerKey)
+    await page.keyboard.press("Enter")
+    await page.getByRole("button", { name: "Sign out" }).waitFor()
+    // Tab reaches the navigation; the focused element has a visible outline.
+    await page.keyboard.press("Tab")
+    const focused = await page.evaluate<{ tag: string; outline: string }>(
+      "({ tag: document.activeElement.tagName, outline: getComputedStyle(document.activeElement).outlineStyle })"
+    )
+    expect(focused.tag).toBe("A")
+    expect(focused.outline).toBe("solid")
+  })
+
+  it("a killed agent's session says so, and another key can sign in in its place", async () => {
+    const worker = await h.api("POST", "/v1/agents", { key: ownerKey, body: { name: "temp" } })
+    const page = await h.newPage()
+    await h.signIn(page, { key: worker.body.apiKey })
+    expect((await h.api("PATCH", `/v1/agents/${worker.body.id}`, { key: ownerKey, body: { killed: true } })).status).toBe(200)
+    await page.reload()
+    await expect.poll(() => page.getByRole("alert").textContent()).toContain("AGENT_KILLED")
+    await page.getByLabel("API key").fill(ownerKey)
+    await page.getByRole("button", { name: "Sign in" }).click()
+    await expect.poll(() => page.getByTestId("signed-in-as").textContent()).toBe("Dana")
+  })
+})

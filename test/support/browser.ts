@@ -61,6 +61,11 @@ export interface BrowserHarness {
 export const startBrowserHarness = async (
   options: { readonly env?: Record<string, string> } = {}
 ): Promise<BrowserHarness> => {
+  if (!chromiumAvailable()) {
+    throw new Error(
+      `No Chromium at ${chromiumPath()}: install Debian's chromium package (.ci/run does) or set CHROMIUM_PATH`
+    )
+  }
   mkdirSync(SCREENSHOT_DIR, { recursive: true })
   const dataDir = mkdtempSync(join(tmpdir(), "spendgate-browser-"))
   let server: ServerProcess | undefined

@@ -186,7 +186,7 @@ function Submission({ submission, onReviewed }) {
           <button type="button" class="danger" onClick=${() => setConfirming("reject")}>Reject…</button>
         </div>`}
       ${confirming !== null && html`
-        <div class="confirm" role="group" aria-label=${`Confirm: ${confirming} ${submission.name}`}>
+        <div class="confirm-inline" role="group" aria-label=${`Confirm: ${confirming} ${submission.name}`}>
           <p><strong>${confirming === "approve" ? `Approve ${submission.name}? It becomes a service every agent can call through the proxy.` : `Reject ${submission.name}?`}</strong></p>
           <label for=${noteId}>Note for the submitter (optional)</label>
           <input id=${noteId} value=${note} maxLength="2000" onInput=${(event) => setNote(event.currentTarget.value)} />
