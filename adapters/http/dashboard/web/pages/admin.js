@@ -2,7 +2,7 @@
 // provider health, late payments, registry review and the BTC/USD rate,
 // each from its /v1/admin/* endpoint. Sections are addressed as
 // #/admin/<section>.
-import { html, api, useApi, useState, navigate, formatUsdCents, formatSats, formatTime, ErrorNote, errorText } from "../lib.js"
+import { html, api, useApi, useState, navigate, formatUsdCents, formatSats, formatTime, ErrorNote, errorText, ConfirmDialog } from "../lib.js"
 import { BarChart, DayChart } from "../charts.js"
 
 const SECTIONS = [
@@ -185,18 +185,19 @@ function Submission({ submission, onReviewed }) {
           <button type="button" onClick=${() => setConfirming("approve")}>Approve…</button>
           <button type="button" class="danger" onClick=${() => setConfirming("reject")}>Reject…</button>
         </div>`}
-      ${confirming !== null && html`
-        <div class="confirm-inline" role="group" aria-label=${`Confirm: ${confirming} ${submission.name}`}>
-          <p><strong>${confirming === "approve" ? `Approve ${submission.name}? It becomes a service every agent can call through the proxy.` : `Reject ${submission.name}?`}</strong></p>
-          <label for=${noteId}>Note for the submitter (optional)</label>
-          <input id=${noteId} value=${note} maxLength="2000" onInput=${(event) => setNote(event.currentTarget.value)} />
-          <div class="row">
-            <button type="button" class=${confirming === "reject" ? "danger" : ""} disabled=${busy} onClick=${review}>
-              ${confirming === "approve" ? "Yes, approve" : "Yes, reject"}
-            </button>
-            <button type="button" class="secondary" disabled=${busy} onClick=${() => setConfirming(null)}>Cancel</button>
-          </div>
-        </div>`}
+      <${ConfirmDialog}
+        open=${confirming !== null}
+        title=${confirming === "approve" ? `Approve ${submission.name}?` : `Reject ${submission.name}?`}
+        confirmLabel=${busy ? "Sending…" : confirming === "approve" ? "Yes, approve" : "Yes, reject"}
+        danger=${confirming === "reject"}
+        onConfirm=${() => { if (!busy) review() }}
+        onCancel=${() => setConfirming(null)}>
+        <p>${confirming === "approve"
+          ? html`<code>${submission.slug}</code> becomes a service every agent can call through the proxy.`
+          : html`<code>${submission.slug}</code> stays out of the catalogue; the submitter sees the note.`}</p>
+        <label for=${noteId}>Note for the submitter (optional)</label>
+        <input id=${noteId} value=${note} maxLength="2000" onInput=${(event) => setNote(event.currentTarget.value)} />
+      <//>
       ${error && html`<p class="error" role="alert">${errorText(error)}</p>`}
     </article>`
 }
