@@ -33,7 +33,7 @@ describe("the owner's dashboard", () => {
     // ---- create an agent; its key is shown once ----
     await page.getByRole("link", { name: "Agents" }).click()
     await page.getByRole("heading", { name: "Agents", level: 1 }).waitFor()
-    await page.getByLabel("Name").fill("research-bot")
+    await page.getByLabel("Name", { exact: true }).fill("research-bot")
     await page.getByRole("button", { name: "Create agent" }).click()
     const keyBox = page.getByTestId("new-api-key")
     await keyBox.waitFor()

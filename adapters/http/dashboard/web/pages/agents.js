@@ -104,8 +104,11 @@ export function KillSwitch({ agent, onChanged }) {
   </span>`
 }
 
+const PAGE = 50
+
 export default function AgentsPage() {
-  const { data, error, loading, reload } = useApi(() => api("/v1/agents", { query: { limit: 100 } }))
+  const [offset, setOffset] = useState(0)
+  const { data, error, loading, reload } = useApi(() => api("/v1/agents", { query: { limit: PAGE, offset } }), [offset])
   const [created, setCreated] = useState(null)
   const [renaming, setRenaming] = useState(null)
   return html`
@@ -132,5 +135,10 @@ export default function AgentsPage() {
               </div>`}</td>
         </tr>`)}</tbody>
       </table></div>`}
+      ${data && data.total > PAGE && html`<nav class="pager" aria-label="Agent pages">
+        <button type="button" class="secondary" disabled=${offset === 0} onClick=${() => setOffset(Math.max(0, offset - PAGE))}>Previous</button>
+        <span class="muted">${offset + 1}–${Math.min(offset + PAGE, data.total)} of ${data.total}</span>
+        <button type="button" class="secondary" disabled=${offset + PAGE >= data.total} onClick=${() => setOffset(offset + PAGE)}>Next</button>
+      </nav>`}
     </section>`
 }
