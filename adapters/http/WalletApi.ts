@@ -129,6 +129,11 @@ export class WalletApi extends HttpApiGroup.make("wallet")
       }),
       error: errors
     }),
+    HttpApiEndpoint.get("transaction", "/v1/wallet/transactions/:transactionId", {
+      params: { transactionId: PathId },
+      success: TransactionResponse,
+      error: errors
+    }),
     HttpApiEndpoint.get("spend", "/v1/wallet/spend", {
       query: {
         days: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 366 }))).annotate({

@@ -192,6 +192,9 @@ export const WalletHandlers = HttpApiBuilder.group(
             }
           })
         }))
+      .handle("transaction", ({ params }) =>
+        Effect.flatMap(CurrentPrincipal, (principal) =>
+          wallets.transaction(principal, params.transactionId).pipe(Effect.mapError(toHttpError), Effect.map(transactionJson))))
       .handle("spend", ({ query }) =>
         Effect.gen(function*() {
           const principal = yield* CurrentPrincipal

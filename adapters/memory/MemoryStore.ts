@@ -673,6 +673,8 @@ const makeMemoryLedger = (shared: {
         }
         return deleted
       }),
+    getTransaction: (accountId, transactionId) =>
+      Effect.sync(() => Option.fromNullishOr(transactions.find((t) => t.id === transactionId && t.accountId === accountId))),
     listTransactions: (accountId, filter, request) =>
       Effect.sync(() =>
         page(

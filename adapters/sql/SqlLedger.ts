@@ -809,6 +809,12 @@ export const makeSqlLedger = (
 
     ...funding,
 
+    getTransaction: (accountId, transactionId) =>
+      sql<TransactionRow>`SELECT * FROM transactions WHERE id = ${transactionId} AND account_id = ${accountId}`.pipe(
+        Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), toTransaction)),
+        Effect.orDie
+      ),
+
     listTransactions: (accountId, filter, request) =>
       Effect.gen(function*() {
         const conditions = [sql`account_id = ${accountId}`]

@@ -107,6 +107,16 @@ export const accessMatrix = {
       },
       "export the transactions of"
     ),
+    transaction: entry(
+      "GET",
+      "/v1/wallet/transactions/:transactionId",
+      {
+        access: "selfOrOwner",
+        target: { in: "row", name: "transactionId" },
+        rows: "an agent reads only its own transactions"
+      },
+      "read the transactions of"
+    ),
     spend: entry(
       "GET",
       "/v1/wallet/spend",

@@ -352,6 +352,8 @@ export interface LedgerStore {
   readonly refund: (input: RefundInput) => Effect.Effect<RefundOutcome>
   /** What refunds of a charge have given back so far; None when no transaction has that id. */
   readonly refundedOf: (chargeId: string) => Effect.Effect<Option.Option<{ readonly charge: Transaction; readonly refunded: Refunded }>>
+  /** The account's transaction of that id; None for another account's or an unknown id. */
+  readonly getTransaction: (accountId: AccountId, transactionId: string) => Effect.Effect<Option.Option<Transaction>>
   /** Newest first (createdAt, then id, descending). */
   readonly listTransactions: (
     accountId: AccountId,

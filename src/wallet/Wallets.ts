@@ -84,6 +84,8 @@ export class Wallets extends Context.Service<Wallets, {
     page: PageRequest
   ) => Effect.Effect<Page<Transaction>, Forbidden>
   readonly audit: (principal: Principal, auditId: string) => Effect.Effect<AuditView, NotFound | Forbidden>
+  /** One transaction of the caller's account; an agent-role key reads only its own. */
+  readonly transaction: (principal: Principal, transactionId: string) => Effect.Effect<Transaction, NotFound | Forbidden>
   /**
    * Charges and refunds of the last `days` UTC days (today included; default
    * 30, at most 366) by day, agent, capability and provider. An agent-role
@@ -248,6 +250,13 @@ export class Wallets extends Context.Service<Wallets, {
         return { record, verified: broken === null && (record.seq === 1n || previous !== null) }
       })
 
+      const transaction = Effect.fn("Wallets.transaction")(function*(principal: Principal, transactionId: string) {
+        const found = yield* store.getTransaction(principal.agent.accountId, transactionId)
+        if (Option.isNone(found)) return yield* new NotFound({ resource: "Transaction" })
+        yield* requireSelfOrOwner(principal, found.value.agentId, "read the transactions of")
+        return found.value
+      })
+
       const verifyChain = Effect.fn("Wallets.verifyChain")(function*(accountId: AccountId) {
         let previous: AuditRecord | null = null
         for (;;) {
@@ -260,7 +269,7 @@ export class Wallets extends Context.Service<Wallets, {
         }
       })
 
-      return Wallets.of({ get, ofAgent, credit, transactions, audit, verifyChain, spendSummary, exportTransactions })
+      return Wallets.of({ get, ofAgent, credit, transactions, transaction, audit, verifyChain, spendSummary, exportTransactions })
     })
   )
 }

@@ -36,6 +36,8 @@ describe("every endpoint × caller × target over memory, signed in by a dashboa
   let api: ReturnType<typeof client>
   let callers: ReadonlyArray<Caller>
   const auditOf = new Map<string, string>()
+  /** A transaction of each agent, by agent id. */
+  const transactionOf = new Map<string, string>()
 
   const signIn = async (credentials: Record<string, string>): Promise<Session> => {
     const res = await api.call("POST", "/session", { body: credentials, headers: { origin: server.baseUrl } })
@@ -65,7 +67,10 @@ describe("every endpoint × caller × target over memory, signed in by a dashboa
         }
       }))
       const listed = await api.get("/v1/wallet/transactions", owner.apiKey)
-      for (const t of listed.body.transactions as ReadonlyArray<{ agentId: string; auditId: string }>) auditOf.set(t.agentId, t.auditId)
+      for (const t of listed.body.transactions as ReadonlyArray<{ agentId: string; auditId: string; id: string }>) {
+        auditOf.set(t.agentId, t.auditId)
+        transactionOf.set(t.agentId, t.id)
+      }
       return {
         owner: { id: owner.agentId, session: await signIn({ key: owner.apiKey }) },
         worker: { id: worker.id, session: await signIn({ key: worker.apiKey }) },
@@ -108,6 +113,7 @@ describe("every endpoint × caller × target over memory, signed in by a dashboa
     const where = "target" in rule ? rule.target?.in : undefined
     let path = entry.path
       .replace(":auditId", auditOf.get(agentId) ?? "aud_missing")
+      .replace(":transactionId", transactionOf.get(agentId) ?? "txn_missing")
       .replace(":capability", entry.method === "GET" ? "reason" : "nope")
       .replace(":slug", "nope")
       .replace(":id", where === "path" ? agentId : "sub_missing")

@@ -230,6 +230,29 @@ describe.each(storeBackends)("owner reports over %s: spend summary and transacti
     }
   })
 
+  it("reads one transaction by id: the account's only, an agent-role key its own only", async () => {
+    const { ownerKey, workerKey, workerId } = await setup()
+    const list = (await api.get("/v1/wallet/transactions", ownerKey)).body.transactions
+    for (const t of list) {
+      const one = await api.get(`/v1/wallet/transactions/${t.id}`, ownerKey)
+      expect(one.status).toBe(200)
+      expect(one.body).toEqual(t)
+    }
+    const workers = list.filter((t: { agentId: string }) => t.agentId === workerId)
+    const others = list.filter((t: { agentId: string }) => t.agentId !== workerId)
+    expect((await api.get(`/v1/wallet/transactions/${workers[0].id}`, workerKey)).status).toBe(200)
+    const refused = await api.get(`/v1/wallet/transactions/${others[0].id}`, workerKey)
+    expect(refused.status).toBe(403)
+    expect(errorCode(refused)).toBe("FORBIDDEN")
+    const other = await setup()
+    const foreign = await api.get(`/v1/wallet/transactions/${list[0].id}`, other.ownerKey)
+    expect(foreign.status).toBe(404)
+    expect(errorCode(foreign)).toBe("NOT_FOUND")
+    expect((await api.get("/v1/wallet/transactions/txn_nothing", ownerKey)).status).toBe(404)
+    expect(errorCode(await api.get(`/v1/wallet/transactions/${"x".repeat(65)}`, ownerKey))).toBe("VALIDATION_ERROR")
+    expect((await api.get(`/v1/wallet/transactions/${list[0].id}`)).status).toBe(401)
+  })
+
   it("walks every page of a long export once, in order", async () => {
     const signup = await api.post("/v1/signup", { name: "bulk" })
     const accountId: AccountId = signup.body.accountId
