@@ -186,7 +186,11 @@ describe("owner reports in the browser", () => {
     await expect.poll(() => page.getByTestId("local-verdict").textContent()).toContain("matches.")
     expect(await page.getByTestId("hash").textContent()).toMatch(/^[0-9a-f]{64}$/)
     expect(await page.getByTestId("prev-hash").textContent()).toMatch(/^[0-9a-f]{64}$/)
-    expect(await page.getByText("Charge (settle)").count()).toBe(1)
+    expect(await page.getByText("Audit record: Charge (settle)").count()).toBe(1)
+    // The transaction the record is about, read by its id.
+    const transaction = page.getByTestId("receipt-transaction")
+    await transaction.waitFor()
+    expect(await transaction.textContent()).toContain("reason via openai")
     await h.screenshot(page, "receipt")
     expect(h.problems()).toEqual([])
   })

@@ -67,6 +67,12 @@ export default function Receipt({ params }) {
     return () => { live = false }
   }, [record?.id, accountId])
 
+  const transactionId = record?.transactionId
+  const transaction = useApi(
+    () => (transactionId ? api(`/v1/wallet/transactions/${encodeURIComponent(transactionId)}`) : Promise.resolve(null)),
+    [transactionId]
+  )
+  const t = transaction.data
   const details = record && typeof record.details === "object" && record.details !== null ? record.details : {}
   return html`
     <p><a href="#/transactions">← Transactions</a></p>
@@ -85,8 +91,22 @@ export default function Receipt({ params }) {
             : "Recomputing the hash…"}
         </p>
       </div>
+      ${t && html`
+        <div class="card" data-testid="receipt-transaction">
+          <h2>Transaction</h2>
+          <dl class="facts">
+            <dt>Type</dt><dd><span class=${"badge type-" + t.type}>${t.type}</span></dd>
+            <dt>Description</dt><dd>${t.description}</dd>
+            <dt>Amount</dt><dd>${formatUsdCents(t.amountUsdCents)} <span class="muted">(${formatSats(t.amountSats)})</span></dd>
+            <dt>${t.type === "charge" ? "Paid from" : "Added to"}</dt><dd>USD pocket ${formatUsdCents(t.pockets.usdCents)}, sats pocket ${formatSats(t.pockets.sats)}</dd>
+            ${t.btcUsdRate !== null ? html`<dt>BTC/USD rate</dt><dd>${t.btcUsdRate.toLocaleString("en-US", { style: "currency", currency: "USD" })}</dd>` : null}
+            ${t.refundOf ? html`<dt>Refund of</dt><dd><code>${t.refundOf}</code></dd>` : null}
+            <dt>Id</dt><dd><code>${t.id}</code></dd>
+          </dl>
+        </div>`}
+      <${ErrorNote} error=${transaction.error} />
       <div class="card">
-        <h2>${KIND_NAMES[record.kind] ?? record.kind}</h2>
+        <h2>Audit record: ${KIND_NAMES[record.kind] ?? record.kind}</h2>
         <dl class="facts">
           <dt>Amount</dt><dd>${formatUsdCents(record.amountUsdCents)}</dd>
           <dt>USD pocket change</dt><dd>${formatUsdCents(record.pocketChange.usdCents)}</dd>
@@ -101,6 +121,7 @@ export default function Receipt({ params }) {
           <dt>Reservation</dt><dd>${record.reservationId ? html`<code>${record.reservationId}</code>` : "—"}</dd>
           <dt>Audit record</dt><dd><code>${record.id}</code>, number ${record.seq} in the account's chain</dd>
         </dl>
+        ${record.kind === "settle" ? html`<p class="muted small">A pocket change here is what the call's hold gave back beyond the charge (the hold itself is the reservation's own record).</p>` : null}
       </div>
       <div class="card">
         <h2>Hash chain</h2>
