@@ -25,6 +25,9 @@ beforeAll(async () => {
 }, 120_000)
 afterAll(() => h?.close())
 
+// A browser and a server process on a busy CI machine: more time than the default 30 s.
+const BROWSER_TIMEOUT_MS = 120_000
+
 describe("the owner's dashboard", () => {
   it("walks through agents, policy, kill switch, Lightning funding, CSRF and sign-out", async () => {
     const page = await h.newPage()
@@ -160,7 +163,7 @@ describe("the owner's dashboard", () => {
     await page.goto(`${h.baseUrl}/#/agents`)
     await page.getByRole("button", { name: "Sign in" }).waitFor()
     expect(h.problems()).toEqual([])
-  })
+  }, BROWSER_TIMEOUT_MS)
 
   it("an agent key's session shows its own agent, read-only", async () => {
     expect(agentKey).not.toBe("")
@@ -174,7 +177,7 @@ describe("the owner's dashboard", () => {
     expect(await page.getByTestId("policy-view").textContent()).toContain("No limit")
     await h.screenshot(page, "agent-readonly")
     expect(h.problems()).toEqual([])
-  })
+  }, BROWSER_TIMEOUT_MS)
 })
 
 /**
