@@ -89,3 +89,18 @@ describe("sign-in by keyboard", () => {
     await expect.poll(() => page.getByTestId("signed-in-as").textContent()).toBe("Dana")
   }, BROWSER_TIMEOUT_MS)
 })
+
+describe("a session that ends elsewhere", () => {
+  it("the next API call of the page returns to the sign-in page", async () => {
+    const page = await h.newPage()
+    await h.signIn(page, { key: ownerKey })
+    // End the session from outside the page (as an idle timeout or a sign-out in another tab would).
+    const cookie = (await page.context().cookies()).map((c) => `${c.name}=${c.value}`).join("; ")
+    const session = await fetch(`${h.baseUrl}/session`, { headers: { cookie } }).then((r) => r.json()) as { csrfToken: string }
+    const out = await fetch(`${h.baseUrl}/session`, { method: "DELETE", headers: { cookie, "x-csrf-token": session.csrfToken } })
+    expect(out.status).toBe(204)
+    await page.getByRole("link", { name: "Agents" }).click()
+    await page.getByRole("button", { name: "Sign in" }).waitFor()
+    await page.getByLabel("API key").waitFor()
+  }, BROWSER_TIMEOUT_MS)
+})
