@@ -107,6 +107,18 @@ describe("the owner's dashboard", () => {
     await page.getByText("Active", { exact: true }).waitFor()
     expect((await h.api("GET", "/v1/agents/me", { key: agentKey })).status).toBe(200)
 
+    // ---- rotate the key: the new one is shown once, the old one stops at once ----
+    await page.getByRole("button", { name: "Rotate key" }).click()
+    await page.getByRole("dialog", { name: "Rotate the key of research-bot-2?" }).getByRole("button", { name: "Rotate key" }).click()
+    const rotatedBox = page.getByTestId("new-api-key")
+    await rotatedBox.waitFor()
+    const rotatedKey = (await rotatedBox.textContent())!.trim()
+    expect(rotatedKey).not.toBe(agentKey)
+    expect((await h.api("GET", "/v1/agents/me", { key: agentKey })).status).toBe(401)
+    agentKey = rotatedKey
+    expect((await h.api("GET", "/v1/agents/me", { key: agentKey })).status).toBe(200)
+    await page.getByRole("button", { name: "I have stored it" }).click()
+
     // ---- fund by Lightning on the dev rail; the balance changes on the page ----
     await page.getByRole("link", { name: "Funding" }).click()
     await page.getByRole("heading", { name: "Funding", level: 1 }).waitFor()
