@@ -9,7 +9,7 @@ import type { Principal } from "../../src/domain/Agent.ts"
 import { hashApiKey, isApiKeyFormat } from "../../src/domain/ids.ts"
 import { RateLimiter } from "../../src/ports/RateLimiter.ts"
 import { countRateLimited } from "../../src/observability/Metrics.ts"
-import { envelopeResponse, type Forbidden, toHttpError, type Unauthorized } from "./errors.ts"
+import { envelopeResponse, type ErrorCode, type Forbidden, toHttpError, type Unauthorized } from "./errors.ts"
 import { clientAddress, clientKey, rateLimitedResponse } from "./rateLimit.ts"
 import { SECURITY_HEADERS } from "./dashboard/static.ts"
 
@@ -248,7 +248,7 @@ const cookieHeader = (request: HttpServerRequest.HttpServerRequest, value: strin
 const NO_STORE = { "cache-control": "no-store" }
 
 const fromHttpError = (error: { readonly error: { readonly code: string; readonly message: string; readonly details?: Record<string, unknown> | undefined } }) =>
-  envelopeResponse(error.error.code as "UNAUTHORIZED", error.error.message, error.error.details, NO_STORE)
+  envelopeResponse(error.error.code as ErrorCode, error.error.message, error.error.details, NO_STORE)
 
 const invalidCredentials = () =>
   envelopeResponse("UNAUTHORIZED", "Invalid key or token", undefined, NO_STORE)
