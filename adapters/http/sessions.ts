@@ -3,7 +3,6 @@ import { check, type InvalidConfig, load } from "../config.ts"
 import { HttpIncomingMessage, HttpRouter, type HttpServerRequest, HttpServerResponse } from "effect/http"
 import { ByteSize } from "effect"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
-import QRCode from "qrcode"
 import { Agents } from "../../src/agents/Agents.ts"
 import type { Principal } from "../../src/domain/Agent.ts"
 import { hashApiKey, isApiKeyFormat } from "../../src/domain/ids.ts"
@@ -408,6 +407,8 @@ export const mountSessionRoutes = (options: SessionRouteOptions) =>
             issues: [{ path: ["text"], message: "Expected 1 to 2000 characters" }]
           })
         }
+        // Loaded on first use: the server starts without it.
+        const { default: QRCode } = yield* Effect.promise(() => import("qrcode"))
         const svg = yield* Effect.promise(() => QRCode.toString(text, { type: "svg", errorCorrectionLevel: "M", margin: 2 }))
         return HttpServerResponse.text(svg, {
           contentType: "image/svg+xml",
