@@ -3,13 +3,12 @@ import { check, type InvalidConfig, load } from "../config.ts"
 import { HttpIncomingMessage, HttpRouter, type HttpServerRequest, HttpServerResponse } from "effect/http"
 import { ByteSize } from "effect"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
-import QRCode from "qrcode"
 import { Agents } from "../../src/agents/Agents.ts"
 import type { Principal } from "../../src/domain/Agent.ts"
 import { hashApiKey, isApiKeyFormat } from "../../src/domain/ids.ts"
 import { RateLimiter } from "../../src/ports/RateLimiter.ts"
 import { countRateLimited } from "../../src/observability/Metrics.ts"
-import { envelopeResponse, type Forbidden, toHttpError, type Unauthorized } from "./errors.ts"
+import { envelopeResponse, type ErrorCode, type Forbidden, toHttpError, type Unauthorized } from "./errors.ts"
 import { clientAddress, clientKey, rateLimitedResponse } from "./rateLimit.ts"
 import { SECURITY_HEADERS } from "./dashboard/static.ts"
 
@@ -248,7 +247,7 @@ const cookieHeader = (request: HttpServerRequest.HttpServerRequest, value: strin
 const NO_STORE = { "cache-control": "no-store" }
 
 const fromHttpError = (error: { readonly error: { readonly code: string; readonly message: string; readonly details?: Record<string, unknown> | undefined } }) =>
-  envelopeResponse(error.error.code as "UNAUTHORIZED", error.error.message, error.error.details, NO_STORE)
+  envelopeResponse(error.error.code as ErrorCode, error.error.message, error.error.details, NO_STORE)
 
 const invalidCredentials = () =>
   envelopeResponse("UNAUTHORIZED", "Invalid key or token", undefined, NO_STORE)
@@ -408,6 +407,8 @@ export const mountSessionRoutes = (options: SessionRouteOptions) =>
             issues: [{ path: ["text"], message: "Expected 1 to 2000 characters" }]
           })
         }
+        // Loaded on first use: the server starts without it.
+        const { default: QRCode } = yield* Effect.promise(() => import("qrcode"))
         const svg = yield* Effect.promise(() => QRCode.toString(text, { type: "svg", errorCorrectionLevel: "M", margin: 2 }))
         return HttpServerResponse.text(svg, {
           contentType: "image/svg+xml",

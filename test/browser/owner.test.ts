@@ -25,6 +25,9 @@ beforeAll(async () => {
 }, 120_000)
 afterAll(() => h?.close())
 
+// A browser and a server process on a busy CI machine: more time than the default 30 s.
+const BROWSER_TIMEOUT_MS = 120_000
+
 describe("the owner's dashboard", () => {
   it("walks through agents, policy, kill switch, Lightning funding, CSRF and sign-out", async () => {
     const page = await h.newPage()
@@ -40,7 +43,10 @@ describe("the owner's dashboard", () => {
     agentKey = (await keyBox.textContent())!.trim()
     expect(agentKey).toMatch(/^sk_agt_[A-Za-z0-9]{32}$/)
     await expect.poll(() => page.getByText("it is shown once").count()).toBe(1)
-    await page.getByRole("button", { name: "Copy key" }).waitFor()
+    await page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: h.baseUrl })
+    await page.getByRole("button", { name: "Copy key" }).click()
+    await page.getByText("Copied", { exact: true }).waitFor()
+    expect(await page.evaluate<string>("navigator.clipboard.readText()")).toBe(agentKey)
     await h.screenshot(page, "agents-new-key")
     const me = await h.api("GET", "/v1/agents/me", { key: agentKey })
     expect(me.status).toBe(200)
@@ -101,6 +107,18 @@ describe("the owner's dashboard", () => {
     await page.getByText("Active", { exact: true }).waitFor()
     expect((await h.api("GET", "/v1/agents/me", { key: agentKey })).status).toBe(200)
 
+    // ---- rotate the key: the new one is shown once, the old one stops at once ----
+    await page.getByRole("button", { name: "Rotate key" }).click()
+    await page.getByRole("dialog", { name: "Rotate the key of research-bot-2?" }).getByRole("button", { name: "Rotate key" }).click()
+    const rotatedBox = page.getByTestId("new-api-key")
+    await rotatedBox.waitFor()
+    const rotatedKey = (await rotatedBox.textContent())!.trim()
+    expect(rotatedKey).not.toBe(agentKey)
+    expect((await h.api("GET", "/v1/agents/me", { key: agentKey })).status).toBe(401)
+    agentKey = rotatedKey
+    expect((await h.api("GET", "/v1/agents/me", { key: agentKey })).status).toBe(200)
+    await page.getByRole("button", { name: "I have stored it" }).click()
+
     // ---- fund by Lightning on the dev rail; the balance changes on the page ----
     await page.getByRole("link", { name: "Funding" }).click()
     await page.getByRole("heading", { name: "Funding", level: 1 }).waitFor()
@@ -157,7 +175,7 @@ describe("the owner's dashboard", () => {
     await page.goto(`${h.baseUrl}/#/agents`)
     await page.getByRole("button", { name: "Sign in" }).waitFor()
     expect(h.problems()).toEqual([])
-  })
+  }, BROWSER_TIMEOUT_MS)
 
   it("an agent key's session shows its own agent, read-only", async () => {
     expect(agentKey).not.toBe("")
@@ -171,7 +189,7 @@ describe("the owner's dashboard", () => {
     expect(await page.getByTestId("policy-view").textContent()).toContain("No limit")
     await h.screenshot(page, "agent-readonly")
     expect(h.problems()).toEqual([])
-  })
+  }, BROWSER_TIMEOUT_MS)
 })
 
 /**

@@ -17,6 +17,9 @@ beforeAll(async () => {
 }, 120_000)
 afterAll(() => h?.close())
 
+// A browser and a server process on a busy CI machine: more time than the default 30 s.
+const BROWSER_TIMEOUT_MS = 120_000
+
 describe("sign-in page", () => {
   it("shows an error for a wrong key, with labelled inputs", async () => {
     const page = await h.newPage()
@@ -30,7 +33,7 @@ describe("sign-in page", () => {
     expect(await alert.textContent()).toContain("Invalid key or token")
     expect(await page.getByLabel("API key").inputValue()).toBe("")
     await h.screenshot(page, "signin-error")
-  })
+  }, BROWSER_TIMEOUT_MS)
 
   it("an owner key opens the owner area; the key is not kept in the browser; sign-out ends the session", async () => {
     const page = await h.newPage()
@@ -47,13 +50,13 @@ describe("sign-in page", () => {
     await h.signOut(page)
     expect(await page.context().cookies()).toEqual([])
     expect(h.problems()).toEqual([])
-  })
+  }, BROWSER_TIMEOUT_MS)
 
   it("the operator signs in with the admin token", async () => {
     const page = await h.newPage()
     await h.signIn(page, { adminToken: h.adminToken }, "/admin")
     expect(await page.getByTestId("signed-in-as").textContent()).toBe("Operator")
-  })
+  }, BROWSER_TIMEOUT_MS)
 })
 
 describe("sign-in by keyboard", () => {
@@ -72,7 +75,7 @@ describe("sign-in by keyboard", () => {
     )
     expect(focused.tag).toBe("A")
     expect(focused.outline).toBe("solid")
-  })
+  }, BROWSER_TIMEOUT_MS)
 
   it("a killed agent's session says so, and another key can sign in in its place", async () => {
     const worker = await h.api("POST", "/v1/agents", { key: ownerKey, body: { name: "temp" } })
@@ -84,5 +87,20 @@ describe("sign-in by keyboard", () => {
     await page.getByLabel("API key").fill(ownerKey)
     await page.getByRole("button", { name: "Sign in" }).click()
     await expect.poll(() => page.getByTestId("signed-in-as").textContent()).toBe("Dana")
-  })
+  }, BROWSER_TIMEOUT_MS)
+})
+
+describe("a session that ends elsewhere", () => {
+  it("the next API call of the page returns to the sign-in page", async () => {
+    const page = await h.newPage()
+    await h.signIn(page, { key: ownerKey })
+    // End the session from outside the page (as an idle timeout or a sign-out in another tab would).
+    const cookie = (await page.context().cookies()).map((c) => `${c.name}=${c.value}`).join("; ")
+    const session = await fetch(`${h.baseUrl}/session`, { headers: { cookie } }).then((r) => r.json()) as { csrfToken: string }
+    const out = await fetch(`${h.baseUrl}/session`, { method: "DELETE", headers: { cookie, "x-csrf-token": session.csrfToken } })
+    expect(out.status).toBe(204)
+    await page.getByRole("link", { name: "Agents" }).click()
+    await page.getByRole("button", { name: "Sign in" }).waitFor()
+    await page.getByLabel("API key").waitFor()
+  }, BROWSER_TIMEOUT_MS)
 })

@@ -159,6 +159,18 @@ describe("dashboard sessions", () => {
     expect(errorCode(foreignSignIn)).toBe("CSRF_FAILED")
   })
 
+  it("grants no CORS: another origin can neither preflight a change nor read the CSRF token", async () => {
+    const { owner } = await account()
+    const session = await signIn({ key: owner.apiKey })
+    const preflight = await api.call("OPTIONS", "/v1/agents", {
+      headers: { origin: "http://evil.example", "access-control-request-method": "PATCH", "access-control-request-headers": "x-csrf-token" }
+    })
+    expect(preflight.headers.get("access-control-allow-origin")).toBeNull()
+    expect(preflight.headers.get("access-control-allow-credentials")).toBeNull()
+    const read = await api.call("GET", "/session", { headers: { cookie: session.cookie, origin: "http://evil.example" } })
+    expect(read.headers.get("access-control-allow-origin")).toBeNull()
+  })
+
   it("an Authorization header wins over the cookie, and needs no CSRF token", async () => {
     const a = await account()
     const b = await account()

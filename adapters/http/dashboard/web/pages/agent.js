@@ -1,8 +1,8 @@
 import {
-  html, useState, useApi, api, ErrorNote, AgentStatus, WalletSummary, formatTime, formatUsdCents,
+  html, useState, useApi, api, ErrorNote, ConfirmDialog, AgentStatus, WalletSummary, formatTime, formatUsdCents,
   centsToDollarsInput, dollarsInputToCents
 } from "../lib.js"
-import { KillSwitch } from "./agents.js"
+import { KillSwitch, NewKey } from "./agents.js"
 
 /** Every capability the API knows (GET /v1/capabilities lists the same names). */
 const CAPABILITIES = ["reason", "search", "read", "scrape", "execute", "imagine", "speak", "transcribe", "email", "sms"]
@@ -125,6 +125,40 @@ function PolicyEditor({ agentId, policy, onSaved }) {
   </form>`
 }
 
+/** A new key for the agent; the current one stops at once or after a grace period. */
+function RotateKey({ agent, onRotated }) {
+  const [asking, setAsking] = useState(false)
+  const [grace, setGrace] = useState("0")
+  const [error, setError] = useState(null)
+  const confirm = async () => {
+    setAsking(false)
+    try {
+      const rotated = await api(`/v1/agents/${encodeURIComponent(agent.id)}/rotate-key`, {
+        method: "POST",
+        body: { graceSeconds: Number(grace) }
+      })
+      setError(null)
+      onRotated(rotated)
+    } catch (e) {
+      setError(e)
+    }
+  }
+  return html`<span>
+    <button type="button" class="secondary" onClick=${() => setAsking(true)}>Rotate key</button>
+    <${ConfirmDialog} open=${asking} title=${`Rotate the key of ${agent.name}?`} confirmLabel="Rotate key"
+      onConfirm=${confirm} onCancel=${() => setAsking(false)}>
+      <p>A new key is made and shown once. The current key stops working:</p>
+      <label for="rotate-grace">When the current key stops</label>
+      <select id="rotate-grace" value=${grace} onChange=${(e) => setGrace(e.currentTarget.value)}>
+        <option value="0">At once</option>
+        <option value="3600">In 1 hour</option>
+        <option value="86400">In 1 day</option>
+      </select>
+    </${ConfirmDialog}>
+    <${ErrorNote} error=${error} />
+  </span>`
+}
+
 /**
  * One agent: details, the wallet it spends from, its policy. An owner edits
  * the policy and the kill switch; an agent's own session reads, nothing more.
@@ -133,6 +167,7 @@ export default function AgentPage({ session, params }) {
   const owner = session.role === "owner"
   const agentId = params.id ?? session.agentId
   const path = `/v1/agents/${encodeURIComponent(agentId)}`
+  const [rotated, setRotated] = useState(null)
   const { data, error, reload } = useApi(async () => {
     if (!owner) {
       const [me, wallet] = await Promise.all([api("/v1/agents/me"), api("/v1/wallet")])
@@ -148,6 +183,9 @@ export default function AgentPage({ session, params }) {
   return html`
     ${owner ? html`<p><a href="#/agents">← All agents</a></p>` : null}
     <h1>${agent.name} <${AgentStatus} agent=${agent} /></h1>
+    ${rotated && html`<${NewKey} agent=${agent.name} apiKey=${rotated.apiKey} onDone=${() => setRotated(null)} />`}
+    ${rotated && rotated.previousKeyExpiresAt
+      ? html`<p class="muted">The previous key works until ${formatTime(rotated.previousKeyExpiresAt)}.</p>` : null}
     <div class="grid">
       <section class="card" aria-labelledby="details-title">
         <h2 id="details-title">Details</h2>
@@ -157,7 +195,8 @@ export default function AgentPage({ session, params }) {
           <dt>Created</dt><dd>${formatTime(agent.createdAt)}</dd>
           <dt>Last active</dt><dd>${formatTime(agent.lastActiveAt)}</dd>
         </dl>
-        ${owner ? html`<p class="row"><${KillSwitch} agent=${agent} onChanged=${reload} /></p>` : null}
+        ${owner ? html`<p class="row"><${KillSwitch} agent=${agent} onChanged=${reload} />
+          <${RotateKey} agent=${agent} onRotated=${(r) => { setRotated(r); reload() }} /></p>` : null}
       </section>
       <section class="card" aria-labelledby="spend-title">
         <h2 id="spend-title">Spend</h2>
