@@ -91,6 +91,14 @@ afterAll(async () => {
   await new Promise<void>((done) => (upstream ? upstream.close(() => done()) : done()))
 })
 
+/** Form controls on the page that no label names (none is allowed). */
+const unlabelled = (page: Page) =>
+  page.locator("input, select, textarea").evaluateAll((controls) =>
+    controls
+      .filter((c) => (c as HTMLInputElement).labels?.length === 0 && !c.getAttribute("aria-label") && !c.getAttribute("aria-labelledby"))
+      .map((c) => c.outerHTML.slice(0, 80))
+  )
+
 const barLabels = async (page: Page, testId: string) =>
   page.getByTestId(testId).locator("table tbody th").allTextContents()
 
@@ -119,6 +127,7 @@ describe("owner reports in the browser", () => {
     expect(title).toMatch(/By agent, last 7 days: 2 entries, the largest/)
     expect(await page.getByTestId("chart-days").locator("rect.bar").count()).toBe(7)
     await h.screenshot(page, "overview")
+    expect(await unlabelled(page)).toEqual([])
     // The period is a labelled control kept in the address.
     await page.getByLabel("Today").check()
     await page.waitForURL(/#\/\?days=1$/)
@@ -138,6 +147,11 @@ describe("owner reports in the browser", () => {
     await expect.poll(() => count.textContent()).toBe("Showing 1–4 of 4")
     expect(await page.locator("table.tx tbody tr").count()).toBe(4)
     await h.screenshot(page, "transactions")
+    expect(await unlabelled(page)).toEqual([])
+    // Keyboard: the filters are reachable and usable without a mouse.
+    await page.getByLabel("Type").focus()
+    await page.keyboard.press("Tab")
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe("f-agent")
 
     await page.getByLabel("Type").selectOption("charge")
     await page.getByRole("button", { name: "Apply filters" }).click()
@@ -215,6 +229,7 @@ describe("operator area in the browser", () => {
     expect(await page.getByTestId("stat-spend").textContent()).toContain("3 calls")
     expect(new Set(await barLabels(page, "admin-chart-providers"))).toEqual(new Set(["local", "openai"]))
     await h.screenshot(page, "admin-stats")
+    expect(await unlabelled(page)).toEqual([])
 
     await page.getByRole("link", { name: "Service health" }).click()
     const health = page.getByTestId("health-table")
@@ -238,6 +253,7 @@ describe("operator area in the browser", () => {
     await card.getByRole("button", { name: "Approve…" }).click()
     await card.getByLabel("Note for the submitter (optional)").fill("Looks good")
     await h.screenshot(page, "admin-registry-confirm")
+    expect(await unlabelled(page)).toEqual([])
     // Cancelling changes nothing.
     await card.getByRole("button", { name: "Cancel" }).click()
     expect((await h.api("GET", "/v1/services", { key: ownerKey })).body.some((s: { slug: string }) => s.slug === slug)).toBe(false)
