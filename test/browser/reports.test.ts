@@ -95,7 +95,10 @@ afterAll(async () => {
 const unlabelled = (page: Page) =>
   page.locator("input, select, textarea").evaluateAll((controls) =>
     controls
-      .filter((c) => (c as HTMLInputElement).labels?.length === 0 && !c.getAttribute("aria-label") && !c.getAttribute("aria-labelledby"))
+      .filter((c) =>
+        (c as unknown as { readonly labels: { readonly length: number } | null }).labels?.length === 0 &&
+        !c.getAttribute("aria-label") && !c.getAttribute("aria-labelledby")
+      )
       .map((c) => c.outerHTML.slice(0, 80))
   )
 
@@ -151,7 +154,7 @@ describe("owner reports in the browser", () => {
     // Keyboard: the filters are reachable and usable without a mouse.
     await page.getByLabel("Type").focus()
     await page.keyboard.press("Tab")
-    expect(await page.evaluate(() => document.activeElement?.id)).toBe("f-agent")
+    expect(await page.evaluate<string>("document.activeElement.id")).toBe("f-agent")
 
     await page.getByLabel("Type").selectOption("charge")
     await page.getByRole("button", { name: "Apply filters" }).click()
