@@ -25,8 +25,10 @@ beforeAll(async () => {
 }, 120_000)
 afterAll(() => h?.close())
 
-// A browser and a server process on a busy CI machine: more time than the default 30 s.
+// A browser and a server process on a busy CI machine: more time than the default 30 s,
+// and up to 15 s for what the page shows (expect.poll waits 1 s by default).
 const BROWSER_TIMEOUT_MS = 120_000
+const poll = <T>(read: () => T | Promise<T>) => expect.poll(read, { timeout: 15_000, interval: 100 })
 
 describe("the owner's dashboard", () => {
   it("walks through agents, policy, kill switch, Lightning funding, CSRF and sign-out", async () => {
@@ -42,7 +44,7 @@ describe("the owner's dashboard", () => {
     await keyBox.waitFor()
     agentKey = (await keyBox.textContent())!.trim()
     expect(agentKey).toMatch(/^sk_agt_[A-Za-z0-9]{32}$/)
-    await expect.poll(() => page.getByText("it is shown once").count()).toBe(1)
+    await poll(() => page.getByText("it is shown once").count()).toBe(1)
     await page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: h.baseUrl })
     await page.getByRole("button", { name: "Copy key" }).click()
     await page.getByText("Copied", { exact: true }).waitFor()
@@ -86,7 +88,7 @@ describe("the owner's dashboard", () => {
     // "No limit" is explicit: lifting the per-call cap sends null.
     await perCall.getByLabel("No limit").check()
     await page.getByRole("button", { name: "Save policy" }).click()
-    await expect.poll(async () => (await h.api("GET", `/v1/agents/${agentId}/policy`, { key: ownerKey })).body.maxPerCallUsdCents)
+    await poll(async () => (await h.api("GET", `/v1/agents/${agentId}/policy`, { key: ownerKey })).body.maxPerCallUsdCents)
       .toBe(0)
 
     // ---- kill with one click and a confirmation; its next call is refused ----
@@ -122,22 +124,22 @@ describe("the owner's dashboard", () => {
     // ---- fund by Lightning on the dev rail; the balance changes on the page ----
     await page.getByRole("link", { name: "Funding" }).click()
     await page.getByRole("heading", { name: "Funding", level: 1 }).waitFor()
-    await expect.poll(() => page.getByTestId("balance-sats").textContent()).toBe("0 sats")
+    await poll(() => page.getByTestId("balance-sats").textContent()).toBe("0 sats")
     await page.getByLabel("Amount (sats)").fill("20000")
     await page.getByRole("button", { name: "Create invoice" }).click()
     const bolt11 = (await page.getByTestId("bolt11").inputValue()).trim()
     expect(bolt11).toMatch(/^lnbcrt/)
     // The QR code is an image drawn by this server.
-    await expect.poll(() => page.locator("img.qr").evaluate((img: { naturalWidth: number }) => img.naturalWidth)).toBeGreaterThan(0)
-    await expect.poll(() => page.getByTestId("invoice-status").textContent()).toContain("Waiting for payment")
+    await poll(() => page.locator("img.qr").evaluate((img: { naturalWidth: number }) => img.naturalWidth)).toBeGreaterThan(0)
+    await poll(() => page.getByTestId("invoice-status").textContent()).toContain("Waiting for payment")
     await h.screenshot(page, "funding-invoice")
     const paid = await h.devPay(bolt11)
     expect(paid.outcome).toBe("credited")
-    await expect.poll(() => page.getByTestId("invoice-status").textContent(), { timeout: 15_000 }).toContain("Paid")
-    await expect.poll(() => page.getByTestId("balance-sats").textContent(), { timeout: 10_000 }).toBe("20,000 sats")
+    await poll(() => page.getByTestId("invoice-status").textContent()).toContain("Paid")
+    await poll(() => page.getByTestId("balance-sats").textContent()).toBe("20,000 sats")
     // 20,000 sats at $100,000 per BTC (BTC_USD_RATE of the harness) = $20.00.
-    await expect.poll(() => page.getByTestId("spendable").textContent()).toBe("$20.00")
-    await expect.poll(() => page.getByTestId("invoice-list").getByText("paid").count()).toBeGreaterThan(0)
+    await poll(() => page.getByTestId("spendable").textContent()).toBe("$20.00")
+    await poll(() => page.getByTestId("invoice-list").getByText("paid").count()).toBeGreaterThan(0)
 
     // Card checkout: the API's checkout URL is linked.
     await page.getByLabel("Amount (USD)").fill("25")
@@ -156,7 +158,7 @@ describe("the owner's dashboard", () => {
       // The form's POST reached Spendgate with the session cookie (same site) and was refused for CSRF.
       expect(await evil.textContent("body")).toContain("CSRF_FAILED")
       await evil.goto(`${attacker.url}/fetch`)
-      await expect.poll(() => evil.textContent("#done")).toBe("done")
+      await poll(() => evil.textContent("#done")).toBe("done")
       await evil.close()
     } finally {
       await attacker.close()

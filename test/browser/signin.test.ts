@@ -17,8 +17,10 @@ beforeAll(async () => {
 }, 120_000)
 afterAll(() => h?.close())
 
-// A browser and a server process on a busy CI machine: more time than the default 30 s.
+// A browser and a server process on a busy CI machine: more time than the default 30 s,
+// and up to 15 s for what the page shows (expect.poll waits 1 s by default).
 const BROWSER_TIMEOUT_MS = 120_000
+const poll = <T>(read: () => T | Promise<T>) => expect.poll(read, { timeout: 15_000, interval: 100 })
 
 describe("sign-in page", () => {
   it("shows an error for a wrong key, with labelled inputs", async () => {
@@ -64,7 +66,7 @@ describe("sign-in by keyboard", () => {
     const page = await h.newPage()
     await page.goto(`${h.baseUrl}/`)
     await page.getByRole("heading", { name: "Sign in to Spendgate" }).waitFor()
-    await expect.poll(() => page.evaluate<string>("document.activeElement.id")).toBe("signin-secret")
+    await poll(() => page.evaluate<string>("document.activeElement.id")).toBe("signin-secret")
     await page.keyboard.type(ownerKey)
     await page.keyboard.press("Enter")
     await page.getByRole("button", { name: "Sign out" }).waitFor()
@@ -83,10 +85,10 @@ describe("sign-in by keyboard", () => {
     await h.signIn(page, { key: worker.body.apiKey })
     expect((await h.api("PATCH", `/v1/agents/${worker.body.id}`, { key: ownerKey, body: { killed: true } })).status).toBe(200)
     await page.reload()
-    await expect.poll(() => page.getByRole("alert").textContent()).toContain("AGENT_KILLED")
+    await poll(() => page.getByRole("alert").textContent()).toContain("AGENT_KILLED")
     await page.getByLabel("API key").fill(ownerKey)
     await page.getByRole("button", { name: "Sign in" }).click()
-    await expect.poll(() => page.getByTestId("signed-in-as").textContent()).toBe("Dana")
+    await poll(() => page.getByTestId("signed-in-as").textContent()).toBe("Dana")
   }, BROWSER_TIMEOUT_MS)
 })
 

@@ -125,6 +125,8 @@ export const startBrowserHarness = async (
     const context = await browser!.newContext({ viewport: pageOptions.viewport ?? DESKTOP })
     contexts.push(context)
     const page = await context.newPage()
+    // Long enough for a busy machine, short enough to fail well inside a test's time.
+    page.setDefaultTimeout(20_000)
     page.on("pageerror", (error) => seen.push(`page error: ${error.message}`))
     page.on("console", (message) => {
       if (message.type() === "error" && !/status of (401|403|404|409|400|429)/.test(message.text())) {
