@@ -91,6 +91,11 @@ afterAll(async () => {
   await new Promise<void>((done) => (upstream ? upstream.close(() => done()) : done()))
 })
 
+// A browser and a server process on a busy CI machine: more time than the default 30 s per
+// test, and up to 15 s for what the page shows (expect.poll waits 1 s by default).
+const BROWSER_TIMEOUT_MS = 120_000
+const poll = <T>(read: () => T | Promise<T>) => expect.poll(read, { timeout: 15_000, interval: 100 })
+
 /** Form controls on the page that no label names (none is allowed). */
 const unlabelled = (page: Page) =>
   page.locator("input, select, textarea").evaluateAll((controls) =>
@@ -114,40 +119,40 @@ describe("owner reports in the browser", () => {
     // Lightning funded the sats pocket; the calls were paid from it (the USD pocket is empty).
     const wallet = (await h.api("GET", "/v1/wallet", { key: ownerKey })).body
     expect(wallet.balanceSats).toBeLessThan(200_000)
-    expect(await page.getByTestId("pocket-sats").textContent()).toBe(`Sats pocket${wallet.balanceSats.toLocaleString("en-US")} sats`)
-    expect(await page.getByTestId("pocket-usd").textContent()).toBe("USD pocket$0.00")
+    await poll(() => page.getByTestId("pocket-sats").textContent()).toBe(`Sats pocket${wallet.balanceSats.toLocaleString("en-US")} sats`)
+    await poll(() => page.getByTestId("pocket-usd").textContent()).toBe("USD pocket$0.00")
     // 200,000 sats at 100,000 USD/BTC is $200, less the calls (a fraction of a cent here).
     expect(wallet.spendableUsdCents).toBeLessThan(20_000)
     const dollars = (wallet.spendableUsdCents / 100).toLocaleString("en-US", { style: "currency", currency: "USD" })
-    expect((await page.getByTestId("spendable").textContent())!.startsWith(`Spendable value${dollars}`)).toBe(true)
-    expect(await page.getByTestId("spend-today").textContent()).toContain("3 calls")
-    expect(await page.getByTestId("spend-last-30-days").textContent()).toContain("3 calls")
+    await poll(async () => (await page.getByTestId("spendable").textContent())?.startsWith(`Spendable value${dollars}`)).toBe(true)
+    await poll(() => page.getByTestId("spend-today").textContent()).toContain("3 calls")
+    await poll(() => page.getByTestId("spend-last-30-days").textContent()).toContain("3 calls")
     expect(new Set(await barLabels(page, "chart-agents"))).toEqual(new Set(["Dana", "research-bot"]))
     expect(await barLabels(page, "chart-capabilities")).toEqual(["reason"])
     expect(new Set(await barLabels(page, "chart-providers"))).toEqual(new Set(["local", "openai"]))
     // The charts are pictures with a text alternative.
     const title = await page.getByTestId("chart-agents").locator("svg title").first().textContent()
     expect(title).toMatch(/By agent, last 7 days: 2 entries, the largest/)
-    expect(await page.getByTestId("chart-days").locator("rect.bar").count()).toBe(7)
+    await poll(() => page.getByTestId("chart-days").locator("rect.bar").count()).toBe(7)
     await h.screenshot(page, "overview")
     expect(await unlabelled(page)).toEqual([])
     // The period is a labelled control kept in the address.
     await page.getByLabel("Today").check()
     await page.waitForURL(/#\/\?days=1$/)
     await page.getByText("By agent, today", { exact: true }).waitFor()
-    expect(await page.getByTestId("chart-days").count()).toBe(0)
+    await poll(() => page.getByTestId("chart-days").count()).toBe(0)
     await page.getByLabel("Last 30 days").check()
     await page.getByText("By agent, last 30 days", { exact: true }).waitFor()
-    expect(await page.getByTestId("chart-days").locator("rect.bar").count()).toBe(30)
+    await poll(() => page.getByTestId("chart-days").locator("rect.bar").count()).toBe(30)
     expect(h.problems()).toEqual([])
-  })
+  }, BROWSER_TIMEOUT_MS)
 
   it("transactions: filters change the list and the address, pages, CSV download, receipt links", async () => {
     const page = await h.newPage()
     await h.signIn(page, { key: ownerKey })
     await page.getByRole("link", { name: "Transactions" }).click()
     const count = page.getByTestId("tx-count")
-    await expect.poll(() => count.textContent()).toBe("Showing 1–4 of 4")
+    await poll(() => count.textContent()).toBe("Showing 1–4 of 4")
     expect(await page.locator("table.tx tbody tr").count()).toBe(4)
     await h.screenshot(page, "transactions")
     expect(await unlabelled(page)).toEqual([])
@@ -159,13 +164,13 @@ describe("owner reports in the browser", () => {
     await page.getByLabel("Type").selectOption("charge")
     await page.getByRole("button", { name: "Apply filters" }).click()
     await page.waitForURL(/#\/transactions\?type=charge$/)
-    await expect.poll(() => count.textContent()).toBe("Showing 1–3 of 3")
+    await poll(() => count.textContent()).toBe("Showing 1–3 of 3")
     expect(new Set(await page.locator("table.tx tbody tr").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-type")))))
       .toEqual(new Set(["charge"]))
 
     await page.getByLabel("Agent").selectOption(workerId)
     await page.getByRole("button", { name: "Apply filters" }).click()
-    await expect.poll(() => count.textContent()).toBe("Showing 1–1 of 1")
+    await poll(() => count.textContent()).toBe("Showing 1–1 of 1")
     expect(page.url()).toContain(`agentId=${workerId}`)
 
     // The CSV carries the same filters.
@@ -180,7 +185,7 @@ describe("owner reports in the browser", () => {
     // Pages as the API pages them.
     await page.getByRole("button", { name: "Clear" }).click()
     await page.getByLabel("Per page").selectOption("25")
-    await expect.poll(() => count.textContent()).toBe("Showing 1–4 of 4")
+    await poll(() => count.textContent()).toBe("Showing 1–4 of 4")
     expect(await page.getByRole("button", { name: "Next page" }).isDisabled()).toBe(true)
     expect(await page.getByRole("button", { name: "Previous page" }).isDisabled()).toBe(true)
 
@@ -188,9 +193,9 @@ describe("owner reports in the browser", () => {
     await page.getByLabel("From (UTC day)").fill("2020-01-01")
     await page.getByLabel("To (UTC day, included)").fill("2020-12-31")
     await page.getByRole("button", { name: "Apply filters" }).click()
-    await expect.poll(() => count.textContent()).toBe("No transactions match.")
+    await poll(() => count.textContent()).toBe("No transactions match.")
     expect(h.problems()).toEqual([])
-  })
+  }, BROWSER_TIMEOUT_MS)
 
   it("a receipt shows the audit record, its hash and previous hash, and that its link verifies", async () => {
     const page = await h.newPage()
@@ -200,7 +205,7 @@ describe("owner reports in the browser", () => {
     await page.getByRole("heading", { name: "Receipt" }).waitFor()
     const verdict = page.getByTestId("chain-verdict")
     await verdict.getByText("Link verifies").waitFor()
-    await expect.poll(() => page.getByTestId("local-verdict").textContent()).toContain("matches.")
+    await poll(() => page.getByTestId("local-verdict").textContent()).toContain("matches.")
     expect(await page.getByTestId("hash").textContent()).toMatch(/^[0-9a-f]{64}$/)
     expect(await page.getByTestId("prev-hash").textContent()).toMatch(/^[0-9a-f]{64}$/)
     expect(await page.getByText("Audit record: Charge (settle)").count()).toBe(1)
@@ -210,16 +215,16 @@ describe("owner reports in the browser", () => {
     expect(await transaction.textContent()).toContain("reason via openai")
     await h.screenshot(page, "receipt")
     expect(h.problems()).toEqual([])
-  })
+  }, BROWSER_TIMEOUT_MS)
 
   it("an agent-role key sees only its own transactions", async () => {
     const page = await h.newPage()
     await h.signIn(page, { key: workerKey })
     await page.getByRole("link", { name: "Transactions" }).click()
-    await expect.poll(() => page.getByTestId("tx-count").textContent()).toBe("Showing 1–1 of 1")
+    await poll(() => page.getByTestId("tx-count").textContent()).toBe("Showing 1–1 of 1")
     expect(await page.getByLabel("Agent").count()).toBe(0)
     await h.screenshot(page, "transactions-agent")
-  })
+  }, BROWSER_TIMEOUT_MS)
 })
 
 describe("operator area in the browser", () => {
@@ -246,7 +251,7 @@ describe("operator area in the browser", () => {
     await h.screenshot(page, "admin-late")
 
     await page.getByRole("link", { name: "Rate" }).click()
-    expect(await page.getByTestId("rate-value").textContent()).toContain("$100,000.00")
+    await poll(() => page.getByTestId("rate-value").textContent()).toContain("$100,000.00")
     await h.screenshot(page, "admin-rate")
 
     await page.getByRole("link", { name: "Registry review" }).click()
@@ -269,5 +274,5 @@ describe("operator area in the browser", () => {
     await page.getByTestId(`submission-${slug}`).getByText("approved").first().waitFor()
     expect(await page.getByTestId(`submission-${slug}`).textContent()).toContain("Looks good")
     expect(h.problems()).toEqual([])
-  })
+  }, BROWSER_TIMEOUT_MS)
 })
