@@ -33,6 +33,7 @@ import {
 } from "./rateLimit.ts"
 import { describeOtlp, loadOtlpConfig, type OtlpConfig } from "./otlpConfig.ts"
 import { type HttpOptions, serverLayer } from "./server.ts"
+import { describeSessions, loadSessionConfig } from "./sessions.ts"
 
 export { type HttpOptions, routes, serverLayer } from "./server.ts"
 
@@ -183,6 +184,8 @@ const serveWith = (config: ServerConfig, otlp: Option.Option<OtlpConfig>) => Eff
   const rateLimits = yield* loadRateLimitConfig
   yield* Effect.logInfo(`Rate limits: ${describeRateLimits(rateLimits)}`)
   yield* Effect.logInfo(`Signup: ${describeSignup(signup)}`)
+  const sessions = yield* loadSessionConfig
+  yield* Effect.logInfo(`Dashboard: ${describeSessions(sessions)}`)
   const capabilities = yield* loadProvidersConfig
   yield* Effect.logInfo(
     `Providers: ${capabilities.builders.map((b) => `${b.capability}/${b.name}`).join(", ") || "none"}`
@@ -200,6 +203,7 @@ const serveWith = (config: ServerConfig, otlp: Option.Option<OtlpConfig>) => Eff
     metricsToken: config.metricsToken,
     rateLimits: rateLimitOptions(rateLimits),
     signup: signupOptions(signup),
+    sessions: { ...sessions, trustProxyHops: signup.trustProxyHops },
     // One line per request at Info; LOG_LEVEL=Warn (or above) silences it.
     logRequests: true
   }).pipe(
