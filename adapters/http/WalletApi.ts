@@ -1,5 +1,5 @@
 import { Schema } from "effect"
-import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { AccessControl, Authentication } from "./middleware.ts"
 import { BadRequest, Forbidden, NotFound } from "./errors.ts"
 
@@ -69,6 +69,34 @@ export const AuditResponse = Schema.Struct({
   verified: Schema.Boolean
 })
 
+const SpendLine = {
+  calls: Schema.Number.annotate({ description: "Charges (paid calls) in the window" }),
+  chargedUsdCents: Schema.Number.annotate({ description: "What those charges cost, USD cents" }),
+  refundedUsdCents: Schema.Number.annotate({ description: "Refunds made in the window, USD cents" })
+}
+
+export const SpendSummaryResponse = Schema.Struct({
+  from: Timestamp.annotate({ description: "Start of the first UTC day of the window" }),
+  until: Timestamp.annotate({ description: "End of the window (exclusive): the coming midnight UTC" }),
+  days: Schema.Number,
+  agentId: Schema.NullOr(Schema.String).annotate({ description: "The agent the summary is limited to, if any" }),
+  total: Schema.Struct(SpendLine),
+  byDay: Schema.Array(Schema.Struct({ day: Schema.String, ...SpendLine })).annotate({
+    description: "Every UTC day of the window, oldest first, days without spend included"
+  }),
+  byAgent: Schema.Array(Schema.Struct({ agentId: Schema.String, name: Schema.NullOr(Schema.String), ...SpendLine }))
+    .annotate({ description: "Largest charge total first" }),
+  byCapability: Schema.Array(Schema.Struct({ capability: Schema.String, ...SpendLine })),
+  byProvider: Schema.Array(Schema.Struct({ provider: Schema.String, ...SpendLine }))
+})
+
+export const TransactionFilters = {
+  type: Schema.optional(Schema.Literals(["charge", "credit", "refund"])),
+  agentId: Schema.optional(Schema.String.check(Schema.isMaxLength(64))),
+  startDate: Schema.optional(IsoDate),
+  endDate: Schema.optional(IsoDate)
+}
+
 const errors = [BadRequest, Forbidden, NotFound] as const
 
 export class WalletApi extends HttpApiGroup.make("wallet")
@@ -81,10 +109,7 @@ export class WalletApi extends HttpApiGroup.make("wallet")
     }),
     HttpApiEndpoint.get("transactions", "/v1/wallet/transactions", {
       query: {
-        type: Schema.optional(Schema.Literals(["charge", "credit", "refund"])),
-        agentId: Schema.optional(Schema.String.check(Schema.isMaxLength(64))),
-        startDate: Schema.optional(IsoDate),
-        endDate: Schema.optional(IsoDate),
+        ...TransactionFilters,
         limit: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 100 }))),
         offset: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 1_000_000_000 })))
       },
@@ -94,6 +119,29 @@ export class WalletApi extends HttpApiGroup.make("wallet")
         limit: Schema.Number,
         offset: Schema.Number
       }),
+      error: errors
+    }),
+    HttpApiEndpoint.get("transactionsCsv", "/v1/wallet/transactions.csv", {
+      query: TransactionFilters,
+      success: Schema.String.pipe(HttpApiSchema.asText({ contentType: "text/csv" })).annotate({
+        description:
+          "Every transaction the filters match (all pages), newest first, as RFC 4180 CSV with a header row; money as in the JSON (USD cents, sats). A cell starting with = + - @, tab or carriage return is prefixed with an apostrophe so spreadsheets do not run it. At most 100000 rows: a larger export is 400 VALIDATION_ERROR (narrow the dates)."
+      }),
+      error: errors
+    }),
+    HttpApiEndpoint.get("transaction", "/v1/wallet/transactions/:transactionId", {
+      params: { transactionId: PathId },
+      success: TransactionResponse,
+      error: errors
+    }),
+    HttpApiEndpoint.get("spend", "/v1/wallet/spend", {
+      query: {
+        days: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 366 }))).annotate({
+          description: "The last N UTC days, today included (1 = today); default 30"
+        }),
+        agentId: Schema.optional(Schema.String.check(Schema.isMaxLength(64)))
+      },
+      success: SpendSummaryResponse,
       error: errors
     }),
     HttpApiEndpoint.get("audit", "/v1/audit/:auditId", {

@@ -16,6 +16,8 @@ import { Api } from "./Api.ts"
 import { toHttpError } from "./errors.ts"
 import { invoiceJson } from "./fundingHandlers.ts"
 import { AdminAuthentication } from "./middleware.ts"
+import { cookieSession, operatorSessionValid, Sessions } from "./sessions.ts"
+import { HttpServerRequest } from "effect/http"
 
 const digest = (text: string) => createHash("sha256").update(text).digest()
 
@@ -23,23 +25,45 @@ const digest = (text: string) => createHash("sha256").update(text).digest()
  * ADMIN_TOKEN checks: unset → the admin API does not exist (404); an agent
  * key → 403 FORBIDDEN; anything else that is not the token → 401.
  * Compared in constant time over SHA-256 digests.
+ *
+ * Without an Authorization header, an operator's dashboard session
+ * (sessions.ts) stands for the token while the token it was opened with is
+ * still the configured one; an owner's or agent's session is 403 FORBIDDEN,
+ * as its key would be. Changes need the session's CSRF token.
  */
 export const AdminAuthenticationLive = (adminToken: Option.Option<Redacted.Redacted<string>>) =>
-  Layer.succeed(
+  Layer.effect(
     AdminAuthentication,
-    AdminAuthentication.of({
-      bearer: (httpEffect, { credential }) => {
-        if (Option.isNone(adminToken)) {
-          return Effect.fail(toHttpError({ code: "NOT_FOUND", message: "Not found" }))
-        }
-        const presented = Redacted.value(credential)
-        if (timingSafeEqual(digest(presented), digest(Redacted.value(adminToken.value)))) return httpEffect
-        return Effect.fail(
-          isApiKeyFormat(presented)
-            ? toHttpError({ code: "FORBIDDEN", message: "Agent keys cannot use the admin API" })
-            : toHttpError({ code: "UNAUTHORIZED", message: "Missing or invalid admin token" })
-        )
-      }
+    Effect.gen(function*() {
+      const sessions = yield* Effect.serviceOption(Sessions)
+      return AdminAuthentication.of({
+        bearer: (httpEffect, { credential }) =>
+          Effect.gen(function*() {
+            if (Option.isNone(adminToken)) {
+              return yield* Effect.fail(toHttpError({ code: "NOT_FOUND", message: "Not found" }))
+            }
+            if (Option.isSome(sessions)) {
+              const request = yield* HttpServerRequest.HttpServerRequest
+              const session = yield* cookieSession(sessions.value, request)
+              if (Option.isSome(session)) {
+                if (session.value.role !== "operator") {
+                  return yield* Effect.fail(toHttpError({ code: "FORBIDDEN", message: "Agent keys cannot use the admin API" }))
+                }
+                if (!operatorSessionValid(session.value, adminToken)) {
+                  return yield* Effect.fail(toHttpError({ code: "UNAUTHORIZED", message: "The session has ended; sign in again" }))
+                }
+                return yield* httpEffect
+              }
+            }
+            const presented = Redacted.value(credential)
+            if (timingSafeEqual(digest(presented), digest(Redacted.value(adminToken.value)))) return yield* httpEffect
+            return yield* Effect.fail(
+              isApiKeyFormat(presented)
+                ? toHttpError({ code: "FORBIDDEN", message: "Agent keys cannot use the admin API" })
+                : toHttpError({ code: "UNAUTHORIZED", message: "Missing or invalid admin token" })
+            )
+          })
+      })
     })
   )
 

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto"
 import type { Server } from "node:http"
 import type { Socket } from "node:net"
 
@@ -5,7 +6,8 @@ import type { Socket } from "node:net"
  * Requests that Node's HTTP parser refuses before the application sees them
  * (a request line or headers over the 16 KiB limit, a malformed request, a
  * request that took too long to arrive) are answered in the error envelope
- * too, instead of Node's default empty-bodied 4xx.
+ * too, instead of Node's default empty-bodied 4xx, with a request id of their
+ * own in `X-Request-Id` and `error.requestId` like every other answer.
  */
 
 const answers: Record<string, { readonly status: number; readonly reason: string; readonly code: string; readonly message: string }> = {
@@ -37,10 +39,13 @@ export const answerClientError = (error: Error & { readonly code?: string }, soc
     return
   }
   const answer = answers[error.code ?? ""] ?? malformed
-  const body = JSON.stringify({ error: { code: answer.code, message: answer.message } })
+  // A fresh id, like any other answer's (the request's own header may be the part that was refused).
+  const requestId = randomUUID()
+  const body = JSON.stringify({ error: { code: answer.code, message: answer.message, requestId } })
   socket.end(
     `HTTP/1.1 ${answer.status} ${answer.reason}\r\n` +
       "Content-Type: application/json\r\n" +
+      `X-Request-Id: ${requestId}\r\n` +
       `Content-Length: ${Buffer.byteLength(body)}\r\n` +
       "Connection: close\r\n\r\n" +
       body

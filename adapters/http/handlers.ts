@@ -1,4 +1,4 @@
-import { Effect, Layer, Redacted } from "effect"
+import { Effect, Layer, Option, Redacted } from "effect"
 import { HttpServerRequest } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Agents } from "../../src/agents/Agents.ts"
@@ -19,6 +19,7 @@ import {
   type PolicyReplace
 } from "./Api.ts"
 import { type CodedError, toHttpError } from "./errors.ts"
+import { cookieSession, sessionPrincipal, Sessions } from "./sessions.ts"
 
 /**
  * Handlers translate between the wire and the core: decode is done by the
@@ -173,15 +174,32 @@ export const AuthenticationLive = Layer.effect(
   Authentication,
   Effect.gen(function*() {
     const agents = yield* Agents
+    // Dashboard sessions (sessions.ts), where the server has them.
+    const sessions = yield* Effect.serviceOption(Sessions)
     return Authentication.of({
       bearer: (httpEffect, { credential }) =>
         Effect.gen(function*() {
           const request = yield* HttpServerRequest.HttpServerRequest
+          if (Option.isSome(sessions)) {
+            // No Authorization or X-API-Key header: the session cookie, checked for CSRF on changes.
+            const session = yield* cookieSession(sessions.value, request)
+            if (Option.isSome(session)) {
+              const principal = yield* sessionPrincipal(agents, session.value)
+              return yield* Effect.provideService(httpEffect, CurrentPrincipal, principal)
+            }
+          }
           const bearer = Redacted.value(credential)
           const key = bearer === "" && request.headers["authorization"] === undefined
             ? request.headers[API_KEY_HEADER] ?? ""
             : bearer
-          const principal = yield* agents.authenticate(key).pipe(Effect.mapError(toHttpError))
+          // Its own span, beside the handler's (not around it); the key is never an attribute.
+          const principal = yield* agents.authenticate(key).pipe(
+            Effect.tap((found) => Effect.annotateCurrentSpan("spendgate.agent_id", found.agent.id)),
+            Effect.mapError(toHttpError),
+            Effect.withSpan("Authentication", {
+              attributes: { "spendgate.auth.scheme": bearer === "" && request.headers["authorization"] === undefined ? "x-api-key" : "bearer" }
+            })
+          )
           return yield* Effect.provideService(httpEffect, CurrentPrincipal, principal)
         })
     })

@@ -1,10 +1,12 @@
 import { Cause, Context, Effect, Exit, Layer, Metric, Option, Redacted } from "effect"
-import { HttpBody, HttpEffect, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { HttpBody, HttpEffect, HttpRouter, HttpServerRequest, HttpServerResponse, HttpTraceContext } from "effect/http"
 import { HttpApi, type HttpApiGroup } from "effect/http-api"
-import { PrometheusMetrics } from "effect/observability"
+// The module alone: the OTLP exporters of effect/observability load only when configured (otlp.ts).
+import * as PrometheusMetrics from "effect/observability/PrometheusMetrics"
 import { createHash, randomUUID, timingSafeEqual } from "node:crypto"
 import { Providers } from "../../src/capabilities/Capabilities.ts"
 import { ProviderHealth } from "../../src/capabilities/ProviderHealth.ts"
+import { DatabasePool } from "../sql/DatabasePool.ts"
 import { envelopeResponse } from "./errors.ts"
 
 /**
@@ -160,7 +162,19 @@ export interface ObserveOptions {
   readonly accessLog?: boolean | undefined
 }
 
-/** `HttpRouter.serve`'s middleware: request ids, the access log and the HTTP metrics. */
+/**
+ * `HttpRouter.serve`'s middleware: request ids, the access log, the HTTP
+ * metrics and the request's span.
+ *
+ * The span (kind server) is named `<METHOD> <route template>` (the method
+ * alone for an unknown path) and carries `http.request.method`, `http.route`,
+ * `http.response.status_code`, `spendgate.request_id` and, once the key is
+ * authenticated, `spendgate.agent_id`; never a header, key, query string or
+ * body. A W3C `traceparent` (or B3) header makes it a child of the caller's
+ * span. Everything the request runs (authentication, the spend pipeline, the
+ * access-log line) is inside it. Without an exporter (OTLP unset) the span
+ * stays in process and is dropped.
+ */
 export const observe = (options: ObserveOptions) =>
 <E, R>(
   app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
@@ -170,6 +184,8 @@ export const observe = (options: ObserveOptions) =>
     const facts: RequestFacts = { agentId: undefined }
     const started = performance.now()
     const path = request.url.split("?")[0]!
+    const template = options.routes.resolve(request.method, path)
+    const caller = HttpTraceContext.fromHeaders(request.headers)
     return Effect.gen(function*() {
       // The server writes the answer inside `app`; a pre-response handler is the last word on it.
       yield* HttpEffect.appendPreResponseHandler((_request, response) =>
@@ -178,7 +194,6 @@ export const observe = (options: ObserveOptions) =>
       const exit = yield* Effect.exit(Effect.provideService(app, CurrentRequestFacts, facts))
       const status = Exit.isSuccess(exit) ? exit.value.status : Cause.hasInterruptsOnly(exit.cause) ? 499 : 500
       const seconds = (performance.now() - started) / 1000
-      const template = options.routes.resolve(request.method, path)
       // Unknown paths share one series, so a scan cannot grow the metrics without bound.
       const metricRoute = template ?? (status === 404 ? "unmatched" : elideIds(path))
       yield* Metric.update(
@@ -186,6 +201,10 @@ export const observe = (options: ObserveOptions) =>
         1
       )
       yield* Metric.update(Metric.withAttributes(httpRequestDuration, { route: metricRoute }), seconds)
+      yield* Effect.annotateCurrentSpan({
+        "http.response.status_code": status,
+        ...(facts.agentId === undefined ? {} : { "spendgate.agent_id": facts.agentId })
+      })
       if (options.accessLog !== false) {
         const route = template ?? elideIds(path)
         const durationMs = Math.round(seconds * 100_000) / 100
@@ -201,7 +220,18 @@ export const observe = (options: ObserveOptions) =>
       }
       if (Exit.isFailure(exit)) return yield* Effect.failCause(exit.cause)
       return exit.value
-    }).pipe(Effect.annotateLogs("requestId", requestId))
+    }).pipe(
+      Effect.annotateLogs("requestId", requestId),
+      Effect.withSpan(template === undefined ? request.method : `${request.method} ${template}`, {
+        kind: "server",
+        ...(Option.isSome(caller) ? { parent: caller.value } : { root: true }),
+        attributes: {
+          "http.request.method": request.method,
+          ...(template === undefined ? {} : { "http.route": template }),
+          "spendgate.request_id": requestId
+        }
+      })
+    )
   })
 
 // ---- GET /metrics ---------------------------------------------------------------
@@ -222,6 +252,16 @@ export const providerCircuit = Metric.gauge("spendgate_provider_circuit_state", 
 
 const CIRCUIT_STATES = ["closed", "open", "half-open"] as const
 
+/** The database pool's upper bound, by driver (PGlite: 1). */
+export const dbPoolMaxConnections = Metric.gauge("spendgate_db_pool_max_connections", {
+  description: "The most database connections this process opens (PGlite: one, in process)"
+})
+
+/** Open database connections by state, read at each scrape. */
+export const dbConnections = Metric.gauge("spendgate_db_connections", {
+  description: "Database connections this process holds open, by state (PostgreSQL: from pg_stat_activity; PGlite: one, open)"
+})
+
 export const mountMetrics = (token: Option.Option<Redacted.Redacted<string>>) =>
   Layer.effectDiscard(Effect.gen(function*() {
     const router = yield* HttpRouter.HttpRouter
@@ -235,6 +275,21 @@ export const mountMetrics = (token: Option.Option<Redacted.Redacted<string>>) =>
             Metric.withAttributes(providerCircuit, { capability: provider.capability, provider: provider.name, state }),
             report.circuit === state ? 1 : 0
           ))), { discard: true })
+    // Read at each scrape too: the connections by state. A state seen once is reported 0 when it is gone.
+    const pool = yield* DatabasePool
+    const seenStates = new Set<string>()
+    const connections = pool === undefined ? Effect.void : Effect.flatMap(pool.read, (reading) => {
+      if (reading === undefined) return Effect.void
+      for (const state of Object.keys(reading.connections)) seenStates.add(state)
+      return Effect.andThen(
+        Metric.update(Metric.withAttributes(dbPoolMaxConnections, { driver: reading.driver }), reading.max),
+        Effect.forEach(seenStates, (state) =>
+          Metric.update(
+            Metric.withAttributes(dbConnections, { driver: reading.driver, state }),
+            reading.connections[state] ?? 0
+          ), { discard: true })
+      )
+    })
     const expected = Option.map(token, (value) => digest(Redacted.value(value)))
     yield* router.add("GET", METRICS_PATH, (request) =>
       Effect.gen(function*() {
@@ -250,6 +305,7 @@ export const mountMetrics = (token: Option.Option<Redacted.Redacted<string>>) =>
           )
         }
         yield* circuits
+        yield* connections
         return HttpServerResponse.text(yield* PrometheusMetrics.format(), {
           contentType: "text/plain; version=0.0.4; charset=utf-8"
         })

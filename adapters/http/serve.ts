@@ -1,4 +1,4 @@
-import { Data, Effect, Layer, Logger, References } from "effect"
+import { Data, Effect, Layer, Logger, Option, References } from "effect"
 import { type HttpServer, HttpServerError } from "effect/http"
 import { createServer } from "node:net"
 import * as Gateway from "../../src/Gateway.ts"
@@ -32,7 +32,9 @@ import {
   rateLimitOptions,
   signupOptions
 } from "./rateLimit.ts"
+import { describeOtlp, loadOtlpConfig, type OtlpConfig } from "./otlpConfig.ts"
 import { type HttpOptions, serverLayer } from "./server.ts"
+import { describeSessions, loadSessionConfig } from "./sessions.ts"
 
 export { type HttpOptions, routes, serverLayer } from "./server.ts"
 
@@ -134,9 +136,25 @@ const checkPortFree = (host: string, port: number): Effect.Effect<void, CannotLi
 export const loggerLayer = (format: "text" | "json") =>
   Logger.layer([format === "json" ? Logger.consoleJson : Logger.consoleLogFmt])
 
+/**
+ * The OTLP exporters when an endpoint is configured, loaded only then
+ * (adapters/http/otlp.ts); otherwise nothing: Effect's spans stay in process
+ * and are dropped.
+ */
+const withTelemetry = (otlp: Option.Option<OtlpConfig>) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Option.isNone(otlp) ? effect : Effect.provide(
+    effect,
+    Layer.unwrap(Effect.map(Effect.promise(() => import("./otlp.ts")), (module) => module.otlpLayer(otlp.value)))
+  )
+
 export const serveFromEnvironment: Effect.Effect<void, unknown> = Effect.gen(function*() {
   const config = yield* loadServerConfig
-  return yield* serveWith(config).pipe(Effect.provide(loggerLayer(config.logFormat)))
+  const otlp = yield* loadOtlpConfig
+  return yield* serveWith(config, otlp).pipe(
+    // Inside the console logger's layer, so the OTLP logger is added beside it.
+    withTelemetry(otlp),
+    Effect.provide(loggerLayer(config.logFormat))
+  )
 }).pipe(
   Effect.catchIf(
     (error): error is InvalidConfig | CannotListen | DataDirInUse | DataDirLockFailed =>
@@ -150,9 +168,10 @@ export const serveFromEnvironment: Effect.Effect<void, unknown> = Effect.gen(fun
   )
 )
 
-const serveWith = (config: ServerConfig) => Effect.gen(function*() {
+const serveWith = (config: ServerConfig, otlp: Option.Option<OtlpConfig>) => Effect.gen(function*() {
   const database = { databaseUrl: config.databaseUrl, dataDir: config.dataDir }
   yield* Effect.logInfo(`Spendgate starting: storage = ${describeStorage(database)}`)
+  yield* Effect.logInfo(`OpenTelemetry export: ${describeOtlp(otlp)}`)
   const signup = yield* loadSignupConfig
   const payments = yield* loadPaymentConfig({
     host: config.host,
@@ -166,6 +185,8 @@ const serveWith = (config: ServerConfig) => Effect.gen(function*() {
   const rateLimits = yield* loadRateLimitConfig
   yield* Effect.logInfo(`Rate limits: ${describeRateLimits(rateLimits)}`)
   yield* Effect.logInfo(`Signup: ${describeSignup(signup)}`)
+  const sessions = yield* loadSessionConfig
+  yield* Effect.logInfo(`Dashboard: ${describeSessions(sessions)}`)
   const capabilities = yield* loadProvidersConfig
   yield* Effect.logInfo(
     `Providers: ${capabilities.builders.map((b) => `${b.capability}/${b.name}`).join(", ") || "none"}`
@@ -183,6 +204,7 @@ const serveWith = (config: ServerConfig) => Effect.gen(function*() {
     metricsToken: config.metricsToken,
     rateLimits: rateLimitOptions(rateLimits),
     signup: signupOptions(signup),
+    sessions: { ...sessions, trustProxyHops: signup.trustProxyHops },
     // One line per request at Info; LOG_LEVEL=Warn (or above) silences it.
     logRequests: true
   }).pipe(

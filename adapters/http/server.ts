@@ -1,6 +1,7 @@
 import { NodeHttpServer } from "@effect/platform-node"
 import { Layer, Option, type Redacted } from "effect"
-import { HttpRouter, type HttpServer } from "effect/http"
+import { constTrue } from "effect/Function"
+import { HttpMiddleware, HttpRouter, type HttpServer } from "effect/http"
 import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
 import { createServer } from "node:http"
 import { withClientErrors } from "./clientError.ts"
@@ -33,6 +34,7 @@ import { AccessControlLive } from "./access.ts"
 import { MCP_PATH, mountMcp } from "./mcpRoute.ts"
 import { METRICS_PATH, mountMetrics, observe, routeResolver } from "./observability.ts"
 import { dashboardRoutes, mountDashboard } from "./dashboard/static.ts"
+import { mountSessionRoutes, type SessionOptions, sessionRoutes, SessionsLive } from "./sessions.ts"
 
 export interface HttpOptions {
   readonly port: number
@@ -55,6 +57,8 @@ export interface HttpOptions {
   readonly adminToken?: Option.Option<Redacted.Redacted<string>>
   /** Routes the configured payment rails serve outside the contract (a webhook, the dev payer routes). */
   readonly railRoutes?: ReadonlyArray<RailRoute>
+  /** Dashboard sessions: lifetimes and the sign-in limit (sessions.ts). */
+  readonly sessions?: SessionOptions
 }
 
 /** All routes of the API: /v1, /health, /v1/openapi.json, /docs, /mcp and the dashboard (/, /admin, /ui/). */
@@ -64,12 +68,18 @@ export const routes = (options: Omit<HttpOptions, "port" | "host"> = {}) => {
   return Layer.mergeAll(
     mountRailRoutes(options.railRoutes ?? [], options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }),
     mountDashboard(),
+    mountSessionRoutes({
+      adminToken: options.adminToken ?? Option.none(),
+      trustProxyHops: options.sessions?.trustProxyHops ?? options.signup?.trustProxyHops ?? 0,
+      ...(options.sessions?.signinPer15Minutes === undefined ? {} : { signinPer15Minutes: options.sessions.signinPer15Minutes })
+    }).pipe(Layer.provide(limiter)),
     mountMcp(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }),
     mountMetrics(Option.orElse(options.metricsToken ?? Option.none(), () => options.adminToken ?? Option.none())),
     HttpApiBuilder.layer(Api, { openapiPath: "/v1/openapi.json" }).pipe(
       Layer.provide([PublicHandlers, AgentsHandlers, WalletHandlers, FundingHandlers, AdminHandlers, CapabilitiesHandlers, QuotesHandlers, ServicesHandlers, OpenAiHandlers, AnthropicHandlers, WebhooksHandlers, L402Handlers])
     ),
-    HttpApiScalar.layer(Api, { path: "/docs" }),
+    // The Scalar script is inlined; its default fonts would come from Scalar's CDN: off, so /docs needs nothing but this server.
+    HttpApiScalar.layer(Api, { path: "/docs", scalar: { withDefaultFonts: false } }),
     envelopeMiddleware(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }),
     openAiErrorsMiddleware(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }),
     anthropicErrorsMiddleware(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes })
@@ -79,7 +89,9 @@ export const routes = (options: Omit<HttpOptions, "port" | "host"> = {}) => {
     Layer.provideMerge(SignupGateLive(options.signup).pipe(Layer.provide(limiter))),
     Layer.provideMerge(IdempotencyKeysLive),
     Layer.provideMerge(AccessControlLive),
-    Layer.provideMerge(AdminAuthenticationLive(options.adminToken ?? Option.none()))
+    Layer.provideMerge(AdminAuthenticationLive(options.adminToken ?? Option.none())),
+    // One session store for the /session routes and the cookie authentication of /v1 and /v1/admin.
+    Layer.provideMerge(SessionsLive(options.sessions))
   )
 }
 
@@ -91,6 +103,7 @@ const routeResolverFor = (railRoutes: ReadonlyArray<RailRoute>) =>
     { method: "GET", path: METRICS_PATH },
     { method: "GET", path: "/docs" },
     ...dashboardRoutes(),
+    ...sessionRoutes(),
     { method: "GET", path: "/v1/openapi.json" }
   ])
 
@@ -107,5 +120,7 @@ export const serverLayer = (
     disableListenLog: options.announce === false,
     middleware: observe({ routes: routeResolverFor(options.railRoutes ?? []), accessLog: options.logRequests === true })
   }).pipe(
+    // The request's span is observe's (named by route, with no URL, query or headers): the framework's is off.
+    Layer.provide(Layer.succeed(HttpMiddleware.TracerDisabledWhen)(constTrue)),
     Layer.provideMerge(NodeHttpServer.layer(() => withClientErrors(createServer()), { port: options.port, host: options.host }))
   )

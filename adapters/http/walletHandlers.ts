@@ -1,5 +1,9 @@
-import { Effect, Option } from "effect"
+import { Clock, Effect, Option, Stream } from "effect"
+import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
+import { utcDay } from "../../src/domain/Ledger.ts"
+import type { SpendLine, SpendSummary } from "../../src/wallet/reports.ts"
+import { csvRecord } from "./csv.ts"
 import type { AgentId } from "../../src/domain/ids.ts"
 import type { AuditRecord, Transaction } from "../../src/domain/Ledger.ts"
 import { formatBtcUsdRate, microUsdToCents, msatToSats, usdToMsatForCharge } from "../../src/domain/Money.ts"
@@ -67,6 +71,71 @@ export const auditJson = (record: AuditRecord, verified: boolean) => ({
   verified
 })
 
+/** The columns of the transactions CSV: the JSON's fields, the pockets flattened. */
+export const TRANSACTION_CSV_HEADER = [
+  "id",
+  "createdAt",
+  "type",
+  "amountUsdCents",
+  "amountSats",
+  "pocketUsdCents",
+  "pocketSats",
+  "btcUsdRate",
+  "agentId",
+  "capability",
+  "provider",
+  "description",
+  "auditId",
+  "refundOf"
+] as const
+
+export const transactionCsvRecord = (t: Transaction): string => {
+  const json = transactionJson(t)
+  return csvRecord([
+    json.id,
+    json.createdAt,
+    json.type,
+    json.amountUsdCents,
+    json.amountSats,
+    json.pockets.usdCents,
+    json.pockets.sats,
+    json.btcUsdRate,
+    json.agentId,
+    json.capability,
+    json.provider,
+    json.description,
+    json.auditId,
+    t.refundOf
+  ])
+}
+
+const spendLineJson = (line: SpendLine) => ({
+  calls: line.calls,
+  chargedUsdCents: microUsdToCents(line.chargedMicroUsd),
+  refundedUsdCents: microUsdToCents(line.refundedMicroUsd)
+})
+
+export const spendSummaryJson = (summary: SpendSummary) => ({
+  from: summary.from.toISOString(),
+  until: summary.until.toISOString(),
+  days: summary.days,
+  agentId: summary.agentId,
+  total: spendLineJson(summary.total),
+  byDay: summary.byDay.map((row) => ({ day: row.day, ...spendLineJson(row) })),
+  byAgent: summary.byAgent.map((row) => ({ agentId: row.agentId, name: row.name, ...spendLineJson(row) })),
+  byCapability: summary.byCapability.map((row) => ({ capability: row.capability, ...spendLineJson(row) })),
+  byProvider: summary.byProvider.map((row) => ({ provider: row.provider, ...spendLineJson(row) }))
+})
+
+const startAfterEnd = (query: { readonly startDate?: string | undefined; readonly endDate?: string | undefined }) =>
+  query.startDate !== undefined && query.endDate !== undefined && query.startDate > query.endDate
+    ? Effect.fail(toHttpError({
+      code: "VALIDATION_ERROR",
+      message: "startDate must not be after endDate",
+      details: { issues: [{ path: "startDate", message: "must not be after endDate" }] }
+    }))
+    : Effect.void
+
 export const WalletHandlers = HttpApiBuilder.group(
   Api,
   "wallet",
@@ -89,13 +158,7 @@ export const WalletHandlers = HttpApiBuilder.group(
       .handle("transactions", ({ query }) =>
         Effect.gen(function*() {
           const principal = yield* CurrentPrincipal
-          if (query.startDate !== undefined && query.endDate !== undefined && query.startDate > query.endDate) {
-            return yield* Effect.fail(toHttpError({
-              code: "VALIDATION_ERROR",
-              message: "startDate must not be after endDate",
-              details: { issues: [{ path: "startDate", message: "must not be after endDate" }] }
-            }))
-          }
+          yield* startAfterEnd(query)
           const page = { limit: query.limit ?? 50, offset: query.offset ?? 0 }
           const result = yield* wallets.transactions(principal, {
             type: query.type,
@@ -104,6 +167,42 @@ export const WalletHandlers = HttpApiBuilder.group(
             endDate: query.endDate
           }, page).pipe(Effect.mapError(toHttpError))
           return { transactions: result.items.map(transactionJson), total: result.total, ...page }
+        }))
+      .handle("transactionsCsv", ({ query }) =>
+        Effect.gen(function*() {
+          const principal = yield* CurrentPrincipal
+          yield* startAfterEnd(query)
+          const exported = yield* wallets.exportTransactions(principal, {
+            type: query.type,
+            agentId: query.agentId as AgentId | undefined,
+            startDate: query.startDate,
+            endDate: query.endDate
+          }).pipe(Effect.mapError(toHttpError))
+          const today = utcDay(new Date(yield* Clock.currentTimeMillis))
+          const body = Stream.concat(
+            Stream.make(csvRecord(TRANSACTION_CSV_HEADER)),
+            Stream.map(exported.rows, transactionCsvRecord)
+          ).pipe(Stream.encodeText)
+          return HttpServerResponse.stream(body, {
+            contentType: "text/csv; charset=utf-8; header=present",
+            headers: {
+              "content-disposition": `attachment; filename="spendgate-transactions-${today}.csv"`,
+              "x-total-count": String(exported.total),
+              "cache-control": "no-store"
+            }
+          })
+        }))
+      .handle("transaction", ({ params }) =>
+        Effect.flatMap(CurrentPrincipal, (principal) =>
+          wallets.transaction(principal, params.transactionId).pipe(Effect.mapError(toHttpError), Effect.map(transactionJson))))
+      .handle("spend", ({ query }) =>
+        Effect.gen(function*() {
+          const principal = yield* CurrentPrincipal
+          const summary = yield* wallets.spendSummary(principal, {
+            days: query.days,
+            agentId: query.agentId as AgentId | undefined
+          }).pipe(Effect.mapError(toHttpError))
+          return spendSummaryJson(summary)
         }))
       .handle("audit", ({ params }) =>
         Effect.flatMap(CurrentPrincipal, (principal) =>

@@ -673,6 +673,8 @@ const makeMemoryLedger = (shared: {
         }
         return deleted
       }),
+    getTransaction: (accountId, transactionId) =>
+      Effect.sync(() => Option.fromNullishOr(transactions.find((t) => t.id === transactionId && t.accountId === accountId))),
     listTransactions: (accountId, filter, request) =>
       Effect.sync(() =>
         page(
@@ -681,7 +683,8 @@ const makeMemoryLedger = (shared: {
             (filter.type === undefined || t.type === filter.type) &&
             (filter.agentId === undefined || t.agentId === filter.agentId) &&
             (filter.from === undefined || t.createdAt.getTime() >= filter.from.getTime()) &&
-            (filter.until === undefined || t.createdAt.getTime() < filter.until.getTime())
+            (filter.until === undefined || t.createdAt.getTime() < filter.until.getTime()) &&
+            (filter.before === undefined || byNewestRecord(filter.before, t) < 0)
           ).sort(byNewestRecord),
           request
         )
@@ -690,6 +693,36 @@ const makeMemoryLedger = (shared: {
       Effect.sync(() =>
         page([...reservations.values()].filter((r) => r.accountId === accountId).sort(byNewestRecord), request)
       ),
+    spendGroups: (accountId, query) =>
+      Effect.sync(() => {
+        const groups = { byDay: new Map(), byAgent: new Map(), byCapability: new Map(), byProvider: new Map() } as const
+        type Group = { key: string | null; calls: number; chargedMicroUsd: bigint; refundedMicroUsd: bigint }
+        const add = (into: Map<string | null, Group>, key: string | null, t: Transaction) => {
+          const group = into.get(key) ?? { key, calls: 0, chargedMicroUsd: 0n, refundedMicroUsd: 0n }
+          if (t.type === "charge") {
+            group.calls += 1
+            group.chargedMicroUsd += t.amountMicroUsd
+          } else group.refundedMicroUsd += t.amountMicroUsd
+          into.set(key, group)
+        }
+        for (const t of transactions) {
+          if (
+            t.accountId !== accountId || t.type === "credit" ||
+            t.createdAt.getTime() < query.from.getTime() || t.createdAt.getTime() >= query.until.getTime() ||
+            (query.agentId !== undefined && t.agentId !== query.agentId)
+          ) continue
+          add(groups.byDay, utcDay(t.createdAt), t)
+          add(groups.byAgent, t.agentId, t)
+          add(groups.byCapability, t.capability, t)
+          add(groups.byProvider, t.provider, t)
+        }
+        return {
+          byDay: [...groups.byDay.values()],
+          byAgent: [...groups.byAgent.values()],
+          byCapability: [...groups.byCapability.values()],
+          byProvider: [...groups.byProvider.values()]
+        }
+      }),
     agentSpend: (accountId, agentId, day) =>
       Effect.sync(() => ({
         dailySpentMicroUsd: daily.get(dayKey(agentId, day)) ?? 0n,

@@ -1,5 +1,6 @@
 import { PgClient } from "@effect/sql-pg"
-import { Layer, Option, type Redacted } from "effect"
+import { Layer, Option, Redacted } from "effect"
+import { randomUUID } from "node:crypto"
 import { Migrator, SqlClient } from "effect/sql"
 import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
 import type { L402Store } from "../../src/ports/L402Store.ts"
@@ -8,6 +9,7 @@ import type { RegistryStore } from "../../src/ports/RegistryStore.ts"
 import type { Store } from "../../src/ports/Store.ts"
 import { migrations } from "./migrations.ts"
 import * as PgliteClient from "./PgliteClient.ts"
+import * as PoolStats from "./poolStats.ts"
 import * as SqlIdempotencyStore from "./SqlIdempotencyStore.ts"
 import * as SqlL402Store from "./SqlL402Store.ts"
 import * as SqlAdminStore from "./SqlAdminStore.ts"
@@ -30,9 +32,29 @@ const runMigrations = Layer.effectDiscard(
   Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: "spendgate_migrations" })
 )
 
+const hasApplicationName = (url: string): boolean => {
+  try {
+    return new URL(url).searchParams.has("application_name")
+  } catch {
+    return false
+  }
+}
+
+/**
+ * This process's pool, as `pg_stat_activity` shows it (unless DATABASE_URL
+ * names one): `spendgate-<8 hex>`, so the pool metrics (poolStats.ts) count
+ * this process's connections and not those of others on the same database.
+ */
+const poolApplicationName = (): string => `spendgate-${randomUUID().slice(0, 8)}`
+
 export const sqlClientLayer = (options: DatabaseOptions): Layer.Layer<SqlClient.SqlClient, unknown> =>
   Option.match(options.databaseUrl, {
-    onSome: (url) => PgClient.layer({ url, maxConnections: options.maxConnections ?? 10 }),
+    onSome: (url) =>
+      PgClient.layer({
+        url,
+        maxConnections: options.maxConnections ?? 10,
+        ...(hasApplicationName(Redacted.value(url)) ? {} : { applicationName: poolApplicationName() })
+      }),
     onNone: () => PgliteClient.layer({ dataDir: options.dataDir })
   })
 
@@ -46,7 +68,9 @@ export const storeOverClient: Layer.Layer<
   SqlRegistryStore.layer,
   SqlAdminStore.layer,
   SqlIdempotencyStore.layer,
-  SqlL402Store.layer
+  SqlL402Store.layer,
+  // What GET /metrics reports of the connections (spendgate_db_*).
+  PoolStats.layer
 ).pipe(
   Layer.provide(runMigrations)
 )

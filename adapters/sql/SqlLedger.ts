@@ -809,6 +809,12 @@ export const makeSqlLedger = (
 
     ...funding,
 
+    getTransaction: (accountId, transactionId) =>
+      sql<TransactionRow>`SELECT * FROM transactions WHERE id = ${transactionId} AND account_id = ${accountId}`.pipe(
+        Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), toTransaction)),
+        Effect.orDie
+      ),
+
     listTransactions: (accountId, filter, request) =>
       Effect.gen(function*() {
         const conditions = [sql`account_id = ${accountId}`]
@@ -816,7 +822,51 @@ export const makeSqlLedger = (
         if (filter.agentId !== undefined) conditions.push(sql`agent_id = ${filter.agentId}`)
         if (filter.from !== undefined) conditions.push(sql`created_at >= ${filter.from}`)
         if (filter.until !== undefined) conditions.push(sql`created_at < ${filter.until}`)
+        if (filter.before !== undefined) {
+          const { createdAt, id } = filter.before
+          conditions.push(sql`(created_at < ${createdAt} OR (created_at = ${createdAt} AND id COLLATE "C" < ${id}))`)
+        }
         return yield* paged(sql, "transactions", sql.and(conditions), toTransaction, request)
+      }).pipe(Effect.orDie),
+
+    // One statement, so the four groupings describe the same snapshot.
+    spendGroups: (accountId, query) =>
+      Effect.gen(function*() {
+        const agent = query.agentId === undefined ? sql`TRUE` : sql`agent_id = ${query.agentId}`
+        const rows = yield* sql<{
+          dimension: string
+          key: string | null
+          calls: Int8
+          charged: Int8 | null
+          refunded: Int8 | null
+        }>`
+          WITH w AS (
+            SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day,
+                   agent_id, capability, provider, type, amount_micro_usd
+            FROM transactions
+            WHERE account_id = ${accountId} AND type IN ('charge', 'refund')
+              AND created_at >= ${query.from} AND created_at < ${query.until} AND ${agent}
+          )
+          SELECT CASE WHEN GROUPING(day) = 0 THEN 'day'
+                      WHEN GROUPING(agent_id) = 0 THEN 'agent'
+                      WHEN GROUPING(capability) = 0 THEN 'capability'
+                      ELSE 'provider' END AS dimension,
+                 CASE WHEN GROUPING(day) = 0 THEN day
+                      WHEN GROUPING(agent_id) = 0 THEN agent_id
+                      WHEN GROUPING(capability) = 0 THEN capability
+                      ELSE provider END AS key,
+                 count(*) FILTER (WHERE type = 'charge') AS calls,
+                 sum(amount_micro_usd) FILTER (WHERE type = 'charge') AS charged,
+                 sum(amount_micro_usd) FILTER (WHERE type = 'refund') AS refunded
+          FROM w GROUP BY GROUPING SETS ((day), (agent_id), (capability), (provider))`
+        const of = (dimension: string) =>
+          rows.filter((row) => row.dimension === dimension).map((row) => ({
+            key: row.key,
+            calls: Number(row.calls),
+            chargedMicroUsd: row.charged === null ? 0n : big(row.charged),
+            refundedMicroUsd: row.refunded === null ? 0n : big(row.refunded)
+          }))
+        return { byDay: of("day"), byAgent: of("agent"), byCapability: of("capability"), byProvider: of("provider") }
       }).pipe(Effect.orDie),
 
     listReservations: (accountId, request) =>

@@ -127,5 +127,18 @@ Beside the API (\`routesOutsideApi\` in \`src/access/matrix.ts\`):
 |---|---|---|---|---|---|---|---|
 | \`POST /mcp\` | any agent key | yes | yes | 403 | 401 | 401 | the MCP server (Streamable HTTP, stateless; GET and DELETE 405); each tool call is the API endpoint of the same name with the caller's key, under that endpoint's cell, a refusal being a tool error (\`isError\`) with the API's code and details; on a \`tools/call\` a killed agent or a spent rate limit is such a tool error too (\`AGENT_KILLED\`, \`RATE_LIMITED\`), not an HTTP 403/429 |
 | \`GET /metrics\` | the operator | 401 | 401 | 401 | 401 | unknown key 401; admin token yes when \`METRICS_TOKEN\` is unset, else 401 | Prometheus text (docs/observability.md) for \`Authorization: Bearer <METRICS_TOKEN>\`, or the admin token when \`METRICS_TOKEN\` is unset; 404 with neither token set |
+| \`POST /session\` | anyone, with a key or the admin token in the body | yes: owner session | yes: agent session | 403 \`AGENT_KILLED\` | 400 | unknown key 401 (the same answer for any wrong key or token); admin token yes: operator session | dashboard sign-in: sets the \`spendgate_session\` cookie (HttpOnly, SameSite=Strict, Secure over TLS); refused with 403 \`CSRF_FAILED\` when \`Origin\` is another origin; sign-in attempts limited per client address (429) |
+| \`GET /session\` | the session cookie | yes | yes | 403 \`AGENT_KILLED\` | 401 | operator session yes | the session's role, label and CSRF token; 401 once the key was rotated or deleted, the admin token changed, or the session ended |
+| \`DELETE /session\` | the session cookie | yes | yes | yes | 204 | operator session yes | sign-out; needs \`X-CSRF-Token\` (403 \`CSRF_FAILED\`) |
+| \`GET /session/qr.svg\` | the session cookie | yes | yes | 403 \`AGENT_KILLED\` | 401 | operator session yes | a QR code (SVG) of \`text\`, for the dashboard's Lightning invoices |
+
+Dashboard sessions (docs/dashboard-security.md): a request with no
+\`Authorization\` or \`X-API-Key\` header and a \`spendgate_session\` cookie is
+authenticated as the key the session was opened with (the operator's session as
+the admin token), looked up again on every request, so every cell above holds
+for it as for the key. A change (any method but GET and HEAD) made with the
+cookie also needs \`X-CSRF-Token\` equal to the session's token and, when the
+browser sends them, \`Origin\` equal to this server's origin and
+\`Sec-Fetch-Site: same-origin\`; otherwise 403 \`CSRF_FAILED\`.
 `
 }

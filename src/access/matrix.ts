@@ -97,6 +97,36 @@ export const accessMatrix = {
       },
       "list the transactions of"
     ),
+    transactionsCsv: entry(
+      "GET",
+      "/v1/wallet/transactions.csv",
+      {
+        access: "selfOrOwner",
+        target: { in: "query", name: "agentId" },
+        rows: "an agent exports only its own transactions"
+      },
+      "export the transactions of"
+    ),
+    transaction: entry(
+      "GET",
+      "/v1/wallet/transactions/:transactionId",
+      {
+        access: "selfOrOwner",
+        target: { in: "row", name: "transactionId" },
+        rows: "an agent reads only its own transactions"
+      },
+      "read the transactions of"
+    ),
+    spend: entry(
+      "GET",
+      "/v1/wallet/spend",
+      {
+        access: "selfOrOwner",
+        target: { in: "query", name: "agentId" },
+        rows: "an agent sees only its own spend"
+      },
+      "read the spend of"
+    ),
     audit: entry(
       "GET",
       "/v1/audit/:auditId",
@@ -230,5 +260,17 @@ export const routesOutsideApi = {
    * METRICS_TOKEN, or the ADMIN_TOKEN when METRICS_TOKEN is unset; with
    * neither it answers 404. test/http/observability.test.ts holds it to this.
    */
-  metrics: entry("GET", "/metrics", { access: "admin" }, "read the metrics")
+  metrics: entry("GET", "/metrics", { access: "admin" }, "read the metrics"),
+  /**
+   * Dashboard sessions (adapters/http/sessions.ts): sign-in takes an agent
+   * key or the admin token in its body and sets the session cookie; the
+   * other routes take that cookie. A session stands for the key (or token)
+   * it was opened with on every endpoint of this matrix, re-checked on each
+   * request; changes made with it need its CSRF token. test/http/sessions.test.ts
+   * holds these routes to docs/access.md.
+   */
+  signIn: entry("POST", "/session", { access: "public" }, "sign in to the dashboard"),
+  session: entry("GET", "/session", { access: "public" }, "read the dashboard session"),
+  signOut: entry("DELETE", "/session", { access: "public" }, "sign out of the dashboard"),
+  qrCode: entry("GET", "/session/qr.svg", { access: "public" }, "draw a QR code")
 } as const satisfies Record<string, MatrixEntry>

@@ -54,6 +54,12 @@ export class Agents extends Context.Service<Agents, {
    * call, so a kill takes effect on the next request on every instance.
    */
   readonly authenticate: (apiKey: string) => Effect.Effect<Principal, Unauthorized | AgentKilled>
+  /**
+   * `authenticate` for a key known only by its hash (`hashApiKey`): a
+   * dashboard session keeps the hash of the key it was opened with, never
+   * the key, and is authenticated again by it on every request.
+   */
+  readonly authenticateKeyHash: (keyHash: string) => Effect.Effect<Principal, Unauthorized | AgentKilled>
   readonly create: (
     principal: Principal,
     input: { readonly name: string; readonly role?: Role | undefined }
@@ -116,12 +122,9 @@ export class Agents extends Context.Service<Agents, {
         return { apiKey: owner.apiKey, accountId, agent: owner.agent }
       })
 
-      const authenticate = Effect.fn("Agents.authenticate")(function*(apiKey: string) {
-        if (!isApiKeyFormat(apiKey)) {
-          return yield* new Unauthorized({ message: "Missing or invalid API key" })
-        }
+      const authenticateKeyHash = Effect.fn("Agents.authenticateKeyHash")(function*(keyHash: string) {
         const at = yield* now
-        const found = yield* store.findAgentByKeyHash(yield* hashApiKey(apiKey), at)
+        const found = yield* store.findAgentByKeyHash(keyHash, at)
         if (Option.isNone(found)) {
           return yield* new Unauthorized({ message: "Missing or invalid API key" })
         }
@@ -131,6 +134,13 @@ export class Agents extends Context.Service<Agents, {
           yield* store.touchAgent(agent.id, at, new Date(at.getTime() - LAST_ACTIVE_RESOLUTION_MS))
         }
         return { agent } satisfies Principal
+      })
+
+      const authenticate = Effect.fn("Agents.authenticate")(function*(apiKey: string) {
+        if (!isApiKeyFormat(apiKey)) {
+          return yield* new Unauthorized({ message: "Missing or invalid API key" })
+        }
+        return yield* authenticateKeyHash(yield* hashApiKey(apiKey))
       })
 
       const create = Effect.fn("Agents.create")(function*(
@@ -230,7 +240,7 @@ export class Agents extends Context.Service<Agents, {
         }
       })
 
-      return Agents.of({ signup, authenticate, create, list, get, update, rotateKey, delete: remove })
+      return Agents.of({ signup, authenticate, authenticateKeyHash, create, list, get, update, rotateKey, delete: remove })
     })
   )
 }

@@ -262,6 +262,37 @@ export interface TransactionFilter {
   readonly from?: Date | undefined
   /** Exclusive upper bound. */
   readonly until?: Date | undefined
+  /**
+   * Only rows after this one in the listing's order (newest first): older
+   * `createdAt`, or the same instant and a smaller id. Lets an export walk
+   * every page without rows written meanwhile shifting the pages.
+   */
+  readonly before?: { readonly createdAt: Date; readonly id: string } | undefined
+}
+
+/** The window of a spend summary: charges and refunds with `from <= createdAt < until`. */
+export interface SpendQuery {
+  readonly from: Date
+  readonly until: Date
+  readonly agentId?: AgentId | undefined
+}
+
+/** One group of a spend summary, in internal units. */
+export interface SpendGroupRow {
+  /** The day (YYYY-MM-DD, UTC), agent id, capability or provider; null when the rows have none. */
+  readonly key: string | null
+  /** Number of charges. */
+  readonly calls: number
+  readonly chargedMicroUsd: bigint
+  readonly refundedMicroUsd: bigint
+}
+
+/** The window's charges and refunds grouped four ways, each in any order (src/wallet/reports.ts orders them). */
+export interface SpendGroups {
+  readonly byDay: ReadonlyArray<SpendGroupRow>
+  readonly byAgent: ReadonlyArray<SpendGroupRow>
+  readonly byCapability: ReadonlyArray<SpendGroupRow>
+  readonly byProvider: ReadonlyArray<SpendGroupRow>
 }
 
 export interface AgentSpend {
@@ -321,6 +352,8 @@ export interface LedgerStore {
   readonly refund: (input: RefundInput) => Effect.Effect<RefundOutcome>
   /** What refunds of a charge have given back so far; None when no transaction has that id. */
   readonly refundedOf: (chargeId: string) => Effect.Effect<Option.Option<{ readonly charge: Transaction; readonly refunded: Refunded }>>
+  /** The account's transaction of that id; None for another account's or an unknown id. */
+  readonly getTransaction: (accountId: AccountId, transactionId: string) => Effect.Effect<Option.Option<Transaction>>
   /** Newest first (createdAt, then id, descending). */
   readonly listTransactions: (
     accountId: AccountId,
@@ -328,6 +361,8 @@ export interface LedgerStore {
     page: PageRequest
   ) => Effect.Effect<Page<Transaction>>
   readonly listReservations: (accountId: AccountId, page: PageRequest) => Effect.Effect<Page<Reservation>>
+  /** The account's charges and refunds in the window, grouped by UTC day, agent, capability and provider, from one snapshot. */
+  readonly spendGroups: (accountId: AccountId, query: SpendQuery) => Effect.Effect<SpendGroups>
   readonly agentSpend: (accountId: AccountId, agentId: AgentId, day: string) => Effect.Effect<AgentSpend>
   /** The agent's calls of the last hour and minute before `now` (what the velocity limits count). */
   readonly recentActivity: (accountId: AccountId, agentId: AgentId, now: Date) => Effect.Effect<RecentActivity>

@@ -152,6 +152,13 @@ export class Spend extends Context.Service<Spend, {
           Effect.uninterruptibleMask((restore) =>
             Effect.gen(function*() {
               const agent = principal.agent
+              // The spans of the pipeline (Effect's own tracing; exported when the host configures an exporter):
+              // names, ids and amounts only, never an input, an answer or a key.
+              const spanAttributes = {
+                "spendgate.capability": request.capability,
+                "spendgate.provider": request.provider,
+                "spendgate.agent_id": agent.id
+              }
               // Quotes are never negative: a negative one is a bug, refused here as a defect.
               const quotedMicroUsd = MicroUsd.make(request.quotedMicroUsd)
               const rate = Option.getOrNull(yield* rates.current)
@@ -170,7 +177,18 @@ export class Spend extends Context.Service<Spend, {
                 expiresAt: new Date(reservedAt.getTime() + holdTtlMs),
                 decide: (snapshot) => planHold(snapshot, request.capability, quotedMicroUsd, rate?.rate ?? null),
                 quote: request.quote
-              })
+              }).pipe(
+                Effect.tap((result) =>
+                  Effect.annotateCurrentSpan(
+                    Result.isFailure(result)
+                      ? { "spendgate.refusal": result.failure.code }
+                      : { "spendgate.reservation_id": result.success.id }
+                  )
+                ),
+                Effect.withSpan("Spend.reserve", {
+                  attributes: { ...spanAttributes, "spendgate.quoted_micro_usd": Number(quotedMicroUsd) }
+                })
+              )
               if (Result.isFailure(reserved)) {
                 yield* Metrics.countSpendRefusal(reserved.failure.code)
                 return yield* Effect.fail(reserved.failure)
@@ -180,7 +198,12 @@ export class Spend extends Context.Service<Spend, {
               request.onHeld?.(reservation.id)
 
               const callStartedMs = yield* Clock.currentTimeMillis
-              const exit = yield* Effect.exit(restore(request.run))
+              const exit = yield* Effect.exit(restore(request.run).pipe(
+                Effect.tap((done) =>
+                  Effect.annotateCurrentSpan("spendgate.actual_micro_usd", Number(done.actualMicroUsd))
+                ),
+                Effect.withSpan("Spend.upstream", { kind: "client", attributes: spanAttributes })
+              ))
               const latencyMs = (yield* Clock.currentTimeMillis) - callStartedMs
               if (Exit.isFailure(exit) && request.keepHold?.(exit.cause) === true) {
                 yield* Effect.logWarning(`Reservation ${reservation.id} (${request.provider}) kept held: outcome unknown`)
@@ -194,7 +217,10 @@ export class Spend extends Context.Service<Spend, {
                   auditId: newAuditId(),
                   reason,
                   now: yield* now
-                }).pipe(Effect.ensuring(Metrics.holdEnded))
+                }).pipe(
+                  Effect.withSpan("Spend.release", { attributes: { ...spanAttributes, "spendgate.release_reason": reason } }),
+                  Effect.ensuring(Metrics.holdEnded)
+                )
                 return yield* Effect.failCause(exit.cause)
               }
 
@@ -210,7 +236,23 @@ export class Spend extends Context.Service<Spend, {
                 plan: (held) => planSettle(held, exit.value.actualMicroUsd),
                 // The call outlived its hold and the sweep returned it: charge again or record what is owed.
                 planLate: (swept, snapshot) => planLateSettle(swept, exit.value.actualMicroUsd, snapshot)
-              }).pipe(Effect.ensuring(Metrics.holdEnded))
+              }).pipe(
+                Effect.tap((settled) =>
+                  Effect.annotateCurrentSpan(
+                    settled._tag === "Settled"
+                      ? {
+                        "spendgate.outcome": settled.late ? "settled-late" : "settled",
+                        "spendgate.charged_micro_usd": Number(settled.transaction.amountMicroUsd),
+                        "spendgate.transaction_id": settled.transaction.id
+                      }
+                      : { "spendgate.outcome": settled._tag === "Unpaid" ? "unpaid" : "not-held" }
+                  )
+                ),
+                Effect.withSpan("Spend.settle", {
+                  attributes: { ...spanAttributes, "spendgate.reservation_id": reservation.id }
+                }),
+                Effect.ensuring(Metrics.holdEnded)
+              )
               if (outcome._tag === "NotHeld") {
                 // A reservation is settled once, by the call that made it: nothing else settles it.
                 return yield* Effect.die(new Error(`reservation ${reservation.id} was settled twice`))

@@ -1,8 +1,8 @@
-import { Clock, Context, Effect, Layer, Option } from "effect"
+import { Clock, Context, Effect, Layer, Option, Stream } from "effect"
 import { requireOwner, requireSelfOrOwner } from "../agents/Access.ts"
 import { type ChainBreak, verifyChainSegment } from "../audit/chain.ts"
 import type { Principal } from "../domain/Agent.ts"
-import { Forbidden, NotFound } from "../domain/errors.ts"
+import { Forbidden, NotFound, ValidationError } from "../domain/errors.ts"
 import type { AccountId, AgentId } from "../domain/ids.ts"
 import {
   type AuditRecord,
@@ -16,6 +16,15 @@ import {
 import { Msat, msatToMicroUsdValue } from "../domain/Money.ts"
 import { RateSource } from "../ports/RateSource.ts"
 import { type CreditOutcome, type Page, type PageRequest, Store, type TransactionFilter } from "../ports/Store.ts"
+import {
+  DEFAULT_SPEND_DAYS,
+  EXPORT_PAGE_ROWS,
+  MAX_EXPORT_ROWS,
+  MAX_SPEND_DAYS,
+  spendWindow,
+  type SpendSummary,
+  summarizeSpend
+} from "./reports.ts"
 
 export interface WalletView extends Wallet {
   /** usd + sats valued at the current rate (rounded down); usd only when no rate is known. */
@@ -55,6 +64,12 @@ export interface TransactionQuery {
 
 const AUDIT_PAGE = 500
 
+/** An export: how many rows it holds, and the rows, newest first, read page by page as the stream is pulled. */
+export interface TransactionExport {
+  readonly total: number
+  readonly rows: Stream.Stream<Transaction>
+}
+
 export class Wallets extends Context.Service<Wallets, {
   /** The wallet of the caller's account (any agent of it). */
   readonly get: (principal: Principal) => Effect.Effect<WalletView>
@@ -69,6 +84,26 @@ export class Wallets extends Context.Service<Wallets, {
     page: PageRequest
   ) => Effect.Effect<Page<Transaction>, Forbidden>
   readonly audit: (principal: Principal, auditId: string) => Effect.Effect<AuditView, NotFound | Forbidden>
+  /** One transaction of the caller's account; an agent-role key reads only its own. */
+  readonly transaction: (principal: Principal, transactionId: string) => Effect.Effect<Transaction, NotFound | Forbidden>
+  /**
+   * Charges and refunds of the last `days` UTC days (today included; default
+   * 30, at most 366) by day, agent, capability and provider. An agent-role
+   * key sees only its own spend, with or without `agentId`.
+   */
+  readonly spendSummary: (
+    principal: Principal,
+    query: { readonly days?: number | undefined; readonly agentId?: AgentId | undefined }
+  ) => Effect.Effect<SpendSummary, Forbidden | ValidationError>
+  /**
+   * Every transaction the filters match (the same filters and access as
+   * `transactions`), newest first. More than MAX_EXPORT_ROWS rows is a
+   * ValidationError naming the dates, checked before any row is handed out.
+   */
+  readonly exportTransactions: (
+    principal: Principal,
+    query: TransactionQuery
+  ) => Effect.Effect<TransactionExport, Forbidden | ValidationError>
   /** Walks the account's whole audit chain; null when it is intact. */
   readonly verifyChain: (accountId: AccountId) => Effect.Effect<ChainBreak | null>
 }>()("spendgate/Wallets") {
@@ -121,10 +156,9 @@ export class Wallets extends Context.Service<Wallets, {
         })
       })
 
-      const transactions = Effect.fn("Wallets.transactions")(function*(
+      const transactionFilter = Effect.fn("Wallets.transactionFilter")(function*(
         principal: Principal,
-        query: TransactionQuery,
-        page: PageRequest
+        query: TransactionQuery
       ) {
         yield* requireSelfOrOwner(principal, query.agentId ?? principal.agent.id, "list the transactions of")
         // An agent lists only its own rows, with or without the filter.
@@ -137,7 +171,71 @@ export class Wallets extends Context.Service<Wallets, {
             ? undefined
             : new Date(new Date(`${query.endDate}T00:00:00.000Z`).getTime() + 86_400_000)
         }
+        return filter
+      })
+
+      const transactions = Effect.fn("Wallets.transactions")(function*(
+        principal: Principal,
+        query: TransactionQuery,
+        page: PageRequest
+      ) {
+        const filter = yield* transactionFilter(principal, query)
         return yield* store.listTransactions(principal.agent.accountId, filter, page)
+      })
+
+      const exportTransactions = Effect.fn("Wallets.exportTransactions")(function*(
+        principal: Principal,
+        query: TransactionQuery
+      ) {
+        const filter = yield* transactionFilter(principal, query)
+        const accountId = principal.agent.accountId
+        const first = yield* store.listTransactions(accountId, filter, { limit: EXPORT_PAGE_ROWS, offset: 0 })
+        if (first.total > MAX_EXPORT_ROWS) {
+          const message = `The export would hold ${first.total} transactions, more than the ${MAX_EXPORT_ROWS} one export may hold; narrow startDate and endDate`
+          return yield* new ValidationError({ message, issues: [{ path: "startDate", message }] })
+        }
+        // Each next page starts after the last row read (keyset), so rows written meanwhile cannot shift it.
+        type Step = { readonly items: ReadonlyArray<Transaction>; readonly read: number }
+        const next = (step: Step): Effect.Effect<readonly [ReadonlyArray<Transaction>, Option.Option<Step>]> => {
+          const last = step.items[step.items.length - 1]
+          if (last === undefined || step.items.length < EXPORT_PAGE_ROWS || step.read >= first.total) {
+            return Effect.succeed([step.items, Option.none()] as const)
+          }
+          return Effect.map(
+            store.listTransactions(accountId, { ...filter, before: { createdAt: last.createdAt, id: last.id } }, {
+              limit: Math.min(EXPORT_PAGE_ROWS, MAX_EXPORT_ROWS - step.read),
+              offset: 0
+            }),
+            (page) => [step.items, Option.some({ items: page.items, read: step.read + page.items.length })] as const
+          )
+        }
+        return {
+          total: first.total,
+          rows: Stream.paginate({ items: first.items, read: first.items.length } as Step, next)
+        }
+      })
+
+      const spendSummary = Effect.fn("Wallets.spendSummary")(function*(
+        principal: Principal,
+        query: { readonly days?: number | undefined; readonly agentId?: AgentId | undefined }
+      ) {
+        const days = query.days ?? DEFAULT_SPEND_DAYS
+        if (!Number.isInteger(days) || days < 1 || days > MAX_SPEND_DAYS) {
+          const message = `days must be a whole number from 1 to ${MAX_SPEND_DAYS}`
+          return yield* new ValidationError({ message, issues: [{ path: "days", message }] })
+        }
+        yield* requireSelfOrOwner(principal, query.agentId ?? principal.agent.id, "read the spend of")
+        const agentId = principal.agent.role === "owner" ? query.agentId : principal.agent.id
+        const accountId = principal.agent.accountId
+        const window = spendWindow(yield* Clock.currentTimeMillis, days)
+        const groups = yield* store.spendGroups(accountId, { ...window, agentId })
+        const names = new Map<string, string>()
+        for (const row of groups.byAgent) {
+          if (row.key === null) continue
+          const found = yield* store.getAgent(accountId, row.key as AgentId)
+          if (Option.isSome(found)) names.set(row.key, found.value.agent.name)
+        }
+        return summarizeSpend({ window, days, agentId: agentId ?? null, groups, names })
       })
 
       const audit = Effect.fn("Wallets.audit")(function*(principal: Principal, auditId: string) {
@@ -152,6 +250,13 @@ export class Wallets extends Context.Service<Wallets, {
         return { record, verified: broken === null && (record.seq === 1n || previous !== null) }
       })
 
+      const transaction = Effect.fn("Wallets.transaction")(function*(principal: Principal, transactionId: string) {
+        const found = yield* store.getTransaction(principal.agent.accountId, transactionId)
+        if (Option.isNone(found)) return yield* new NotFound({ resource: "Transaction" })
+        yield* requireSelfOrOwner(principal, found.value.agentId, "read the transactions of")
+        return found.value
+      })
+
       const verifyChain = Effect.fn("Wallets.verifyChain")(function*(accountId: AccountId) {
         let previous: AuditRecord | null = null
         for (;;) {
@@ -164,7 +269,7 @@ export class Wallets extends Context.Service<Wallets, {
         }
       })
 
-      return Wallets.of({ get, ofAgent, credit, transactions, audit, verifyChain })
+      return Wallets.of({ get, ofAgent, credit, transactions, transaction, audit, verifyChain, spendSummary, exportTransactions })
     })
   )
 }

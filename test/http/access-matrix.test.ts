@@ -104,6 +104,8 @@ describe.each(storeBackends)("every endpoint × caller × target over %s", (_nam
   let speakOnlyKey: string
   /** An audit record of each agent, by agent id. */
   const auditOf = new Map<string, string>()
+  /** A transaction of each agent, by agent id. */
+  const transactionOf = new Map<string, string>()
 
   /**
    * Two accounts, each with an owner, a worker and a killed agent, and the
@@ -131,8 +133,9 @@ describe.each(storeBackends)("every endpoint × caller × target over %s", (_nam
         }
       }))
       const listed = await api.get("/v1/wallet/transactions", owner.apiKey)
-      for (const t of listed.body.transactions as ReadonlyArray<{ agentId: string; auditId: string }>) {
+      for (const t of listed.body.transactions as ReadonlyArray<{ agentId: string; auditId: string; id: string }>) {
         auditOf.set(t.agentId, t.auditId)
+        transactionOf.set(t.agentId, t.id)
       }
       return { owner: { key: owner.apiKey, id: owner.agentId }, worker, killed }
     }
@@ -176,6 +179,7 @@ describe.each(storeBackends)("every endpoint × caller × target over %s", (_nam
     const where = "target" in rule ? rule.target?.in : undefined
     let path = entry.path
       .replace(":auditId", auditOf.get(agentId) ?? "aud_missing")
+      .replace(":transactionId", transactionOf.get(agentId) ?? "txn_missing")
       .replace(":capability", entry.method === "GET" ? "reason" : "nope")
       .replace(":slug", "nope")
       .replace(":id", where === "path" ? agentId : "sub_missing")

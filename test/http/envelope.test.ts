@@ -23,7 +23,8 @@ describe("HTTP error envelope for failures outside the endpoints", () => {
     for (
       const [method, path] of [
         ["GET", "/v1/nope"],
-        ["GET", "/"],
+        // GET / is the dashboard; any other unknown path is 404.
+        ["GET", "/nope"],
         ["DELETE", "/v1/wallet"],
         ["PUT", `/v1/agents/${agentId}`],
         ["POST", "/health"],

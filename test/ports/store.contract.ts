@@ -3,10 +3,10 @@ import { Effect, type Layer, Option, Result } from "effect"
 import type { Agent, Role } from "../../src/domain/Agent.ts"
 import { unlimitedPolicy } from "../../src/domain/Agent.ts"
 import { type AccountId, hashApiKey, newAccountId, newAgentId, newApiKey } from "../../src/domain/ids.ts"
-import { newAuditId, newReservationId, newTransactionId } from "../../src/domain/Ledger.ts"
+import { newAuditId, newReservationId, newTransactionId, type Transaction } from "../../src/domain/Ledger.ts"
 import { InsufficientBalance } from "../../src/domain/errors.ts"
 import { MicroUsd, Msat } from "../../src/domain/Money.ts"
-import { type QuoteClaim, type ReserveInput, Store } from "../../src/ports/Store.ts"
+import { type Page, type QuoteClaim, type ReserveInput, Store } from "../../src/ports/Store.ts"
 import { checkQuoteUse, newQuoteId, type StoredQuote } from "../../src/quotes/Quote.ts"
 
 /**
@@ -376,6 +376,49 @@ export const storeContract = (name: string, storeLayer: Layer.Layer<Store, unkno
         assert.strictEqual(yield* store.deleteExpiredQuotes(new Date(NOW.getTime() + 120_000), 100), 1)
         assert.isTrue(Option.isNone(yield* store.findQuote(accountId, quote.id)))
         assert.isTrue(Option.isSome(yield* store.findQuote(accountId, live.id)))
+      }))
+
+    it.effect("walks transactions by keyset (before), ties on createdAt broken by id, and reads one by id in its account only", () =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        const { accountId, owner } = yield* newAccount()
+        const other = yield* newAccount()
+        // Seven credits, three of them in the same millisecond.
+        const times = ["01", "02", "03", "03", "03", "04", "05"].map((m) => at(`2026-06-01T10:${m}:00Z`))
+        for (const [i, now] of times.entries()) {
+          yield* store.credit({
+            accountId,
+            agentId: owner.agent.id,
+            creditKey: `k${i}`,
+            pocket: "usd",
+            amount: 10_000n,
+            valueMicroUsd: 10_000n,
+            rateMicroUsdPerBtc: null,
+            description: `credit ${i}`,
+            transactionId: newTransactionId(),
+            auditId: newAuditId(),
+            now
+          })
+        }
+        const all = (yield* store.listTransactions(accountId, {}, { limit: 100, offset: 0 })).items
+        assert.strictEqual(all.length, 7)
+        const walked: Array<string> = []
+        let before: { createdAt: Date; id: string } | undefined = undefined
+        for (let step = 0; step < 10; step++) {
+          const page: Page<Transaction> = yield* store.listTransactions(accountId, { before }, { limit: 2, offset: 0 })
+          if (page.items.length === 0) break
+          walked.push(...page.items.map((t) => t.id))
+          const last: Transaction = page.items[page.items.length - 1]!
+          before = { createdAt: last.createdAt, id: last.id }
+        }
+        assert.deepStrictEqual(walked, all.map((t) => t.id))
+        const found = yield* store.getTransaction(accountId, all[3]!.id)
+        assert.deepStrictEqual(Option.getOrThrow(found), all[3])
+        assert.isTrue(Option.isNone(yield* store.getTransaction(other.accountId, all[3]!.id)))
+        assert.isTrue(Option.isNone(yield* store.getTransaction(accountId, "txn_nothing")))
+        // Credits are not spend.
+        const groups = yield* store.spendGroups(accountId, { from: at("2026-06-01T00:00:00Z"), until: at("2026-06-02T00:00:00Z") })
+        assert.deepStrictEqual(groups, { byDay: [], byAgent: [], byCapability: [], byProvider: [] })
       }))
 
     it.effect("answers ping", () => Effect.gen(function*() {

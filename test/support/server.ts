@@ -7,6 +7,7 @@ import * as PgliteClient from "../../adapters/sql/PgliteClient.ts"
 import { storeOverClient } from "../../adapters/sql/Database.ts"
 import { rateLayer } from "../../adapters/payments.ts"
 import type { RateLimitOptions, SignupOptions } from "../../adapters/http/rateLimit.ts"
+import type { SessionOptions } from "../../adapters/http/sessions.ts"
 import * as DevCard from "../../adapters/rails/DevCard.ts"
 import * as DevLightning from "../../adapters/rails/DevLightning.ts"
 import { registryOnly } from "../../adapters/services/transport.ts"
@@ -77,6 +78,8 @@ export const startServer = async (
     readonly loggers?: Layer.Layer<never>
     /** Replaces the dev Lightning rail (e.g. LND against the fake node). */
     readonly lightning?: Layer.Layer<LightningRail>
+    /** Dashboard sessions: lifetimes and sign-in limit (the real defaults otherwise). */
+    readonly sessions?: SessionOptions
     /** Replaces the dev card rail (and adds the rail's own routes). */
     readonly card?: {
       readonly rail: Layer.Layer<CardRail>
@@ -95,6 +98,7 @@ export const startServer = async (
     adminToken: options.adminToken === undefined ? Option.none() : Option.some(Redacted.make(options.adminToken)),
     ...(options.metricsToken === undefined ? {} : { metricsToken: Option.some(Redacted.make(options.metricsToken)) }),
     ...(options.logRequests === undefined ? {} : { logRequests: options.logRequests }),
+    ...(options.sessions === undefined ? {} : { sessions: options.sessions }),
     ...(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes })
   }).pipe(
     Layer.provideMerge(options.quoteTtlMs === undefined ? Gateway.layer : Gateway.layerWith({ quoteTtlMs: options.quoteTtlMs })),

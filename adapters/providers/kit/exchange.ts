@@ -258,7 +258,9 @@ export const exchange = (
     }),
     defectsUnavailable(upstream.provider, upstream.secrets),
     Effect.updateService(Headers.CurrentRedactedNames, (names) => [...names, ...redactedHeaders(request)]),
-    Effect.provideService(HttpClient.TracerPropagationEnabled, false)
+    Effect.provideService(HttpClient.TracerPropagationEnabled, false),
+    // No client span: the URL may carry the caller's query; the spend pipeline's `Spend.upstream` stands for it.
+    Effect.provideService(HttpClient.TracerDisabledWhen, () => true)
   )
 
 /** The JSON of a successful answer, or `malformed`. */

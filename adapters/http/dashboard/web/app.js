@@ -1,6 +1,6 @@
 // The dashboard's shell: who is signed in, the navigation for that role,
 // and the page for the address after "#".
-import { html, render, useApi, useRoute, matchRoute, api, setCsrfToken, ErrorNote } from "./lib.js"
+import { html, render, useApi, useRoute, useEffect, matchRoute, api, setCsrfToken, ErrorNote, SESSION_ENDED } from "./lib.js"
 import SignIn from "./pages/signin.js"
 import Overview from "./pages/overview.js"
 import Agents from "./pages/agents.js"
@@ -59,8 +59,13 @@ function Shell({ session, onSignOut }) {
 function App() {
   const { data: session, error, loading, reload } = useApi(() =>
     api("/session").catch((e) => (e.status === 401 ? null : Promise.reject(e))))
+  useEffect(() => {
+    addEventListener(SESSION_ENDED, reload)
+    return () => removeEventListener(SESSION_ENDED, reload)
+  }, [reload])
   if (loading && session === undefined) return html`<p class="loading">Loading…</p>`
-  if (error) return html`<main><${ErrorNote} error=${error} /></main>`
+  // A session that is refused (its agent killed): say why, and let another key sign in in its place.
+  if (error) return html`<div class="session-error"><${ErrorNote} error=${error} /></div><${SignIn} onSignedIn=${reload} />`
   if (!session) return html`<${SignIn} onSignedIn=${reload} />`
   setCsrfToken(session.csrfToken)
   const signOut = async () => {

@@ -9,6 +9,8 @@ export const html = htm.bind(h)
 export { render, Fragment, useState, useEffect, useCallback, useRef, useMemo }
 
 let csrfToken = null
+/** Dispatched on window when an API call answers 401: the session is gone. */
+export const SESSION_ENDED = "spendgate:session-ended"
 /** Set from the session answer; sent as X-CSRF-Token on every change. */
 export const setCsrfToken = (token) => { csrfToken = token }
 
@@ -46,6 +48,8 @@ export async function api(path, { method = "GET", body, query, headers = {} } = 
   const type = response.headers.get("content-type") ?? ""
   const payload = response.status === 204 ? null : type.includes("json") ? await response.json() : await response.text()
   if (!response.ok) {
+    // The session ended (signed out elsewhere, idle, key rotated): the shell shows the sign-in page.
+    if (response.status === 401 && path !== "/session") dispatchEvent(new Event(SESSION_ENDED))
     const error = payload && typeof payload === "object" && payload.error ? payload.error : {}
     throw new ApiError(response.status, error.code ?? `HTTP_${response.status}`, error.message ?? response.statusText, error.details)
   }
@@ -105,3 +109,69 @@ export const formatTime = (iso) => (iso ? new Date(iso).toLocaleString() : "—"
 /** A message for an ApiError (or any error) shown to the person. */
 export const errorText = (error) => (error instanceof ApiError ? `${error.message} (${error.code})` : String(error?.message ?? error))
 export const ErrorNote = ({ error }) => error ? html`<p class="error" role="alert">${errorText(error)}</p>` : null
+
+// ---- shared components ---------------------------------------------------------
+
+/** Copies `text` to the clipboard; says so in a live region. */
+export function CopyButton({ text, label = "Copy" }) {
+  const [state, setState] = useState("")
+  const copy = async () => {
+    try {
+      await navigator.clipboard.writeText(text)
+      setState("Copied")
+    } catch {
+      setState("Copy failed: select the text and copy it")
+    }
+  }
+  return html`<span class="copy">
+    <button type="button" class="secondary" onClick=${copy}>${label}</button>
+    <span class="muted small" role="status" aria-live="polite">${state}</span>
+  </span>`
+}
+
+/**
+ * A modal confirmation (the native <dialog>: focus stays inside, Escape
+ * cancels). Rendered while `open`; `onConfirm` / `onCancel` close it.
+ */
+export function ConfirmDialog({ open, title, children, confirmLabel, danger = false, onConfirm, onCancel }) {
+  const ref = useRef(null)
+  useEffect(() => {
+    const dialog = ref.current
+    if (!dialog) return
+    if (open && !dialog.open) dialog.showModal()
+    if (!open && dialog.open) dialog.close()
+  }, [open])
+  if (!open) return null
+  return html`<dialog ref=${ref} class="confirm" aria-labelledby="confirm-title" onCancel=${(e) => { e.preventDefault(); onCancel() }}>
+    <h2 id="confirm-title">${title}</h2>
+    <div>${children}</div>
+    <p class="row">
+      <button type="button" class=${danger ? "danger" : ""} onClick=${onConfirm}>${confirmLabel}</button>
+      <button type="button" class="secondary" onClick=${onCancel}>Cancel</button>
+    </p>
+  </dialog>`
+}
+
+/** The account's wallet: both pockets and what they are worth together. */
+export function WalletSummary({ wallet }) {
+  if (!wallet) return null
+  return html`<dl class="wallet" aria-label="Wallet">
+    <div><dt>USD pocket</dt><dd data-testid="balance-usd">${formatUsdCents(wallet.balanceUsdCents)}</dd></div>
+    <div><dt>Sats pocket</dt><dd data-testid="balance-sats">${formatSats(wallet.balanceSats)}</dd></div>
+    <div><dt>Spendable</dt><dd data-testid="spendable">${formatUsdCents(wallet.spendableUsdCents)}</dd></div>
+  </dl>`
+}
+
+/** A status badge of an agent. */
+export const AgentStatus = ({ agent }) =>
+  agent.killed
+    ? html`<span class="badge killed">Killed${agent.killReason === "velocity" ? " (velocity limit)" : ""}</span>`
+    : html`<span class="badge active">Active</span>`
+
+/** Cents to a dollar amount for an input ("12.5"); and back (null for ""). */
+export const centsToDollarsInput = (cents) => (cents === null || cents === undefined ? "" : String(Math.round(cents * 100) / 10000))
+export const dollarsInputToCents = (text) => {
+  const value = Number(String(text).trim())
+  if (String(text).trim() === "" || !Number.isFinite(value) || value < 0) return undefined
+  return Math.round(value * 1_000_000) / 10_000
+}
