@@ -1,13 +1,11 @@
 import { sha256 } from "@noble/hashes/sha2.js"
 import { bytesToHex, hexToBytes } from "@noble/hashes/utils.js"
-import { Cause, Clock, Context, Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Layer, Option, Schedule } from "effect"
 import type { Principal } from "../domain/Agent.ts"
 import { requireOwner } from "../agents/Access.ts"
-import { type Forbidden, RateUnavailable, type SpendRefusal, ValidationError } from "../domain/errors.ts"
-import type { AccountId } from "../domain/ids.ts"
-import { ceilDivide, MSAT_PER_BTC } from "../domain/Money.ts"
+import { type Forbidden, RateUnavailable, type ValidationError } from "../domain/errors.ts"
 import { L402Store } from "../ports/L402Store.ts"
-import { FetchFailed, OutboundHttp, type OutboundResponse, UnsafeUrl } from "../ports/Net.ts"
+import { FetchFailed, OutboundHttp, type OutboundResponse } from "../ports/Net.ts"
 import { type DecodedLightningInvoice, LightningRail, type LightningPayer, type LightningPaymentStatus } from "../ports/Rails.ts"
 import { RateSource } from "../ports/RateSource.ts"
 import { Spend, type SpendReceipt } from "../wallet/Spend.ts"
@@ -32,149 +30,41 @@ import { authorizationHeader, findL402Challenge, type L402Challenge } from "./ch
  * with a pending or successful payment is never sent again.
  */
 
-export const PAY_PROVIDER = "l402"
+import { memoryFallback } from "./memoryStore.ts"
+import {
+  type CachedToken,
+  challengeHeaders,
+  feeLimitFor,
+  FORBIDDEN_HEADERS,
+  hostAllowed,
+  invalid,
+  L402Refused,
+  MAX_BODY_BYTES,
+  MAX_CACHED_TOKENS,
+  MAX_HEADERS,
+  MAX_PAYEE_HOSTS,
+  MAX_RESPONSE_BYTES,
+  MAX_SATS,
+  METHODS,
+  msatToMicroUsdCharge,
+  normalizePayeeHost,
+  PAY_PROVIDER,
+  type PayError,
+  type PayInput,
+  type PaymentMade,
+  type PayResult,
+  PAYMENT_TIMEOUT_SECONDS,
+  refused,
+  REQUEST_TIMEOUT_MS,
+  RESOLVE_AFTER_MS,
+  returnedHeaders,
+  tokenKey,
+  TRACK_EVERY_MS,
+  TRACK_TRIES,
+  UpstreamFailed
+} from "./rules.ts"
 
-/** The routing fee limit: 1 % of the invoice, at least 1 sat. */
-export const FEE_LIMIT_PPM = 10_000n
-export const MIN_FEE_LIMIT_MSAT = 1_000n
-/** The node gives a payment up after this long. */
-export const PAYMENT_TIMEOUT_SECONDS = 60
-export const MAX_SATS = 10_000_000
-export const MAX_BODY_BYTES = 1024 * 1024
-export const MAX_RESPONSE_BYTES = 4 * 1024 * 1024
-export const REQUEST_TIMEOUT_MS = 30_000
-export const MAX_HEADERS = 32
-export const MAX_PAYEE_HOSTS = 100
-/** Tokens kept at most (the oldest is forgotten first). */
-export const MAX_CACHED_TOKENS = 10_000
-/** After an unknown outcome: how often and how long the node is asked before the call gives up waiting. */
-const TRACK_TRIES = 5
-const TRACK_EVERY_MS = 1_000
-/** The periodic resolver leaves younger payments to the call that made them. */
-export const RESOLVE_AFTER_MS = 5 * 60_000
-
-export const METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"] as const
-
-/** Request headers the caller may not set: transport ones, and the credential the gateway adds. */
-const FORBIDDEN_HEADERS = new Set([
-  "authorization", "host", "connection", "content-length", "transfer-encoding", "te", "trailer", "upgrade",
-  "keep-alive", "proxy-authorization", "proxy-connection", "expect", "cookie"
-])
-
-/** Response headers returned to the caller: a safe subset. */
-const RETURNED_HEADERS = new Set([
-  "content-type", "content-language", "cache-control", "etag", "last-modified", "expires", "retry-after",
-  "location", "www-authenticate", "x-request-id", "date", "vary"
-])
-
-export type L402Code =
-  | "L402_HOST_NOT_ALLOWED"
-  | "L402_PRICE_ABOVE_MAX"
-  | "L402_BAD_CHALLENGE"
-  | "L402_PAYMENT_FAILED"
-  | "L402_PAYMENT_PENDING"
-  | "L402_UNAVAILABLE"
-
-/** Why an L402 payment was refused or did not happen (one code each, docs/l402.md). */
-export class L402Refused extends Schema.TaggedError<L402Refused>()("L402Refused", {
-  code: Schema.Literals([
-    "L402_HOST_NOT_ALLOWED",
-    "L402_PRICE_ABOVE_MAX",
-    "L402_BAD_CHALLENGE",
-    "L402_PAYMENT_FAILED",
-    "L402_PAYMENT_PENDING",
-    "L402_UNAVAILABLE"
-  ]),
-  message: Schema.String,
-  details: Schema.optional(Schema.Record(Schema.String, Schema.Unknown))
-}) {}
-
-/** The upstream could not be reached or did not answer in time. */
-export class UpstreamFailed extends Schema.TaggedError<UpstreamFailed>()("UpstreamFailed", {
-  host: Schema.String,
-  message: Schema.String
-}) {
-  readonly code = "PROVIDER_ERROR"
-  get details() {
-    return { provider: this.host }
-  }
-}
-
-export interface PayInput {
-  readonly url: string
-  readonly method: string
-  readonly headers?: Readonly<Record<string, string>> | undefined
-  readonly body?: string | undefined
-  /** The most the invoice may ask, in sats (the routing fee comes on top, within its limit). */
-  readonly maxSats: number
-}
-
-export interface PaymentMade {
-  readonly paymentHash: string
-  readonly preimage: string
-  readonly amountMsat: bigint
-  readonly routingFeeMsat: bigint
-}
-
-export interface PayResult {
-  readonly status: number
-  readonly headers: Readonly<Record<string, string>>
-  readonly body: Uint8Array
-  readonly truncated: boolean
-  /** `paid`: this call paid; `token`: a token paid earlier was used; `none`: no paywall met. */
-  readonly l402: "paid" | "token" | "none"
-  readonly payment: PaymentMade | null
-  readonly receipt: SpendReceipt | null
-}
-
-export type PayError = L402Refused | UpstreamFailed | ValidationError | UnsafeUrl | SpendRefusal
-
-interface CachedToken {
-  readonly scheme: "L402" | "LSAT"
-  readonly macaroon: string
-  readonly preimage: string
-}
-
-/** The token cache key: the account, the URL's origin and its path up to the last "/". */
-export const tokenKey = (accountId: AccountId, url: URL): string =>
-  `${accountId} ${url.origin}${url.pathname.slice(0, url.pathname.lastIndexOf("/") + 1)}`
-
-/** A payee-host entry: a host name or IP, with an optional port; lower case. */
-export const normalizePayeeHost = (entry: string): string | undefined => {
-  const trimmed = entry.trim().toLowerCase()
-  if (trimmed === "" || trimmed.length > 261 || /[\s/@?#]/.test(trimmed)) return undefined
-  try {
-    const url = new URL(`http://${trimmed}`)
-    return url.host === trimmed || url.host === trimmed.replace(/:80$/, "") ? trimmed : undefined
-  } catch {
-    return undefined
-  }
-}
-
-const hostAllowed = (hosts: ReadonlyArray<string>, url: URL) =>
-  hosts.includes(url.host.toLowerCase()) || hosts.includes(url.hostname.toLowerCase())
-
-/** µUSD for msat at the rate, rounded up (a charge never undercounts). */
-export const msatToMicroUsdCharge = (msat: bigint, microUsdPerBtc: bigint): bigint =>
-  ceilDivide(msat * microUsdPerBtc, MSAT_PER_BTC)
-
-export const feeLimitFor = (amountMsat: bigint): bigint => {
-  const share = ceilDivide(amountMsat * FEE_LIMIT_PPM, 1_000_000n)
-  return share > MIN_FEE_LIMIT_MSAT ? share : MIN_FEE_LIMIT_MSAT
-}
-
-const refused = (code: L402Code, message: string, details?: Record<string, unknown>) =>
-  new L402Refused({ code, message, ...(details === undefined ? {} : { details }) })
-
-const invalid = (path: string, message: string) => new ValidationError({ message, issues: [{ path, message }] })
-
-const challengeHeaders = (response: OutboundResponse): ReadonlyArray<string> => {
-  const value = response.headers["www-authenticate"]
-  return value === undefined ? [] : [value]
-}
-
-const returnedHeaders = (headers: Readonly<Record<string, string>>): Record<string, string> =>
-  Object.fromEntries(Object.entries(headers).filter(([name]) => RETURNED_HEADERS.has(name.toLowerCase())))
+export * from "./rules.ts"
 
 export class L402Payments extends Context.Service<L402Payments, {
   readonly pay: (principal: Principal, input: PayInput) => Effect.Effect<PayResult, PayError>
@@ -539,27 +429,3 @@ export class L402Payments extends Context.Service<L402Payments, {
     )
 }
 
-/** Without a durable store (memory deployments): records live as long as the process. */
-const memoryFallback: Effect.Effect<L402Store["Service"]> = Effect.sync(() => {
-  const hosts = new Map<AccountId, ReadonlyArray<string>>()
-  const payments = new Map<string, Parameters<L402Store["Service"]["beginPayment"]>[0]>()
-  return L402Store.of({
-    payeeHosts: (accountId) => Effect.sync(() => hosts.get(accountId) ?? []),
-    setPayeeHosts: (accountId, list) => Effect.sync(() => void hosts.set(accountId, [...list])),
-    beginPayment: (payment) =>
-      Effect.sync(() => {
-        const existing = payments.get(payment.paymentHash)
-        if (existing !== undefined && existing.status !== "failed") return false
-        payments.set(payment.paymentHash, payment)
-        return true
-      }),
-    resolvePayment: (hash, resolution) =>
-      Effect.sync(() => {
-        const existing = payments.get(hash)
-        if (existing !== undefined && existing.status === "pending") payments.set(hash, { ...existing, ...resolution })
-      }),
-    findPayment: (hash) => Effect.sync(() => Option.fromNullishOr(payments.get(hash))),
-    pendingPayments: (limit) =>
-      Effect.sync(() => [...payments.values()].filter((p) => p.status === "pending").slice(0, limit))
-  })
-})
