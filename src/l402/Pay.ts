@@ -123,7 +123,9 @@ export class L402Payments extends Context.Service<L402Payments, {
             if (!/^[!#$%&'*+.^_`|~0-9a-z-]{1,64}$/.test(lower) || FORBIDDEN_HEADERS.has(lower) || lower.startsWith("proxy-")) {
               return yield* invalid(`headers.${name.slice(0, 64)}`, `the header ${name.slice(0, 64)} may not be set`)
             }
-            if (value.length > 8192 || /[\r\n\0]/.test(value)) return yield* invalid(`headers.${lower}`, "header values are one line of at most 8192 characters")
+            if (value.length > 8192 || /[^\t\x20-\x7e\x80-\xff]/.test(value)) {
+              return yield* invalid(`headers.${lower}`, "header values are one line of at most 8192 Latin-1 characters")
+            }
             headers[lower] = value
           }
           if (input.body !== undefined && Buffer.byteLength(input.body) > MAX_BODY_BYTES) {

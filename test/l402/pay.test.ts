@@ -218,6 +218,10 @@ describe("paying L402 paywalls (POST /v1/capabilities/pay)", () => {
     expect(errorCode(await pay(owner, "/api/q", { maxSats: 0 }))).toBe("VALIDATION_ERROR")
     expect(errorCode(await pay(owner, "/api/q", { method: "TRACE" }))).toBe("VALIDATION_ERROR")
     expect(errorCode(await pay(owner, "/api/q", { headers: { authorization: "x" } }))).toBe("VALIDATION_ERROR")
+    expect(errorCode(await pay(owner, "/api/q", { headers: { "x-note": "line\nbreak" } }))).toBe("VALIDATION_ERROR")
+    expect(errorCode(await pay(owner, "/api/q", { headers: { "x-note": "snow ☃" } }))).toBe("VALIDATION_ERROR")
+    expect(errorCode(await pay(owner, "/api/q", { method: "GET", body: "x" }))).toBe("VALIDATION_ERROR")
+    expect(errorCode(await api.post("/v1/capabilities/pay", { url: "not a url", method: "GET", maxSats: 1 }, owner))).toBe("VALIDATION_ERROR")
     // URL safety as for read: loopback addresses not on the allow-list are refused.
     const unsafe = await api.post("/v1/capabilities/pay", { url: "http://127.0.0.1:1/x", method: "GET", maxSats: 10 }, owner)
     expect(errorCode(unsafe)).toBe("VALIDATION_ERROR")
