@@ -2,10 +2,12 @@ import { Effect, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import type { AccountId, AgentId } from "../../src/domain/ids.ts"
 import { L402Store, type OutboundPayment, type OutboundPaymentStatus } from "../../src/ports/L402Store.ts"
+import { writeEvents } from "./SqlWebhooks.ts"
 
 /**
  * The L402 records in SQL (migration 0015): `l402_payee_hosts` and
- * `l402_payments`. Storage failures become defects.
+ * `l402_payments`; the `pay.*` webhook events go to the outbox with the
+ * payment's resolution. Storage failures become defects.
  */
 
 interface PaymentRow {
@@ -73,12 +75,16 @@ export const makeSqlL402Store = Effect.gen(function*() {
           created_at = EXCLUDED.created_at, resolved_at = NULL
         WHERE p.status = 'failed'
         RETURNING 1 AS begun`.pipe(Effect.map((rows) => rows.length > 0), Effect.orDie),
-    resolvePayment: (hash, r) =>
-      sql`
-        UPDATE l402_payments
-        SET status = ${r.status}, preimage = ${r.preimage}, fee_msat = ${r.feeMsat === null ? null : r.feeMsat.toString()},
-          transaction_id = ${r.transactionId}, resolved_at = ${r.resolvedAt}
-        WHERE payment_hash = ${hash} AND status = 'pending'`.pipe(Effect.asVoid, Effect.orDie),
+    resolvePayment: (hash, r, events = []) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const updated = yield* sql`
+          UPDATE l402_payments
+          SET status = ${r.status}, preimage = ${r.preimage}, fee_msat = ${r.feeMsat === null ? null : r.feeMsat.toString()},
+            transaction_id = ${r.transactionId}, resolved_at = ${r.resolvedAt}
+          WHERE payment_hash = ${hash} AND status = 'pending'
+          RETURNING 1 AS resolved`
+        if (updated.length > 0) yield* writeEvents(sql, events)
+      })).pipe(Effect.orDie),
     findPayment: (hash) =>
       sql<PaymentRow>`SELECT * FROM l402_payments WHERE payment_hash = ${hash}`.pipe(
         Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), toPayment)),

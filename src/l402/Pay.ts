@@ -9,6 +9,8 @@ import { FetchFailed, OutboundHttp, type OutboundResponse } from "../ports/Net.t
 import { type DecodedLightningInvoice, LightningRail, type LightningPayer, type LightningPaymentStatus } from "../ports/Rails.ts"
 import { RateSource } from "../ports/RateSource.ts"
 import { Spend, type SpendReceipt } from "../wallet/Spend.ts"
+import { msatToSats } from "../domain/Money.ts"
+import { payFailed, paySucceeded } from "../webhooks/events.ts"
 import { authorizationHeader, findL402Challenge, type L402Challenge } from "./challenge.ts"
 
 /**
@@ -268,13 +270,21 @@ export class L402Payments extends Context.Service<L402Payments, {
                 )
               case "Failed":
               case "NotFound": {
+                const failedAt = yield* now
+                const reason = status._tag === "Failed" ? status.reason : "not sent"
                 yield* store.resolvePayment(invoice.paymentHash, {
                   status: "failed",
                   preimage: null,
                   feeMsat: null,
                   transactionId: null,
-                  resolvedAt: yield* now
-                })
+                  resolvedAt: failedAt
+                }, [payFailed(accountId, failedAt, {
+                  paymentHash: invoice.paymentHash,
+                  agentId: principal.agent.id,
+                  url: `${url.origin}${url.pathname}`,
+                  amountSats: msatToSats(invoice.amountMsat),
+                  reason
+                })])
                 return yield* refused("L402_PAYMENT_FAILED", "The Lightning payment failed; nothing was charged", {
                   reason: status._tag === "Failed" ? status.reason : "not sent"
                 })
@@ -293,13 +303,21 @@ export class L402Payments extends Context.Service<L402Payments, {
               Cause.squash(cause) instanceof L402Refused && (Cause.squash(cause) as L402Refused).code === "L402_PAYMENT_PENDING",
             run
           })
+          const paidAt = yield* now
           yield* store.resolvePayment(invoice.paymentHash, {
             status: "succeeded",
             preimage: value.preimage,
             feeMsat: value.feeMsat,
             transactionId: receipt.transactionId,
-            resolvedAt: yield* now
-          })
+            resolvedAt: paidAt
+          }, [paySucceeded(accountId, paidAt, {
+            paymentHash: invoice.paymentHash,
+            agentId: principal.agent.id,
+            url: `${url.origin}${url.pathname}`,
+            amountSats: msatToSats(value.amountMsat),
+            routingFeeSats: msatToSats(value.feeMsat),
+            transactionId: receipt.transactionId
+          })])
           const payment: PaymentMade = {
             paymentHash: invoice.paymentHash,
             preimage: value.preimage,
@@ -377,22 +395,37 @@ export class L402Payments extends Context.Service<L402Payments, {
                 actualMicroUsd,
                 description: `L402 payment to ${payment.url.replace(/^https?:\/\//, "").slice(0, 200)} (${payment.amountMsat} msat, hash ${payment.paymentHash})`
               })
+              const paidAt = yield* now
               yield* store.resolvePayment(payment.paymentHash, {
                 status: "succeeded",
                 preimage: status.preimage,
                 feeMsat: status.feeMsat,
                 transactionId,
-                resolvedAt: yield* now
-              })
+                resolvedAt: paidAt
+              }, [paySucceeded(payment.accountId, paidAt, {
+                paymentHash: payment.paymentHash,
+                agentId: payment.agentId,
+                url: payment.url,
+                amountSats: msatToSats(status.amountMsat),
+                routingFeeSats: msatToSats(status.feeMsat),
+                transactionId
+              })])
             } else {
               yield* spend.resolveHeld(payment.accountId, payment.reservationId, { _tag: "Release", reason: "payment failed" })
+              const failedAt = yield* now
               yield* store.resolvePayment(payment.paymentHash, {
                 status: "failed",
                 preimage: null,
                 feeMsat: null,
                 transactionId: null,
-                resolvedAt: yield* now
-              })
+                resolvedAt: failedAt
+              }, [payFailed(payment.accountId, failedAt, {
+                paymentHash: payment.paymentHash,
+                agentId: payment.agentId,
+                url: payment.url,
+                amountSats: msatToSats(payment.amountMsat),
+                reason: status._tag === "Failed" ? status.reason : "not sent"
+              })])
             }
             yield* Effect.logInfo(`L402 payment ${payment.paymentHash} resolved from the node: ${status._tag}`)
             resolved++

@@ -2,7 +2,10 @@ import { Effect, Option } from "effect"
 import type { AccountId } from "../domain/ids.ts"
 import { L402Store } from "../ports/L402Store.ts"
 
-/** Without a durable store (memory deployments): records live as long as the process. */
+/**
+ * Without a durable store (memory deployments): records live as long as the
+ * process, and no `pay.*` webhook events are written (no outbox here).
+ */
 export const memoryFallback: Effect.Effect<L402Store["Service"]> = Effect.sync(() => {
   const hosts = new Map<AccountId, ReadonlyArray<string>>()
   const payments = new Map<string, Parameters<L402Store["Service"]["beginPayment"]>[0]>()

@@ -1,5 +1,6 @@
 import { Context, type Effect, type Option } from "effect"
 import type { AccountId, AgentId } from "../domain/ids.ts"
+import type { OutboxEvent } from "../webhooks/events.ts"
 
 /**
  * What outbound L402 keeps (src/l402/): each account's allow-list of payee
@@ -51,8 +52,16 @@ export class L402Store extends Context.Service<L402Store, {
    * sent); a failed one is replaced.
    */
   readonly beginPayment: (payment: OutboundPayment) => Effect.Effect<boolean>
-  /** Ends a pending payment; a payment already resolved is left as it is. */
-  readonly resolvePayment: (paymentHash: string, resolution: PaymentResolution) => Effect.Effect<void>
+  /**
+   * Ends a pending payment, writing its webhook events (`pay.succeeded`,
+   * `pay.failed`) in the same transaction where the store keeps an outbox;
+   * a payment already resolved is left as it is, and no event is written.
+   */
+  readonly resolvePayment: (
+    paymentHash: string,
+    resolution: PaymentResolution,
+    events?: ReadonlyArray<OutboxEvent>
+  ) => Effect.Effect<void>
   readonly findPayment: (paymentHash: string) => Effect.Effect<Option.Option<OutboundPayment>>
   /** Pending payments, oldest first (the restart resolves them). */
   readonly pendingPayments: (limit: number) => Effect.Effect<ReadonlyArray<OutboundPayment>>

@@ -26,6 +26,8 @@ export const eventTypes = [
   "agent.budget_threshold",
   "spend.refused",
   "charge.refunded",
+  "pay.succeeded",
+  "pay.failed",
   "webhook_endpoint.disabled"
 ] as const
 
@@ -100,6 +102,21 @@ export const ChargeRefundedData = Schema.Struct({
   agentId: Schema.NullOr(Schema.String),
   amountUsdCents: Schema.Number
 })
+export const PaySucceededData = Schema.Struct({
+  paymentHash: Schema.String,
+  agentId: Schema.String,
+  url: Schema.String.annotate({ description: "The paywalled URL (origin and path)" }),
+  amountSats: Schema.Number,
+  routingFeeSats: Schema.Number,
+  transactionId: Schema.NullOr(Schema.String).annotate({ description: "The charge (null when it was already charged)" })
+})
+export const PayFailedData = Schema.Struct({
+  paymentHash: Schema.String,
+  agentId: Schema.String,
+  url: Schema.String,
+  amountSats: Schema.Number,
+  reason: Schema.String
+})
 export const WebhookEndpointDisabledData = Schema.Struct({
   endpointId: Schema.String,
   url: Schema.String,
@@ -127,6 +144,8 @@ export const WebhookEvent = Schema.Union([
   event("agent.budget_threshold", AgentBudgetThresholdData),
   event("spend.refused", SpendRefusedData),
   event("charge.refunded", ChargeRefundedData),
+  event("pay.succeeded", PaySucceededData),
+  event("pay.failed", PayFailedData),
   event("webhook_endpoint.disabled", WebhookEndpointDisabledData)
 ])
 export type WebhookEvent = typeof WebhookEvent.Type
@@ -158,6 +177,14 @@ export const makeEvent = <T extends EventType>(accountId: AccountId, type: T, at
     payload: JSON.stringify({ type, id, timestamp: at.toISOString(), data })
   }
 }
+
+/** An outbound L402 payment went through (docs/l402.md). */
+export const paySucceeded = (accountId: AccountId, at: Date, data: DataOf<"pay.succeeded">): OutboxEvent =>
+  makeEvent(accountId, "pay.succeeded", at, data)
+
+/** An outbound L402 payment failed: its hold was released, nothing charged. */
+export const payFailed = (accountId: AccountId, at: Date, data: DataOf<"pay.failed">): OutboxEvent =>
+  makeEvent(accountId, "pay.failed", at, data)
 
 const invoiceAmount = (invoice: Invoice) => ({
   ...(invoice.amountMsat !== null ? { amountSats: msatToSats(invoice.amountMsat) } : {}),

@@ -8,6 +8,7 @@ import * as PgliteClient from "../../adapters/sql/PgliteClient.ts"
 import type { AccountId } from "../../src/domain/ids.ts"
 import { parseBtcUsdRate } from "../../src/domain/Money.ts"
 import { L402Store, type OutboundPayment } from "../../src/ports/L402Store.ts"
+import { Store } from "../../src/ports/Store.ts"
 import { L402Payments } from "../../src/l402/Pay.ts"
 import { Wallets } from "../../src/wallet/Wallets.ts"
 import { type FakeLnd, MACAROON_HEX, startFakeLnd } from "../rails/fakeLnd.ts"
@@ -78,7 +79,7 @@ const pay = (key: string, path: string, extra: Record<string, unknown> = {}) =>
 
 describe("paying L402 paywalls (POST /v1/capabilities/pay)", () => {
   it("a policy-limited agent pays once, is charged amount plus routing fee, and reuses the token", async () => {
-    const { agent, owner } = await account()
+    const { accountId, agent, owner } = await account()
     const before = await balanceCents(owner)
     const paymentsBefore = fake.payments.length
 
@@ -114,6 +115,20 @@ describe("paying L402 paywalls (POST /v1/capabilities/pay)", () => {
       feeMsat: 1000n,
       transactionId: metadata.transactionId
     })
+
+    // The webhook outbox has pay.succeeded, with the charge.
+    const events = await server.run(Effect.gen(function*() {
+      return yield* (yield* Store).listWebhookEvents(accountId, { limit: 20, offset: 0 })
+    }))
+    const succeeded = events.items.filter((e) => e.type === "pay.succeeded").map((e) => JSON.parse(e.payload).data)
+    expect(succeeded).toEqual([{
+      paymentHash: payment.paymentHash,
+      agentId: expect.any(String),
+      url: `${paywall.url}/api/data/1`,
+      amountSats: 50,
+      routingFeeSats: 1,
+      transactionId: metadata.transactionId
+    }])
 
     // Same path prefix: the token is reused, nothing is paid or charged.
     const second = await pay(agent, "/api/data/2")
@@ -155,7 +170,7 @@ describe("paying L402 paywalls (POST /v1/capabilities/pay)", () => {
   })
 
   it("a failed payment charges nothing and releases the hold", async () => {
-    const { agent, owner } = await account()
+    const { accountId, agent, owner } = await account()
     const before = await balanceCents(owner)
     fake.payBehaviour = () => "fail"
     const failed = await pay(agent, "/api/fails/1")
@@ -167,6 +182,11 @@ describe("paying L402 paywalls (POST /v1/capabilities/pay)", () => {
     expect(wallet.body.heldUsdCents ?? 0).toBe(0)
     const transactions = await api.get("/v1/wallet/transactions", owner)
     expect(transactions.body.transactions.filter((t: { type: string }) => t.type === "charge")).toHaveLength(0)
+    const events = await server.run(Effect.gen(function*() {
+      return yield* (yield* Store).listWebhookEvents(accountId, { limit: 20, offset: 0 })
+    }))
+    expect(events.items.filter((e) => e.type === "pay.failed").map((e) => JSON.parse(e.payload).data))
+      .toEqual([expect.objectContaining({ amountSats: 50, reason: "FAILURE_REASON_NO_ROUTE", url: `${paywall.url}/api/fails/1` })])
   })
 
   it("keeps the hold while the outcome is unknown, and charges once when the node later says it succeeded", async () => {
