@@ -75,6 +75,8 @@ export type Requirements =
 
 const spend = Spend.layer
 const health = ProviderHealth.layer
+/** One instance (one token cache) for `pay` and the proxy's L402 services. */
+const l402 = L402Payments.layer.pipe(Layer.provide(spend))
 
 export interface GatewayOptions {
   /** How long a binding quote (`POST /v1/quotes`) can be used: default 60 s, from 1 s to 1 h. */
@@ -95,9 +97,9 @@ export const layerWith = (options: GatewayOptions = {}): Layer.Layer<Services, n
   Capabilities.layerWith(options.quoteTtlMs === undefined ? {} : { quoteTtlMs: options.quoteTtlMs }).pipe(
     Layer.provide([spend, health])
   ),
-  ServiceCatalog.layer.pipe(Layer.provide(spend)),
+  ServiceCatalog.layer.pipe(Layer.provide([spend, l402])),
   Webhooks.layer,
-  L402Payments.layer.pipe(Layer.provide(spend))
+  l402
 )
 
 export const layer: Layer.Layer<Services, never, Requirements> = layerWith()

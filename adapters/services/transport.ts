@@ -55,10 +55,15 @@ const DROPPED_RESPONSE_HEADERS = new Set([
   "via"
 ])
 
-export const filterResponseHeaders = (headers: Readonly<Record<string, string>>): Record<string, string> =>
+/** `keepChallenge`: an L402 service's `www-authenticate` (its challenge) is kept for the proxy to pay. */
+export const filterResponseHeaders = (
+  headers: Readonly<Record<string, string>>,
+  keepChallenge = false
+): Record<string, string> =>
   Object.fromEntries(
     Object.entries(headers).filter(([name]) => {
       const lower = name.toLowerCase()
+      if (keepChallenge && lower === "www-authenticate") return true
       return !DROPPED_RESPONSE_HEADERS.has(lower) && !/(cookie|secret|token|api-key)/.test(lower)
     })
   )
@@ -188,7 +193,11 @@ export const layer = (options: TransportOptions): Layer.Layer<ServiceTransport, 
               return yield* fail("malformed", "the answer is not valid JSON")
             }
           }
-          return { status: response.status, headers: filterResponseHeaders(response.headers), body } satisfies ProxyResponse
+          return {
+            status: response.status,
+            headers: filterResponseHeaders(response.headers, service.l402 === true),
+            body
+          } satisfies ProxyResponse
         }).pipe(
           Effect.scoped,
           Effect.timeoutOrElse({

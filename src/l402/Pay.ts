@@ -4,6 +4,7 @@ import { Cause, Clock, Context, Duration, Effect, Layer, Option, Schedule } from
 import type { Principal } from "../domain/Agent.ts"
 import { requireOwner } from "../agents/Access.ts"
 import { type Forbidden, RateUnavailable, type ValidationError } from "../domain/errors.ts"
+import type { AccountId } from "../domain/ids.ts"
 import { L402Store } from "../ports/L402Store.ts"
 import { FetchFailed, OutboundHttp, type OutboundResponse } from "../ports/Net.ts"
 import { type DecodedLightningInvoice, LightningRail, type LightningPayer, type LightningPaymentStatus } from "../ports/Rails.ts"
@@ -77,6 +78,22 @@ export class L402Payments extends Context.Service<L402Payments, {
     principal: Principal,
     hosts: ReadonlyArray<string>
   ) => Effect.Effect<ReadonlyArray<string>, ValidationError | Forbidden>
+  /** The `Authorization` value of the token cached for this URL (the proxy's L402 services), if any. */
+  readonly tokenFor: (accountId: AccountId, url: URL) => string | undefined
+  /** Drops the token cached for this URL (the server refused it). */
+  readonly forgetToken: (accountId: AccountId, url: URL) => void
+  /**
+   * Pays the L402 challenge found in a `WWW-Authenticate` value for `url`,
+   * with the same checks, pipeline and records as `pay` (the proxy's L402
+   * services); caches the token and answers the `Authorization` value to
+   * retry with. Undefined when the value holds no L402 challenge.
+   */
+  readonly payChallenge: (
+    principal: Principal,
+    url: URL,
+    wwwAuthenticate: string | undefined,
+    maxSats: number
+  ) => Effect.Effect<{ readonly authorization: string; readonly payment: PaymentMade; readonly receipt: SpendReceipt } | undefined, PayError>
   /**
    * Asks the node about payments left pending (older than `olderThanMs`),
    * charging or releasing their holds; returns how many were resolved.
@@ -433,7 +450,29 @@ export class L402Payments extends Context.Service<L402Payments, {
           return resolved
         })
 
+      const authorizationOf = (token: CachedToken) => authorizationHeader(token.scheme, token.macaroon, token.preimage)
+
+      const payChallenge = (principal: Principal, url: URL, wwwAuthenticate: string | undefined, maxSats: number) =>
+        Effect.gen(function*() {
+          const challenge = wwwAuthenticate === undefined ? undefined : findL402Challenge([wwwAuthenticate])
+          if (challenge === undefined) return undefined
+          if (!Number.isSafeInteger(maxSats) || maxSats < 1 || maxSats > MAX_SATS) {
+            return yield* invalid("maxSats", `maxSats must be a whole number of sats from 1 to ${MAX_SATS}`)
+          }
+          const payer = yield* payerOf()
+          const paid = yield* payInvoice(principal, payer, url, challenge, BigInt(maxSats) * 1000n)
+          const token: CachedToken = { scheme: challenge.scheme, macaroon: challenge.macaroon, preimage: paid.payment.preimage }
+          remember(tokenKey(principal.agent.accountId, url), token)
+          return { authorization: authorizationOf(token), payment: paid.payment, receipt: paid.receipt }
+        })
+
       return L402Payments.of({
+        tokenFor: (accountId, url) => {
+          const token = tokens.get(tokenKey(accountId, url))
+          return token === undefined ? undefined : authorizationOf(token)
+        },
+        forgetToken: (accountId, url) => void tokens.delete(tokenKey(accountId, url)),
+        payChallenge,
         pay,
         payeeHosts: (principal) =>
           Effect.andThen(

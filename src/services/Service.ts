@@ -59,6 +59,8 @@ export interface Service {
   readonly endpoints: ReadonlyArray<ServiceEndpoint>
   /** "operator": configured with the operator's credentials; "registry": an approved community service. */
   readonly origin: "operator" | "registry"
+  /** The service answers `402` with L402 challenges, which the proxy pays (docs/l402.md). */
+  readonly l402?: boolean | undefined
 }
 
 export const Slug = Schema.String.check(
@@ -101,7 +103,10 @@ export const SubmissionInput = Schema.Struct({
     description: Schema.String.check(Schema.isMaxLength(500))
   })).check(Schema.isMinLength(1), Schema.isMaxLength(50)),
   pricing: Schema.Record(EndpointPath, SubmittedPrice).annotate({ description: "Keyed by endpoint path; USD cents" }),
-  contact: Schema.String.check(Schema.isMinLength(3), Schema.isMaxLength(320))
+  contact: Schema.String.check(Schema.isMinLength(3), Schema.isMaxLength(320)),
+  l402: Schema.optional(Schema.Boolean).annotate({
+    description: "The service sells over L402: its 402 challenges are paid by the proxy (docs/l402.md)"
+  })
 })
 export type SubmissionInput = typeof SubmissionInput.Type
 

@@ -1,6 +1,7 @@
-import { Clock, Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer, Option } from "effect"
 import type { Principal } from "../domain/Agent.ts"
 import type { Conflict, Forbidden, NotFound, ValidationError } from "../domain/errors.ts"
+import { L402Payments } from "../l402/Pay.ts"
 import { OutboundHttp, type UnsafeUrl } from "../ports/Net.ts"
 import { RegistryStore } from "../ports/RegistryStore.ts"
 import { ServiceTransport } from "../ports/ServiceTransport.ts"
@@ -62,12 +63,13 @@ export class Services extends Context.Service<Services, {
       const registry = yield* RegistryStore
       const spend = yield* Spend
       const outbound = yield* Effect.serviceOption(OutboundHttp)
+      const l402 = Option.getOrUndefined(yield* Effect.serviceOption(L402Payments))
       const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms))
       const { operatorServices } = transport
 
       const catalogue = makeCatalogue({ operatorServices, registry })
       const submissions = makeRegistry({ registry, operatorServices, outbound, now })
-      const proxy = makeProxy({ catalogue, transport, spend })
+      const proxy = makeProxy({ catalogue, transport, spend, l402 })
       const proxyStream = makeProxyStream({ catalogue, transport, spend })
       return Services.of({
         ...catalogue,

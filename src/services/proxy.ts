@@ -2,7 +2,8 @@ import { Effect, Result, Schema } from "effect"
 import { ProviderFailure } from "../capabilities/Provider.ts"
 import type { Principal } from "../domain/Agent.ts"
 import type { Capability } from "../domain/Capability.ts"
-import { type ModelNotPriced, NotFound, type SpendRefusal, ValidationError } from "../domain/errors.ts"
+import { type Forbidden, type ModelNotPriced, NotFound, type SpendRefusal, ValidationError } from "../domain/errors.ts"
+import type { L402Payments, L402Refused, UpstreamFailed } from "../l402/Pay.ts"
 import { UnsafeUrl } from "../ports/Net.ts"
 import type { ProxyResponse, ServiceTransport } from "../ports/ServiceTransport.ts"
 import type { Spend, SpendReceipt } from "../wallet/Spend.ts"
@@ -30,7 +31,10 @@ export const ProxyCall = Schema.Struct({
     Schema.Record(Schema.String.check(Schema.isMaxLength(100)), Schema.String.check(Schema.isMaxLength(2000)))
       .check(Schema.isMaxProperties(50))
   ),
-  body: Schema.optional(Schema.Unknown)
+  body: Schema.optional(Schema.Unknown),
+  maxSats: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 10_000_000 }))).annotate({
+    description: "L402 services: the most an invoice the service asks may be, in sats (default 10,000,000; the policy's caps apply)"
+  })
 })
 export type ProxyCall = typeof ProxyCall.Type
 
@@ -41,7 +45,16 @@ export interface ProxyResult {
   readonly model: string | undefined
 }
 
-export type ProxyError = SpendRefusal | ProviderFailure | NotFound | ModelNotPriced | ValidationError | UnsafeUrl
+export type ProxyError =
+  | SpendRefusal
+  | ProviderFailure
+  | NotFound
+  | ModelNotPriced
+  | ValidationError
+  | UnsafeUrl
+  | L402Refused
+  | UpstreamFailed
+  | Forbidden
 
 /** Request headers a caller may send on to a service; everything else is dropped. */
 const FORWARDABLE = new Set(["accept", "accept-language", "content-type", "user-agent", "openai-beta", "anthropic-beta", "anthropic-version"])
@@ -86,7 +99,7 @@ export const blockedAsFailure = (service: Service) => (error: ProviderFailure | 
     ? new ProviderFailure({ provider: service.slug, reason: "blocked", message: error.reason })
     : error
 
-export const blockedAsCallerError = (error: SpendRefusal | ProviderFailure): ProxyError =>
+export const blockedAsCallerError = <E extends ProxyError>(error: E): ProxyError =>
   error instanceof ProviderFailure && error.reason === "blocked"
     ? new ValidationError({
       message: `This service may not be reached: ${error.message}`,
@@ -98,18 +111,47 @@ export const blockedAsCallerError = (error: SpendRefusal | ProviderFailure): Pro
 export const describeCall = (service: Service, call: ProxyCall, quote: ProxyQuote, suffix: string) =>
   `proxy ${service.slug} ${call.method} ${call.path}${suffix}${quote.model === undefined ? "" : ` (${quote.model})`}`
 
+/** The default `maxSats` of a proxied call to an L402 service. */
+export const PROXY_MAX_SATS = 10_000_000
+
 export const makeProxy = (deps: {
   readonly catalogue: Catalogue
   readonly transport: ServiceTransport["Service"]
   readonly spend: Spend["Service"]
+  /** Pays the challenges of L402 services (absent: their 402 is the answer). */
+  readonly l402?: L402Payments["Service"] | undefined
 }) =>
 (principal: Principal, slug: string, call: ProxyCall): Effect.Effect<ProxyResult, ProxyError> =>
   Effect.gen(function*() {
-    const { catalogue, transport, spend } = deps
+    const { catalogue, transport, spend, l402 } = deps
     const { service, quote } = yield* resolveCall(catalogue, slug, call)
-    const run: Effect.Effect<{ readonly value: ProxyResponse; readonly actualMicroUsd: bigint }, ProviderFailure> = Effect.gen(
+    const request = upstreamRequest(call, quote)
+    const accountId = principal.agent.accountId
+    const target = new URL(service.baseUrl.replace(/\/+$/, "") + call.path)
+    const payable = service.l402 === true && l402 !== undefined
+    /**
+     * An L402 service: the cached token goes with the request; a 402 with a
+     * challenge is paid (its own charge, capability `pay`) and the request
+     * sent again with the new token, once.
+     */
+    const exchange: Effect.Effect<ProxyResponse, ProxyError> = Effect.gen(function*() {
+      const send = (authorization: string | undefined) =>
+        transport.send(service, authorization === undefined ? request : { ...request, headers: { ...request.headers, authorization } })
+          .pipe(Effect.mapError(blockedAsFailure(service)))
+      if (!payable) return yield* send(undefined)
+      const cached = l402.tokenFor(accountId, target)
+      const first = yield* send(cached)
+      if (first.status !== 402) return first
+      if (cached !== undefined) l402.forgetToken(accountId, target)
+      const paid = yield* l402.payChallenge(principal, target, first.headers["www-authenticate"], call.maxSats ?? PROXY_MAX_SATS)
+      if (paid === undefined) return first
+      const retried = yield* send(paid.authorization)
+      if (retried.status === 402) l402.forgetToken(accountId, target)
+      return retried
+    })
+    const run: Effect.Effect<{ readonly value: ProxyResponse; readonly actualMicroUsd: bigint }, ProxyError> = Effect.gen(
       function*() {
-        const answer = yield* transport.send(service, upstreamRequest(call, quote)).pipe(Effect.mapError(blockedAsFailure(service)))
+        const answer = yield* exchange
         if (answer.status >= 500) {
           return yield* new ProviderFailure({ provider: service.slug, reason: "unavailable", message: `answered ${answer.status}` })
         }

@@ -51,6 +51,7 @@ export const serviceFromSubmission = (s: Submission): Service => ({
   baseUrl: s.baseUrl,
   capabilities: s.capabilities,
   origin: "registry",
+  ...(s.l402 === true ? { l402: true } : {}),
   endpoints: s.endpoints.map((e): ServiceEndpoint => {
     const price = s.pricing[e.path]
     return { ...e, price: price === undefined ? null : priceFromSubmission(price) }

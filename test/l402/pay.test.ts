@@ -1,8 +1,13 @@
 import { createHash } from "node:crypto"
+import { NodeHttpClient } from "@effect/platform-node"
 import { Effect, Layer, Option, Redacted, Result } from "effect"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import * as SafeHttp from "../../adapters/net/SafeHttp.ts"
 import * as Lnd from "../../adapters/rails/Lnd.ts"
+import * as Transport from "../../adapters/services/transport.ts"
+import type { AgentId } from "../../src/domain/ids.ts"
+import { RegistryStore } from "../../src/ports/RegistryStore.ts"
+import { newSubmissionId } from "../../src/services/Service.ts"
 import { storeOverClient } from "../../adapters/sql/Database.ts"
 import * as PgliteClient from "../../adapters/sql/PgliteClient.ts"
 import type { AccountId } from "../../src/domain/ids.ts"
@@ -34,7 +39,10 @@ beforeAll(async () => {
   server = await startServer(storeOverClient.pipe(Layer.provide(PgliteClient.layer({ dataDir: undefined }))), {
     rate: Result.getOrThrow(parseBtcUsdRate("100000")),
     lightning: Lnd.layer({ restUrl: fake.url, macaroonHex: Redacted.make(MACAROON_HEX), requestTimeoutMs: 5_000 }),
-    outbound: SafeHttp.layer({ allowHosts: [paywall.host] })
+    outbound: SafeHttp.layer({ allowHosts: [paywall.host] }),
+    // Registry services may be reached at the local paywall (registry URLs are https in production).
+    transport: Transport.layer({ operatorServices: [], registry: { allowHosts: [paywall.host] } })
+      .pipe(Layer.provide(NodeHttpClient.layerUndici))
   })
   api = client(server.baseUrl)
 }, 60_000)
@@ -69,7 +77,7 @@ const account = async (policy: Record<string, unknown> = {}) => {
     ...policy
   }, owner)
   expect(set.status).toBe(200)
-  return { accountId, owner, agent: agent.body.apiKey as string }
+  return { accountId, owner, ownerId: signup.body.agentId as AgentId, agent: agent.body.apiKey as string }
 }
 
 const balanceCents = async (key: string) => (await api.get("/v1/wallet", key)).body.balanceUsdCents as number
@@ -245,5 +253,51 @@ describe("paying L402 paywalls (POST /v1/capabilities/pay)", () => {
     // URL safety as for read: loopback addresses not on the allow-list are refused.
     const unsafe = await api.post("/v1/capabilities/pay", { url: "http://127.0.0.1:1/x", method: "GET", maxSats: 10 }, owner)
     expect(errorCode(unsafe)).toBe("VALIDATION_ERROR")
+  })
+
+  it("POST /v1/proxy/{slug} pays the challenges of a registry service marked l402, and reuses the token", async () => {
+    const { accountId, agent, owner, ownerId } = await account({ allowedCapabilities: ["pay", "search"] })
+    const slug = `paid-${Date.now().toString(36)}`
+    await server.run(Effect.gen(function*() {
+      const registry = yield* RegistryStore
+      const id = newSubmissionId()
+      yield* registry.insert({
+        slug,
+        name: "Paid data",
+        description: "sells over L402",
+        baseUrl: paywall.url,
+        capabilities: ["search"],
+        endpoints: [{ path: "/svc/data", method: "GET", description: "data" }],
+        pricing: { "/svc/data": { perCallUsdCents: 0.1 } },
+        contact: "ops@example.com",
+        l402: true,
+        id,
+        accountId,
+        agentId: ownerId,
+        status: "pending",
+        createdAt: new Date(),
+        reviewedAt: null,
+        reviewNote: null
+      })
+      yield* registry.review(id, { status: "approved", note: null, at: new Date() })
+    }) as Effect.Effect<void, never, never>)
+    const before = await balanceCents(owner)
+    const payments = fake.payments.length
+    const first = await api.post(`/v1/proxy/${slug}`, { method: "GET", path: "/svc/data", maxSats: 60 }, agent)
+    expect(first.status, first.text).toBe(200)
+    expect(first.body).toMatchObject({ status: 200, body: { data: "the paid answer" } })
+    expect(fake.payments.length).toBe(payments + 1)
+    // The proxy call (0.1 cent) and the L402 payment (5.1 cents), each its own charge.
+    expect(await balanceCents(owner)).toBeCloseTo(before - 5.2, 6)
+    const second = await api.post(`/v1/proxy/${slug}`, { method: "GET", path: "/svc/data" }, agent)
+    expect(second.body).toMatchObject({ status: 200, body: { data: "the paid answer" } })
+    expect(fake.payments.length).toBe(payments + 1)
+    expect(await balanceCents(owner)).toBeCloseTo(before - 5.3, 6)
+    // Above maxSats: refused before paying; the proxy's hold is released.
+    paywall.revokeAll()
+    const refused = await api.post(`/v1/proxy/${slug}`, { method: "GET", path: "/svc/data", maxSats: 10 }, agent)
+    expect(errorCode(refused)).toBe("L402_PRICE_ABOVE_MAX")
+    expect(fake.payments.length).toBe(payments + 1)
+    expect(await balanceCents(owner)).toBeCloseTo(before - 5.3, 6)
   })
 })
