@@ -37,7 +37,8 @@ export const SubmissionResponse = Schema.Struct({
   contact: Schema.String,
   createdAt: Schema.String,
   reviewedAt: Schema.NullOr(Schema.String),
-  reviewNote: Schema.NullOr(Schema.String)
+  reviewNote: Schema.NullOr(Schema.String),
+  l402: Schema.optional(Schema.Boolean).annotate({ description: "Present (true) when the service sells over L402" })
 })
 
 const Slug = Schema.String.check(Schema.isMaxLength(64))

@@ -60,7 +60,8 @@ export const submissionJson = (s: Submission) => ({
   contact: s.contact,
   createdAt: s.createdAt.toISOString(),
   reviewedAt: s.reviewedAt === null ? null : s.reviewedAt.toISOString(),
-  reviewNote: s.reviewNote
+  reviewNote: s.reviewNote,
+  ...(s.l402 === true ? { l402: true } : {})
 })
 
 export const ServicesHandlers = HttpApiBuilder.group(
