@@ -36,7 +36,7 @@ import { Webhooks } from "./webhooks/Webhooks.ts"
  * `Spend.sweeper()` adds the periodic recovery sweep of expired holds and
  * `Funding.expirer()` invoice expiry; the server and the ready layers run
  * both. `L402Payments.resolver()` resolves outbound L402 payments a crash
- * left pending (the server runs it). `L402Store` (outbound L402 records) is
+ * left pending (the server runs it). `L402PaymentStore` (outbound L402 records) is
  * used when present: the SQL stores provide it; without it the records live
  * in memory.
  */

@@ -3,7 +3,7 @@ import { Layer, Option, Redacted } from "effect"
 import { randomUUID } from "node:crypto"
 import { Migrator, SqlClient } from "effect/sql"
 import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
-import type { L402Store } from "../../src/ports/L402Store.ts"
+import type { L402PaymentStore } from "../../src/ports/L402PaymentStore.ts"
 import type { AdminStore } from "../../src/ports/AdminStore.ts"
 import type { RegistryStore } from "../../src/ports/RegistryStore.ts"
 import type { Store } from "../../src/ports/Store.ts"
@@ -11,7 +11,7 @@ import { migrations } from "./migrations.ts"
 import * as PgliteClient from "./PgliteClient.ts"
 import * as PoolStats from "./poolStats.ts"
 import * as SqlIdempotencyStore from "./SqlIdempotencyStore.ts"
-import * as SqlL402Store from "./SqlL402Store.ts"
+import * as SqlL402PaymentStore from "./SqlL402PaymentStore.ts"
 import * as SqlAdminStore from "./SqlAdminStore.ts"
 import * as SqlRegistryStore from "./SqlRegistryStore.ts"
 import * as SqlStore from "./SqlStore.ts"
@@ -60,7 +60,7 @@ export const sqlClientLayer = (options: DatabaseOptions): Layer.Layer<SqlClient.
 
 /** A migrated SQL store (and idempotency-key store) over an already provided SqlClient. */
 export const storeOverClient: Layer.Layer<
-  Store | AdminStore | IdempotencyStore | RegistryStore | L402Store,
+  Store | AdminStore | IdempotencyStore | RegistryStore | L402PaymentStore,
   unknown,
   SqlClient.SqlClient
 > = Layer.mergeAll(
@@ -68,7 +68,7 @@ export const storeOverClient: Layer.Layer<
   SqlRegistryStore.layer,
   SqlAdminStore.layer,
   SqlIdempotencyStore.layer,
-  SqlL402Store.layer,
+  SqlL402PaymentStore.layer,
   // What GET /metrics reports of the connections (spendgate_db_*).
   PoolStats.layer
 ).pipe(
@@ -77,7 +77,7 @@ export const storeOverClient: Layer.Layer<
 
 export const storeLayer = (
   options: DatabaseOptions
-): Layer.Layer<Store | AdminStore | IdempotencyStore | RegistryStore | L402Store, unknown> =>
+): Layer.Layer<Store | AdminStore | IdempotencyStore | RegistryStore | L402PaymentStore, unknown> =>
   storeOverClient.pipe(Layer.provide(sqlClientLayer(options)))
 
 /** Lets callers fail fast with a clear message when storage cannot be opened. */

@@ -5,7 +5,7 @@ import type { Principal } from "../domain/Agent.ts"
 import { requireOwner } from "../agents/Access.ts"
 import { type Forbidden, RateUnavailable, type ValidationError } from "../domain/errors.ts"
 import type { AccountId } from "../domain/ids.ts"
-import { L402Store } from "../ports/L402Store.ts"
+import { L402PaymentStore } from "../ports/L402PaymentStore.ts"
 import { FetchFailed, OutboundHttp, type OutboundResponse } from "../ports/Net.ts"
 import { type DecodedLightningInvoice, LightningRail, type LightningPayer, type LightningPaymentStatus } from "../ports/Rails.ts"
 import { RateSource } from "../ports/RateSource.ts"
@@ -106,7 +106,7 @@ export class L402Payments extends Context.Service<L402Payments, {
       const spend = yield* Spend
       const rates = yield* RateSource
       const rail = yield* LightningRail
-      const storeOption = yield* Effect.serviceOption(L402Store)
+      const storeOption = yield* Effect.serviceOption(L402PaymentStore)
       const outbound = yield* Effect.serviceOption(OutboundHttp)
       const store = Option.isSome(storeOption) ? storeOption.value : yield* memoryFallback
       const tokens = new Map<string, CachedToken>()

@@ -1,15 +1,15 @@
 import { Effect, Option } from "effect"
 import type { AccountId } from "../domain/ids.ts"
-import { L402Store } from "../ports/L402Store.ts"
+import { L402PaymentStore } from "../ports/L402PaymentStore.ts"
 
 /**
  * Without a durable store (memory deployments): records live as long as the
  * process, and no `pay.*` webhook events are written (no outbox here).
  */
-export const memoryFallback: Effect.Effect<L402Store["Service"]> = Effect.sync(() => {
+export const memoryFallback: Effect.Effect<L402PaymentStore["Service"]> = Effect.sync(() => {
   const hosts = new Map<AccountId, ReadonlyArray<string>>()
-  const payments = new Map<string, Parameters<L402Store["Service"]["beginPayment"]>[0]>()
-  return L402Store.of({
+  const payments = new Map<string, Parameters<L402PaymentStore["Service"]["beginPayment"]>[0]>()
+  return L402PaymentStore.of({
     payeeHosts: (accountId) => Effect.sync(() => hosts.get(accountId) ?? []),
     setPayeeHosts: (accountId, list) => Effect.sync(() => void hosts.set(accountId, [...list])),
     beginPayment: (payment) =>

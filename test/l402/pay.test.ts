@@ -12,7 +12,7 @@ import { storeOverClient } from "../../adapters/sql/Database.ts"
 import * as PgliteClient from "../../adapters/sql/PgliteClient.ts"
 import type { AccountId } from "../../src/domain/ids.ts"
 import { parseBtcUsdRate } from "../../src/domain/Money.ts"
-import { L402Store, type OutboundPayment } from "../../src/ports/L402Store.ts"
+import { L402PaymentStore, type OutboundPayment } from "../../src/ports/L402PaymentStore.ts"
 import { Store } from "../../src/ports/Store.ts"
 import { L402Payments } from "../../src/l402/Pay.ts"
 import { Wallets } from "../../src/wallet/Wallets.ts"
@@ -113,9 +113,9 @@ describe("paying L402 paywalls (POST /v1/capabilities/pay)", () => {
     const transactions = await api.get("/v1/wallet/transactions", owner)
     const charge = transactions.body.transactions.find((t: { id: string }) => t.id === metadata.transactionId)
     expect(charge.description).toContain(payment.paymentHash)
-    // The SQL stores provide L402Store beside Store (server.run's type lists only the core's services).
+    // The SQL stores provide L402PaymentStore beside Store (server.run's type lists only the core's services).
     const record = await server.run(Effect.gen(function*() {
-      return yield* (yield* L402Store).findPayment(payment.paymentHash)
+      return yield* (yield* L402PaymentStore).findPayment(payment.paymentHash)
     }) as unknown as Effect.Effect<Option.Option<OutboundPayment>>)
     expect(Option.getOrThrow(record)).toMatchObject({
       status: "succeeded",

@@ -42,7 +42,7 @@ export interface PaymentResolution {
   readonly resolvedAt: Date
 }
 
-export class L402Store extends Context.Service<L402Store, {
+export class L402PaymentStore extends Context.Service<L402PaymentStore, {
   readonly payeeHosts: (accountId: AccountId) => Effect.Effect<ReadonlyArray<string>>
   /** Replaces the account's list. */
   readonly setPayeeHosts: (accountId: AccountId, hosts: ReadonlyArray<string>, now: Date) => Effect.Effect<void>
@@ -65,4 +65,4 @@ export class L402Store extends Context.Service<L402Store, {
   readonly findPayment: (paymentHash: string) => Effect.Effect<Option.Option<OutboundPayment>>
   /** Pending payments, oldest first (the restart resolves them). */
   readonly pendingPayments: (limit: number) => Effect.Effect<ReadonlyArray<OutboundPayment>>
-}>()("spendgate/L402Store") {}
+}>()("spendgate/L402PaymentStore") {}

@@ -1,7 +1,7 @@
 import { Effect, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import type { AccountId, AgentId } from "../../src/domain/ids.ts"
-import { L402Store, type OutboundPayment, type OutboundPaymentStatus } from "../../src/ports/L402Store.ts"
+import { L402PaymentStore, type OutboundPayment, type OutboundPaymentStatus } from "../../src/ports/L402PaymentStore.ts"
 import { writeEvents } from "./SqlWebhooks.ts"
 
 /**
@@ -46,9 +46,9 @@ const toPayment = (row: PaymentRow): OutboundPayment => ({
   resolvedAt: row.resolved_at === null ? null : new Date(row.resolved_at)
 })
 
-export const makeSqlL402Store = Effect.gen(function*() {
+export const makeSqlL402PaymentStore = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
-  return L402Store.of({
+  return L402PaymentStore.of({
     payeeHosts: (accountId) =>
       sql<{ readonly host: string }>`SELECT host FROM l402_payee_hosts WHERE account_id = ${accountId} ORDER BY host`.pipe(
         Effect.map((rows) => rows.map((r) => r.host)),
@@ -98,4 +98,4 @@ export const makeSqlL402Store = Effect.gen(function*() {
   })
 })
 
-export const layer: Layer.Layer<L402Store, never, SqlClient.SqlClient> = Layer.effect(L402Store, makeSqlL402Store)
+export const layer: Layer.Layer<L402PaymentStore, never, SqlClient.SqlClient> = Layer.effect(L402PaymentStore, makeSqlL402PaymentStore)
