@@ -1,4 +1,4 @@
-import { Effect, Option, Result } from "effect"
+import { Deferred, Effect, Exit, Option, Result } from "effect"
 import type { SqlClient, Statement } from "effect/sql"
 import { sealAuditRecord, type UnhashedAuditRecord } from "../../src/audit/chain.ts"
 import type { Agent, Policy } from "../../src/domain/Agent.ts"
@@ -291,6 +291,18 @@ const sameCharge = (plan: SettlePlan, row: SettleRow): boolean =>
   row.charged !== null && row.charge_usd !== null && row.charge_sats !== null &&
   big(row.charged) === plan.chargedMicroUsd && big(row.charge_usd) === plan.chargeUsdMicroUsd &&
   big(row.charge_sats) === plan.chargeSatsMsat
+
+/** The most reserves of one wallet coalesced into one call. */
+const MAX_BATCH = 64
+
+/** A reserve waiting for its wallet's batch in flight: told its outcome, or to lead the next batch. */
+interface Waiter {
+  readonly input: ReserveInput
+  readonly done: Deferred.Deferred<Signal, unknown>
+}
+type Signal =
+  | { readonly _tag: "Done"; readonly held: Result.Result<Reservation, never> | null }
+  | { readonly _tag: "Lead" }
 
 export const makeSqlLedger = (
   sql: SqlClient.SqlClient,
@@ -715,6 +727,80 @@ export const makeSqlLedger = (
     )
 
   /**
+   * Several reserves of one wallet in one call (`spendgate_reserve_batch`):
+   * one transaction, one commit, each decided in the order given.
+   */
+  const reserveManyInOneCall = (inputs: ReadonlyArray<ReserveInput>) =>
+    inputs.length === 1
+      ? Effect.map(reserveInOneCall(inputs[0]!), (held) => [held])
+      : Effect.map(
+        sql<{ ord: Int8; outcome: string; from_usd: Int8; from_sats: Int8 }>`
+          SELECT * FROM spendgate_reserve_batch(${
+          JSON.stringify(inputs.map((input) => ({
+            accountId: input.accountId,
+            agentId: input.agentId,
+            reservationId: input.reservationId,
+            auditId: input.auditId,
+            capability: input.capability,
+            provider: input.provider,
+            quoted: input.quotedMicroUsd.toString(),
+            rate: input.rate === null ? null : input.rate.rate.microUsdPerBtc.toString(),
+            day: input.day,
+            now: input.now.toISOString(),
+            expiresAt: input.expiresAt.toISOString()
+          })))
+        }::jsonb, ${KNOWN_CAPABILITIES}::text)`,
+        (rows) => {
+          const byOrd = new Map(rows.map((row) => [Number(row.ord), row]))
+          return inputs.map((input, i) => {
+            const row = byOrd.get(i + 1)
+            if (row === undefined || row.outcome !== "held") return null
+            return Result.succeed(
+              heldReservation(input, { fromUsdMicroUsd: microUsd(row.from_usd), fromSatsMsat: msat(row.from_sats) })
+            )
+          })
+        }
+      )
+
+  /**
+   * Group commit of the holds of a hot wallet. A reserve that finds no batch
+   * of its wallet in flight leads one at once; reserves that arrive while one
+   * is in flight wait in arrival order, and when it commits the first of them
+   * leads the next batch with all that waited (at most MAX_BATCH). Each gets
+   * its own decision, made under the wallet lock in arrival order; a batch's
+   * failure fails every reserve in it.
+   */
+  const inFlight = new Map<string, Array<Waiter>>()
+  const reserveCoalesced = (input: ReserveInput) =>
+    Effect.gen(function*() {
+      const done = yield* Deferred.make<Signal, unknown>()
+      const me: Waiter = { input, done }
+      const waiting = inFlight.get(input.accountId)
+      if (waiting !== undefined) {
+        waiting.push(me)
+        const signal = yield* Deferred.await(done)
+        if (signal._tag === "Done") return signal.held
+      } else {
+        inFlight.set(input.accountId, [me])
+      }
+      // Leading: this reserve is first in the queue; the batch is it and those behind it.
+      const queue = inFlight.get(input.accountId)!
+      const batch = queue.splice(0, MAX_BATCH)
+      const exit = yield* Effect.exit(reserveManyInOneCall(batch.map((waiter) => waiter.input)))
+      if (queue.length > 0) yield* Deferred.succeed(queue[0]!.done, { _tag: "Lead" } as const)
+      else inFlight.delete(input.accountId)
+      for (let i = 1; i < batch.length; i++) {
+        yield* Exit.isSuccess(exit)
+          ? Deferred.succeed(batch[i]!.done, { _tag: "Done", held: exit.value[i] ?? null } as const)
+          : Deferred.failCause(batch[i]!.done, exit.cause)
+      }
+      return Exit.isSuccess(exit) ? exit.value[0] ?? null : yield* Effect.failCause(exit.cause)
+    }).pipe(
+      // A leader or waiter that went away would strand the reserves queued behind it.
+      Effect.uninterruptible
+    )
+
+  /**
    * Settle in one round trip: `spendgate_settle` (migration 0014) locks the
    * wallet and the reservation, charges by the mirror of `planSettle` and
    * writes. Null for a reservation the sweep released unsettled (a late settle).
@@ -825,7 +911,7 @@ export const makeSqlLedger = (
     reserve: (input) =>
       Effect.gen(function*() {
         if (input.standardRules !== true || input.quote !== undefined) return yield* reserveInTransaction(input)
-        const held = yield* reserveInOneCall(input)
+        const held = yield* reserveCoalesced(input)
         // A refusal (with its events and, for velocity, the kill) or a hold that fires an
         // event is decided again, and recorded, by the general path under its own lock.
         return held ?? (yield* reserveInTransaction(input))

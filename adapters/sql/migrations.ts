@@ -514,6 +514,28 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
       END
       $$`)
 
+    // Reserves of one wallet coalesced into one call, one transaction, one
+    // commit: each request is decided by spendgate_reserve in array order,
+    // seeing the holds made before it in the batch. Answers one row per
+    // request (ord: its 1-based position).
+    yield* sql.unsafe(`
+      CREATE FUNCTION spendgate_reserve_batch(p_requests JSONB, p_known_capabilities TEXT)
+      RETURNS TABLE (ord BIGINT, outcome TEXT, from_usd BIGINT, from_sats BIGINT) LANGUAGE plpgsql AS $$
+      DECLARE
+        req JSONB;
+        i BIGINT;
+      BEGIN
+        FOR req, i IN SELECT e, n FROM jsonb_array_elements(p_requests) WITH ORDINALITY AS t (e, n) LOOP
+          ord := i;
+          SELECT r.outcome, r.from_usd, r.from_sats INTO outcome, from_usd, from_sats
+            FROM spendgate_reserve(req->>'accountId', req->>'agentId', req->>'reservationId', req->>'auditId',
+              req->>'capability', req->>'provider', (req->>'quoted')::bigint, (req->>'rate')::bigint, req->>'day',
+              (req->>'now')::timestamptz, (req->>'expiresAt')::timestamptz, p_known_capabilities) AS r;
+          RETURN NEXT;
+        END LOOP;
+      END
+      $$`)
+
     // Settle (planSettle) of a held reservation: the charge is the actual
     // cost clamped to the quote, usd first, the rest in sats at the hold's
     // rate (rounded up, never more than was held); the rest goes back. A

@@ -80,15 +80,59 @@ const reserveCaseArb = fc.record({
   recent: recentArb,
   // a time in 2026, with milliseconds
   nowMs: fc.integer({ min: Date.UTC(2026, 0, 1), max: Date.UTC(2026, 11, 31, 23, 59, 59, 999) }),
-  // Caps and thresholds near what this call reaches, so the holds that fire events show up often.
-  near: fc.constantFrom("none" as const, "none" as const, "dailyCap" as const, "lowBalance" as const),
-  nearDelta: fc.bigInt({ min: 0n, max: 2_000n })
+  // Caps, thresholds and the balance at, just under or just over what this call reaches,
+  // so that every comparison of the rule is hit at its boundary.
+  near: fc.constantFrom(
+    "none" as const,
+    "none" as const,
+    "dailyCap" as const,
+    "lowBalance" as const,
+    "perCall" as const,
+    "monthlyCap" as const,
+    "hourly" as const,
+    "callsPerMinute" as const,
+    "balance" as const
+  ),
+  nearDelta: fc.oneof(fc.constantFrom(-1n, 0n, 1n), fc.bigInt({ min: -2_000n, max: 2_000n }))
 }).map((c) => {
   if (c.near === "none") return c
-  const open = { ...c, killed: false, deleted: false, allowed: [], maxPerCall: null, maxPerHour: null, maxPerMonth: null }
-  return c.near === "dailyCap"
-    ? { ...open, maxPerDay: c.dailySpent + c.quoted + c.nearDelta + 1n }
-    : { ...open, lowBalance: c.usd + 1n - c.nearDelta > 0n ? c.usd + 1n - c.nearDelta : 1n }
+  const atLeast = (min: bigint, value: bigint) => (value < min ? min : value)
+  const open = {
+    ...c,
+    killed: false,
+    deleted: false,
+    allowed: [] as Array<string>,
+    maxPerCall: null,
+    maxPerHour: null,
+    maxCallsPerMinute: null,
+    maxPerMonth: null,
+    maxPerDay: null
+  }
+  const d = c.nearDelta
+  const recentIn = (windowMs: number) => c.recent.filter((r) => r.ageMs < windowMs)
+  switch (c.near) {
+    case "dailyCap":
+      return { ...open, maxPerDay: atLeast(1n, c.dailySpent + c.quoted + d) }
+    case "lowBalance":
+      return { ...open, lowBalance: atLeast(1n, c.usd - c.quoted + d) }
+    case "perCall":
+      return { ...open, maxPerCall: atLeast(1n, c.quoted + d) }
+    case "monthlyCap":
+      return { ...open, maxPerMonth: atLeast(1n, c.dailySpent + c.otherDaysSpent + c.quoted + d) }
+    case "hourly": {
+      const spent = recentIn(3_600_000).reduce((sum, r) =>
+        sum + (r.status === "held"
+          ? r.quoted
+          : r.status === "settled"
+          ? BigInt(Math.floor(Number(r.quoted) * r.settledPart))
+          : 0n), 0n)
+      return { ...open, maxPerHour: atLeast(1n, spent + c.quoted + d) }
+    }
+    case "callsPerMinute":
+      return { ...open, maxCallsPerMinute: Math.max(1, recentIn(60_000).length + 1 + Number(d % 2n)) }
+    case "balance":
+      return { ...open, usd: atLeast(0n, c.quoted + d) }
+  }
 })
 
 type ReserveCase = typeof reserveCaseArb extends fc.Arbitrary<infer A> ? A : never
