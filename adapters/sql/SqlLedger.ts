@@ -300,8 +300,9 @@ interface Waiter {
   readonly input: ReserveInput
   readonly done: Deferred.Deferred<Signal, unknown>
 }
+type ReserveResult = Effect.Success<ReturnType<LedgerStore["reserve"]>>
 type Signal =
-  | { readonly _tag: "Done"; readonly held: Result.Result<Reservation, never> | null }
+  | { readonly _tag: "Done"; readonly result: ReserveResult }
   | { readonly _tag: "Lead" }
 
 export const makeSqlLedger = (
@@ -763,12 +764,35 @@ export const makeSqlLedger = (
       )
 
   /**
+   * The reserves of a batch, decided in order: holds in one call up to the
+   * first that is not held, which then takes the general path (recording its
+   * refusal's events or kill, or its hold's events) before the rest go on.
+   */
+  const decideInOrder = (inputs: ReadonlyArray<ReserveInput>) =>
+    Effect.gen(function*() {
+      const results: Array<ReserveResult> = []
+      let rest = inputs
+      while (rest.length > 0) {
+        const held = yield* reserveManyInOneCall(rest)
+        const stop = held.findIndex((h) => h === null)
+        if (stop === -1) {
+          results.push(...(held as Array<ReserveResult>))
+          break
+        }
+        results.push(...(held.slice(0, stop) as Array<ReserveResult>))
+        results.push(yield* reserveInTransaction(rest[stop]!))
+        rest = rest.slice(stop + 1)
+      }
+      return results
+    })
+
+  /**
    * Group commit of the holds of a hot wallet. A reserve that finds no batch
    * of its wallet in flight leads one at once; reserves that arrive while one
    * is in flight wait in arrival order, and when it commits the first of them
    * leads the next batch with all that waited (at most MAX_BATCH). Each gets
-   * its own decision, made under the wallet lock in arrival order; a batch's
-   * failure fails every reserve in it.
+   * its own decision, made under the wallet lock in arrival order (see
+   * `decideInOrder`); a batch's failure fails every reserve in it.
    */
   const inFlight = new Map<string, Array<Waiter>>()
   const reserveCoalesced = (input: ReserveInput) =>
@@ -779,22 +803,22 @@ export const makeSqlLedger = (
       if (waiting !== undefined) {
         waiting.push(me)
         const signal = yield* Deferred.await(done)
-        if (signal._tag === "Done") return signal.held
+        if (signal._tag === "Done") return signal.result
       } else {
         inFlight.set(input.accountId, [me])
       }
       // Leading: this reserve is first in the queue; the batch is it and those behind it.
       const queue = inFlight.get(input.accountId)!
       const batch = queue.splice(0, MAX_BATCH)
-      const exit = yield* Effect.exit(reserveManyInOneCall(batch.map((waiter) => waiter.input)))
+      const exit = yield* Effect.exit(decideInOrder(batch.map((waiter) => waiter.input)))
       if (queue.length > 0) yield* Deferred.succeed(queue[0]!.done, { _tag: "Lead" } as const)
       else inFlight.delete(input.accountId)
       for (let i = 1; i < batch.length; i++) {
         yield* Exit.isSuccess(exit)
-          ? Deferred.succeed(batch[i]!.done, { _tag: "Done", held: exit.value[i] ?? null } as const)
+          ? Deferred.succeed(batch[i]!.done, { _tag: "Done", result: exit.value[i]! } as const)
           : Deferred.failCause(batch[i]!.done, exit.cause)
       }
-      return Exit.isSuccess(exit) ? exit.value[0] ?? null : yield* Effect.failCause(exit.cause)
+      return Exit.isSuccess(exit) ? exit.value[0]! : yield* Effect.failCause(exit.cause)
     }).pipe(
       // A leader or waiter that went away would strand the reserves queued behind it.
       Effect.uninterruptible
@@ -911,10 +935,9 @@ export const makeSqlLedger = (
     reserve: (input) =>
       Effect.gen(function*() {
         if (input.standardRules !== true || input.quote !== undefined) return yield* reserveInTransaction(input)
-        const held = yield* reserveCoalesced(input)
         // A refusal (with its events and, for velocity, the kill) or a hold that fires an
         // event is decided again, and recorded, by the general path under its own lock.
-        return held ?? (yield* reserveInTransaction(input))
+        return yield* reserveCoalesced(input)
       }).pipe(Effect.orDie),
 
     settle: (input) =>

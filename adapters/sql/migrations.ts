@@ -517,7 +517,7 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
     // Reserves of one wallet coalesced into one call, one transaction, one
     // commit: each request is decided by spendgate_reserve in array order,
     // seeing the holds made before it in the batch. Answers one row per
-    // request (ord: its 1-based position).
+    // request (ord: its 1-based position) up to the first that is not held.
     yield* sql.unsafe(`
       CREATE FUNCTION spendgate_reserve_batch(p_requests JSONB, p_known_capabilities TEXT)
       RETURNS TABLE (ord BIGINT, outcome TEXT, from_usd BIGINT, from_sats BIGINT) LANGUAGE plpgsql AS $$
@@ -532,6 +532,9 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
               req->>'capability', req->>'provider', (req->>'quoted')::bigint, (req->>'rate')::bigint, req->>'day',
               (req->>'now')::timestamptz, (req->>'expiresAt')::timestamptz, p_known_capabilities) AS r;
           RETURN NEXT;
+          -- A refusal or a hold for the general path ends the batch: what it records
+          -- (a kill, a hold with its events) comes before the decisions behind it.
+          EXIT WHEN outcome <> 'held';
         END LOOP;
       END
       $$`)

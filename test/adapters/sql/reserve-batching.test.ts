@@ -48,4 +48,27 @@ describe.each(backends)("batched holds over %s", (_name, client) => {
       expect(yield* verifyChainSegment(null, audit)).toBeNull()
     }))
   }, 60_000)
+
+  it("a batch with a hold that fires an event: it is recorded with its event, once, in order", async () => {
+    await runtime.runPromise(Effect.gen(function*() {
+      const owner = yield* fundedAccount(100n)
+      const store = yield* Store
+      const accountId = owner.agent.accountId
+      // The 6th 10-cent hold takes the wallet from 50 cents to 40: below the threshold.
+      yield* store.setLowBalanceThreshold(accountId, 450_000n)
+      const exits = yield* Effect.all(
+        Array.from({ length: 30 }, () => Effect.exit(call(owner, 10n))),
+        { concurrency: "unbounded" }
+      )
+      expect(exits.filter(Exit.isSuccess).length).toBe(10)
+      expect((yield* (yield* Wallets).get(owner)).usdMicroUsd).toBe(0n)
+      const events = (yield* store.listWebhookEvents(accountId, { limit: 100, offset: 0 })).items
+      expect(events.filter((event) => event.type === "wallet.low_balance").length).toBe(1)
+      // Every refusal after the wallet ran dry recorded its spend.refused (one per minute: the outbox keeps one).
+      expect(events.filter((event) => event.type === "spend.refused").length).toBe(1)
+      const audit = yield* store.listAudit(accountId, 0n, 1000)
+      expect(audit.filter((record) => record.kind === "reserve").length).toBe(10)
+      expect(yield* verifyChainSegment(null, audit)).toBeNull()
+    }))
+  }, 60_000)
 })
