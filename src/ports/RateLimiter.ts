@@ -28,7 +28,7 @@ import { Context, type Effect } from "effect"
  */
 
 /** Per agent and per account (authenticated requests); per client address (signup). */
-export type RateScope = "agent" | "account" | "signup"
+export type RateScope = "agent" | "account" | "signup" | "client"
 
 export interface RateKey {
   readonly scope: RateScope
