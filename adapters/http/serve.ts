@@ -20,6 +20,7 @@ import {
   railsLayer,
   rateLayer
 } from "../payments.ts"
+import { describeL402Sell, loadL402SellConfig } from "../l402.ts"
 import { loadProvidersConfig, providersLayer } from "../providersConfig.ts"
 import { DataDirInUse, DataDirLockFailed } from "../sql/dataDirLock.ts"
 import { describeStorage, storeLayer } from "../sql/Database.ts"
@@ -169,6 +170,8 @@ const serveWith = (config: ServerConfig) => Effect.gen(function*() {
   yield* Effect.logInfo(
     `Providers: ${capabilities.builders.map((b) => `${b.capability}/${b.name}`).join(", ") || "none"}`
   )
+  const l402 = yield* loadL402SellConfig({ hasRate: payments.rate.kind !== "none" })
+  yield* Effect.logInfo(`L402 selling: ${describeL402Sell(l402)}`)
   if (payments.devRailsPublic) yield* Effect.logWarning(devRailsPublicWarning(payments, config.host))
 
   yield* checkPortFree(config.host, config.port)
@@ -182,6 +185,9 @@ const serveWith = (config: ServerConfig) => Effect.gen(function*() {
     metricsToken: config.metricsToken,
     rateLimits: rateLimitOptions(rateLimits),
     signup: signupOptions(signup),
+    ...(l402 === undefined
+      ? {}
+      : { l402: { settings: l402.settings, anonymousPerMinute: l402.anonymousPerMinute, trustProxyHops: signup.trustProxyHops } }),
     // One line per request at Info; LOG_LEVEL=Warn (or above) silences it.
     logRequests: true
   }).pipe(
