@@ -116,7 +116,8 @@ export const L402AuthenticationLive = (options: L402HttpOptions = {}) =>
           return HttpServerResponse.jsonUnsafe({
             error: {
               code: "PAYMENT_REQUIRED",
-              message: `Pay the Lightning invoice (${offer.amountSats} sats), then retry with Authorization: L402 <macaroon>:<preimage>`,
+              message: `Pay the Lightning invoice (${offer.amountSats} sat${offer.amountSats === 1 ? "" : "s"}), ` +
+                "then retry with Authorization: L402 <macaroon>:<preimage>",
               details: {
                 capability,
                 quotedCost: microUsdToCents(offer.quotedMicroUsd),

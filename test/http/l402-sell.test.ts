@@ -105,7 +105,7 @@ describe("L402_SELL unset", () => {
   })
 })
 
-for (const [backend, store] of storeBackends.slice(0, 2)) {
+for (const [backend, store] of storeBackends) {
   describe(`L402_SELL=on (${backend})`, () => {
     let server: RunningServer
     beforeAll(async () => {
@@ -218,6 +218,22 @@ for (const [backend, store] of storeBackends.slice(0, 2)) {
       const estimate = await call(server.baseUrl, "/v1/capabilities/speak/estimate", SPEAK)
       expect(estimate.status).toBe(401)
     })
+
+    it("leaves callers with an API key to the usual pipeline, and accepts the older LSAT scheme", async () => {
+      const signup = await call(server.baseUrl, "/v1/signup", { name: "keyed" })
+      expect(signup.status).toBe(201)
+      const keyed = await call(server.baseUrl, "/v1/capabilities/speak", SPEAK, `Bearer ${signup.body.apiKey}`)
+      expect(keyed.status).toBe(402)
+      expect(keyed.body.error.code).toBe("INSUFFICIENT_BALANCE")
+      expect(keyed.headers.get("www-authenticate")).toBeNull()
+      const badKey = await call(server.baseUrl, "/v1/capabilities/speak", SPEAK, "Bearer sk_agt_nope")
+      expect(badKey.status).toBe(401)
+      expect(badKey.body.error.code).toBe("UNAUTHORIZED")
+
+      const { challenge, preimage } = await buy(server.baseUrl, "speak", SPEAK)
+      const lsat = await call(server.baseUrl, "/v1/capabilities/speak", SPEAK, `LSAT ${challenge.macaroon}:${preimage}`)
+      expect(lsat.status).toBe(200)
+    }, 30_000)
   })
 }
 
