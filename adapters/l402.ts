@@ -1,4 +1,7 @@
 import { Config, Effect } from "effect"
+import { chmod, mkdir, writeFile } from "node:fs/promises"
+import { join } from "node:path"
+import type { SalesAccount } from "../src/ports/L402Store.ts"
 import type { L402SellSettings } from "../src/l402/Seller.ts"
 import { check, type InvalidConfig, invalid, load, oneOf } from "./config.ts"
 
@@ -58,3 +61,32 @@ export const describeL402Sell = (config: L402SellConfig | undefined): string =>
     ? "off"
     : `on (margin ${config.settings.marginPercent}%, tokens valid ${config.settings.tokenTtlSeconds} s for ` +
       `${config.settings.callsPerToken} call(s), ${config.anonymousPerMinute} anonymous requests a minute per address)`
+
+export const SALES_KEY_FILE_NAME = "l402-sales-agent.key"
+
+/**
+ * Keeps the sales agent's API key, shown nowhere else, in
+ * `${dataDir}/l402-sales-agent.key` (mode 0600; never overwritten), with its
+ * account and agent ids. With it the operator reads the sales wallet and sets
+ * the sales agent's policy like any owner. A failure to write it is logged,
+ * not fatal: selling works without it.
+ */
+export const keepSalesKey = (dataDir: string) => (created: SalesAccount & { readonly apiKey: string }): Effect.Effect<void> => {
+  const path = join(dataDir, SALES_KEY_FILE_NAME)
+  const write = async () => {
+    await mkdir(dataDir, { recursive: true })
+    await writeFile(
+      path,
+      `# The L402 sales agent (owner of the sales account): docs/l402.md\n` +
+        `account=${created.accountId}\nagent=${created.agentId}\napiKey=${created.apiKey}\n`,
+      { mode: 0o600, flag: "wx" }
+    )
+    await chmod(path, 0o600)
+  }
+  return Effect.tryPromise({ try: write, catch: (error) => (error instanceof Error ? error.message : String(error)) }).pipe(
+    Effect.andThen(Effect.logInfo(`L402 sales account ${created.accountId} created; its owner key is in ${path}`)),
+    Effect.catch((error) =>
+      Effect.logWarning(`L402 sales account ${created.accountId} created, but its key could not be kept in ${path}: ${error}`)
+    )
+  )
+}

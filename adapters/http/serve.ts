@@ -20,7 +20,7 @@ import {
   railsLayer,
   rateLayer
 } from "../payments.ts"
-import { describeL402Sell, loadL402SellConfig } from "../l402.ts"
+import { describeL402Sell, keepSalesKey, loadL402SellConfig } from "../l402.ts"
 import { loadProvidersConfig, providersLayer } from "../providersConfig.ts"
 import { DataDirInUse, DataDirLockFailed } from "../sql/dataDirLock.ts"
 import { describeStorage, storeLayer } from "../sql/Database.ts"
@@ -187,7 +187,13 @@ const serveWith = (config: ServerConfig) => Effect.gen(function*() {
     signup: signupOptions(signup),
     ...(l402 === undefined
       ? {}
-      : { l402: { settings: l402.settings, anonymousPerMinute: l402.anonymousPerMinute, trustProxyHops: signup.trustProxyHops } }),
+      : {
+        l402: {
+          settings: { ...l402.settings, onSalesAccountCreated: keepSalesKey(config.dataDir) },
+          anonymousPerMinute: l402.anonymousPerMinute,
+          trustProxyHops: signup.trustProxyHops
+        }
+      }),
     // One line per request at Info; LOG_LEVEL=Warn (or above) silences it.
     logRequests: true
   }).pipe(

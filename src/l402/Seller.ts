@@ -59,6 +59,13 @@ export interface L402SellSettings {
   readonly tokenTtlSeconds: number
   /** Calls one token pays for (its `calls` caveat). */
   readonly callsPerToken: number
+  /**
+   * Told once, when the sales account is created, its owner agent's API key
+   * (the only time the key exists in plain text), so that the operator can
+   * read the sales wallet and set the sales agent's policy (the server keeps
+   * it in a private file under DATA_DIR).
+   */
+  readonly onSalesAccountCreated?: ((created: SalesAccount & { readonly apiKey: string }) => Effect.Effect<void>) | undefined
 }
 
 export const defaultL402SellSettings: L402SellSettings = { marginPercent: 10, tokenTtlSeconds: 3600, callsPerToken: 1 }
@@ -140,10 +147,15 @@ export class L402Seller extends Context.Service<L402Seller, {
           Option.match({
             onSome: Effect.succeed,
             onNone: () =>
-              Effect.flatMap(
-                agents.signup({ name: SALES_AGENT_NAME }),
-                (created) => l402.saveSalesAccount({ accountId: created.accountId, agentId: created.agent.id })
-              )
+              Effect.gen(function*() {
+                const created = yield* agents.signup({ name: SALES_AGENT_NAME })
+                const saved = yield* l402.saveSalesAccount({ accountId: created.accountId, agentId: created.agent.id })
+                // Another instance may have recorded its own first: only the recorded account's key is handed on.
+                if (saved.agentId === created.agent.id && settings.onSalesAccountCreated !== undefined) {
+                  yield* settings.onSalesAccountCreated({ ...saved, apiKey: created.apiKey })
+                }
+                return saved
+              })
           })
         )
 

@@ -270,3 +270,46 @@ describe("L402_SELL=on, anonymous callers", () => {
     expect(statuses).toEqual([402, 402, 429])
   })
 })
+
+describe("L402_SELL=on, the operator's hold on sales", () => {
+  let server: RunningServer
+  let sales: { readonly accountId: string; readonly agentId: string; readonly apiKey: string } | undefined
+  beforeAll(async () => {
+    server = await startServer(storeBackends[0]![1](), {
+      rate: RATE,
+      providers: speakProvider,
+      l402: {
+        ...sell(),
+        settings: {
+          ...sell().settings,
+          onSalesAccountCreated: (created) => Effect.sync(() => {
+            sales = created
+          })
+        }
+      }
+    })
+  })
+  afterAll(() => server.close())
+
+  it("hands over the sales agent's key once; with it the sales wallet is read and sales are capped by its policy", async () => {
+    if (sales === undefined) throw new Error("the sales account was not announced")
+    const key = `Bearer ${sales.apiKey}`
+    const { authorization } = await buy(server.baseUrl, "speak", SPEAK)
+    expect((await call(server.baseUrl, "/v1/capabilities/speak", SPEAK, authorization)).status).toBe(200)
+    const wallet = await fetch(`${server.baseUrl}/v1/wallet`, { headers: { authorization: key } })
+    expect(wallet.status).toBe(200)
+    expect(((await wallet.json()) as { balanceSats: number }).balanceSats).toBeGreaterThan(0)
+
+    // Only search may be sold now: a speak challenge is refused before any invoice.
+    const patched = await fetch(`${server.baseUrl}/v1/agents/${sales.agentId}/policy`, {
+      method: "PATCH",
+      headers: { authorization: key, "content-type": "application/json" },
+      body: JSON.stringify({ allowedCapabilities: ["search"] })
+    })
+    expect(patched.status).toBe(200)
+    const refused = await call(server.baseUrl, "/v1/capabilities/speak", SPEAK)
+    expect(refused.status).toBe(403)
+    expect(refused.body.error.code).toBe("CAPABILITY_NOT_ALLOWED")
+    expect(refused.headers.get("www-authenticate")).toBeNull()
+  }, 30_000)
+})

@@ -1,6 +1,10 @@
 import { ConfigProvider, Effect, Exit } from "effect"
+import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { describe, expect, it } from "vitest"
-import { loadL402SellConfig } from "../../adapters/l402.ts"
+import { keepSalesKey, loadL402SellConfig, SALES_KEY_FILE_NAME } from "../../adapters/l402.ts"
+import type { AccountId, AgentId } from "../../src/domain/ids.ts"
 
 const load = (env: Record<string, string>, hasRate = true) =>
   Effect.runPromiseExit(
@@ -42,5 +46,21 @@ describe("L402 selling configuration", () => {
 
   it("needs a BTC/USD rate to sell", async () => {
     expect(await refusal({ L402_SELL: "on" }, false)).toContain("L402_SELL=on needs a BTC/USD rate")
+  })
+})
+
+describe("the sales agent's key file", () => {
+  it("is written once, private, and never overwritten", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "spendgate-l402-"))
+    try {
+      const created = { accountId: "acc_1" as AccountId, agentId: "agt_1" as AgentId, apiKey: "sk_agt_first" }
+      await Effect.runPromise(keepSalesKey(dir)(created))
+      await Effect.runPromise(keepSalesKey(dir)({ ...created, apiKey: "sk_agt_second" }))
+      const path = join(dir, SALES_KEY_FILE_NAME)
+      expect(readFileSync(path, "utf8")).toContain("apiKey=sk_agt_first")
+      expect(statSync(path).mode & 0o777).toBe(0o600)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 })
