@@ -6,9 +6,9 @@ import { storeBackends } from "../support/server.ts"
 
 /** The L402 seller's store, the same rules on memory, PGlite and PostgreSQL. */
 
-const withStore = <A>(make: () => Layer.Layer<unknown, unknown>, body: (store: L402Store["Service"]) => Effect.Effect<A>) =>
+const withStore = <A>(make: () => Layer.Layer<never, unknown>, body: (store: L402Store["Service"]) => Effect.Effect<A>) =>
   Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-    const context = yield* Layer.build(make() as Layer.Layer<L402Store, unknown>)
+    const context = yield* Layer.build(make() as unknown as Layer.Layer<L402Store, unknown>)
     return yield* body(Context.get(context, L402Store))
   })))
 
