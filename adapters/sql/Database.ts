@@ -9,6 +9,8 @@ import type { Store } from "../../src/ports/Store.ts"
 import { migrations } from "./migrations.ts"
 import * as PgliteClient from "./PgliteClient.ts"
 import * as PoolStats from "./poolStats.ts"
+import type { L402Store } from "../../src/ports/L402Store.ts"
+import * as SqlL402Store from "./SqlL402Store.ts"
 import * as SqlIdempotencyStore from "./SqlIdempotencyStore.ts"
 import * as SqlAdminStore from "./SqlAdminStore.ts"
 import * as SqlRegistryStore from "./SqlRegistryStore.ts"
@@ -58,11 +60,12 @@ export const sqlClientLayer = (options: DatabaseOptions): Layer.Layer<SqlClient.
 
 /** A migrated SQL store (and idempotency-key store) over an already provided SqlClient. */
 export const storeOverClient: Layer.Layer<
-  Store | AdminStore | IdempotencyStore | RegistryStore,
+  Store | AdminStore | IdempotencyStore | RegistryStore | L402Store,
   unknown,
   SqlClient.SqlClient
 > = Layer.mergeAll(
   SqlStore.layer,
+  SqlL402Store.layer,
   SqlRegistryStore.layer,
   SqlAdminStore.layer,
   SqlIdempotencyStore.layer,
@@ -74,7 +77,7 @@ export const storeOverClient: Layer.Layer<
 
 export const storeLayer = (
   options: DatabaseOptions
-): Layer.Layer<Store | AdminStore | IdempotencyStore | RegistryStore, unknown> =>
+): Layer.Layer<Store | AdminStore | IdempotencyStore | RegistryStore | L402Store, unknown> =>
   storeOverClient.pipe(Layer.provide(sqlClientLayer(options)))
 
 /** Lets callers fail fast with a clear message when storage cannot be opened. */
