@@ -5,6 +5,7 @@ import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
 import type { AdminStore } from "../../src/ports/AdminStore.ts"
 import type { RegistryStore } from "../../src/ports/RegistryStore.ts"
 import type { Store } from "../../src/ports/Store.ts"
+import { type CacheMode, readCacheLayer } from "./cacheFeed.ts"
 import { migrations } from "./migrations.ts"
 import * as PgliteClient from "./PgliteClient.ts"
 import * as SqlIdempotencyStore from "./SqlIdempotencyStore.ts"
@@ -34,19 +35,37 @@ export const sqlClientLayer = (options: DatabaseOptions): Layer.Layer<SqlClient.
     onNone: () => PgliteClient.layer({ dataDir: options.dataDir })
   })
 
+export interface StoreOptions {
+  /**
+   * How the read cache (ReadCache.ts) learns of changes; default `auto`:
+   * PostgreSQL notifications when the client is a PgClient, in-process
+   * invalidation alone on PGlite.
+   */
+  readonly cache?: CacheMode | undefined
+}
+
+/** A migrated SQL store (and idempotency-key store) over an already provided SqlClient. */
+export const storeOverClientWith = (options: StoreOptions = {}): Layer.Layer<
+  Store | AdminStore | IdempotencyStore | RegistryStore,
+  unknown,
+  SqlClient.SqlClient
+> =>
+  Layer.mergeAll(
+    SqlStore.layer,
+    SqlRegistryStore.layer,
+    SqlAdminStore.layer,
+    SqlIdempotencyStore.layer
+  ).pipe(
+    Layer.provide(readCacheLayer(options.cache)),
+    Layer.provide(runMigrations)
+  )
+
 /** A migrated SQL store (and idempotency-key store) over an already provided SqlClient. */
 export const storeOverClient: Layer.Layer<
   Store | AdminStore | IdempotencyStore | RegistryStore,
   unknown,
   SqlClient.SqlClient
-> = Layer.mergeAll(
-  SqlStore.layer,
-  SqlRegistryStore.layer,
-  SqlAdminStore.layer,
-  SqlIdempotencyStore.layer
-).pipe(
-  Layer.provide(runMigrations)
-)
+> = storeOverClientWith()
 
 export const storeLayer = (
   options: DatabaseOptions
