@@ -7,6 +7,7 @@ import type { RegistryStore } from "../../src/ports/RegistryStore.ts"
 import type { Store } from "../../src/ports/Store.ts"
 import { type CacheMode, readCacheLayer } from "./cacheFeed.ts"
 import { migrations } from "./migrations.ts"
+import type { ReadCache } from "./ReadCache.ts"
 import * as PgliteClient from "./PgliteClient.ts"
 import * as SqlIdempotencyStore from "./SqlIdempotencyStore.ts"
 import * as SqlAdminStore from "./SqlAdminStore.ts"
@@ -44,9 +45,12 @@ export interface StoreOptions {
   readonly cache?: CacheMode | undefined
 }
 
-/** A migrated SQL store (and idempotency-key store) over an already provided SqlClient. */
+/**
+ * A migrated SQL store (and idempotency-key store) over an already provided
+ * SqlClient; its read cache is in the context too (for its statistics).
+ */
 export const storeOverClientWith = (options: StoreOptions = {}): Layer.Layer<
-  Store | AdminStore | IdempotencyStore | RegistryStore,
+  Store | AdminStore | IdempotencyStore | RegistryStore | ReadCache,
   unknown,
   SqlClient.SqlClient
 > =>
@@ -56,13 +60,13 @@ export const storeOverClientWith = (options: StoreOptions = {}): Layer.Layer<
     SqlAdminStore.layer,
     SqlIdempotencyStore.layer
   ).pipe(
-    Layer.provide(readCacheLayer(options.cache)),
+    Layer.provideMerge(readCacheLayer(options.cache)),
     Layer.provide(runMigrations)
   )
 
-/** A migrated SQL store (and idempotency-key store) over an already provided SqlClient. */
+/** `storeOverClientWith()`: the read cache as `auto` chooses. */
 export const storeOverClient: Layer.Layer<
-  Store | AdminStore | IdempotencyStore | RegistryStore,
+  Store | AdminStore | IdempotencyStore | RegistryStore | ReadCache,
   unknown,
   SqlClient.SqlClient
 > = storeOverClientWith()

@@ -1,5 +1,5 @@
 import { PgClient, PgConnection } from "@effect/sql-pg"
-import { Cause, Duration, Effect, Layer, Option, Queue } from "effect"
+import { Cause, Duration, Effect, type Exit, Layer, Option, Queue } from "effect"
 import { ReadCache, type ReadCacheShape, makeReadCache } from "./ReadCache.ts"
 
 /**
@@ -65,6 +65,15 @@ const listenOnce = (pg: PgClient.PgClient, cache: ReadCacheShape, onListening: E
     }
   }))
 
+const reason = (exit: Exit.Exit<unknown, unknown>): string => {
+  if (exit._tag === "Success") return "ended"
+  const error = Cause.squash(exit.cause)
+  const text = error instanceof Error
+    ? [error.message, error.cause instanceof Error ? error.cause.message : undefined].filter((m) => m !== undefined).join(": ")
+    : String(error)
+  return text.slice(0, 200)
+}
+
 /** Runs for the life of the scope: listens, and listens again after every failure. */
 export const followInvalidations = (pg: PgClient.PgClient, cache: ReadCacheShape) =>
   Effect.gen(function*() {
@@ -83,8 +92,7 @@ export const followInvalidations = (pg: PgClient.PgClient, cache: ReadCacheShape
       if (!lost) {
         lost = true
         yield* Effect.logWarning(
-          "Read cache: not listening for changes; every read goes to the database until it listens again",
-          exit._tag === "Failure" ? Cause.squash(exit.cause) : "ended"
+          `Read cache: not listening for changes (${reason(exit)}); every read goes to the database until it listens again`
         )
       }
       yield* Effect.sleep(Duration.millis(retryMs))
