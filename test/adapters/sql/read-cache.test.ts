@@ -1,5 +1,5 @@
-import { PgClient } from "@effect/sql-pg"
-import { Context, Deferred, Effect, Exit, Layer, Option, Redacted, Scope } from "effect"
+import { PgClient, PgConnection } from "@effect/sql-pg"
+import { Context, Deferred, Effect, Exit, Layer, Option, Queue, Redacted, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { applyNotification } from "../../../adapters/sql/cacheFeed.ts"
@@ -183,7 +183,7 @@ const newAccount = async (store: StoreShape) => {
   const second: Agent = { ...agent, id: newAgentId(), name: "second" }
   const secondHash = keyHash.split("").reverse().join("")
   await Effect.runPromise(store.createAgent({ agent: second, keyHash: secondHash, policy: unlimitedPolicy }))
-  return { accountId, agentId: agent.id, keyHash }
+  return { accountId, agentId: agent.id, keyHash, secondId: second.id }
 }
 
 const read = (opened: Opened, keyHash: string) =>
@@ -233,15 +233,24 @@ describe("two stores with their own caches on one PostgreSQL database", () => {
     await eventually(async () => Option.getOrThrow(await read(b, keyHash)).killed)
   })
 
-  it("a lastActiveAt write alone announces nothing", async () => {
-    const { agentId, keyHash } = await newAccount(a.store)
-    await read(b, keyHash)
-    const before = b.cache.stats().invalidations
-    const at = new Date()
-    await Effect.runPromise(a.store.touchAgent(agentId, at, new Date(at.getTime() - 60_000)))
-    // A ping (every second) passes through the same channel: wait for one, so the touch's would have come first.
-    await sleep(1_200)
-    expect(b.cache.stats().invalidations).toBe(before)
+  it("a lastActiveAt write alone announces nothing; a kill after it does", async () => {
+    const { accountId, agentId, secondId } = await newAccount(a.store)
+    const heard = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const connection = yield* PgConnection.make({ url: Redacted.make(url) })
+      const notifications = yield* connection.listen("spendgate_cache")
+      const at = new Date()
+      yield* a.store.touchAgent(agentId, at, new Date(at.getTime() - 60_000))
+      // Another agent's kill, as a marker: delivered in commit order, the touch's would come before it.
+      yield* a.store.updateAgent(accountId, secondId, { killed: true, at })
+      const payloads: Array<string> = []
+      while (!payloads.includes(`agent:${secondId}`)) {
+        const next = yield* Queue.take(notifications).pipe(Effect.timeoutOption(5_000))
+        if (Option.isNone(next)) break
+        if (next.value.payload !== "ping") payloads.push(next.value.payload)
+      }
+      return payloads
+    })))
+    expect(heard).toEqual([`agent:${secondId}`])
   })
 
   it("when its listening connection dies, a store serves nothing from memory until it listens again", async () => {
