@@ -6,7 +6,9 @@ import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
 import type { AdminStore } from "../../src/ports/AdminStore.ts"
 import type { RegistryStore } from "../../src/ports/RegistryStore.ts"
 import type { Store } from "../../src/ports/Store.ts"
+import { type CacheMode, readCacheLayer } from "./cacheFeed.ts"
 import { migrations } from "./migrations.ts"
+import type { ReadCache } from "./ReadCache.ts"
 import * as PgliteClient from "./PgliteClient.ts"
 import * as PoolStats from "./poolStats.ts"
 import type { L402Store } from "../../src/ports/L402Store.ts"
@@ -58,22 +60,43 @@ export const sqlClientLayer = (options: DatabaseOptions): Layer.Layer<SqlClient.
     onNone: () => PgliteClient.layer({ dataDir: options.dataDir })
   })
 
-/** A migrated SQL store (and idempotency-key store) over an already provided SqlClient. */
-export const storeOverClient: Layer.Layer<
-  Store | AdminStore | IdempotencyStore | RegistryStore | L402Store,
+export interface StoreOptions {
+  /**
+   * How the read cache (ReadCache.ts) learns of changes; default `auto`:
+   * PostgreSQL notifications when the client is a PgClient, in-process
+   * invalidation alone on PGlite.
+   */
+  readonly cache?: CacheMode | undefined
+}
+
+/**
+ * A migrated SQL store (and idempotency-key store) over an already provided
+ * SqlClient; its read cache is in the context too (for its statistics).
+ */
+export const storeOverClientWith = (options: StoreOptions = {}): Layer.Layer<
+  Store | AdminStore | IdempotencyStore | RegistryStore | L402Store | ReadCache,
   unknown,
   SqlClient.SqlClient
-> = Layer.mergeAll(
-  SqlStore.layer,
-  SqlL402Store.layer,
-  SqlRegistryStore.layer,
-  SqlAdminStore.layer,
-  SqlIdempotencyStore.layer,
-  // What GET /metrics reports of the connections (spendgate_db_*).
-  PoolStats.layer
-).pipe(
-  Layer.provide(runMigrations)
-)
+> =>
+  Layer.mergeAll(
+    SqlStore.layer,
+    SqlL402Store.layer,
+    SqlRegistryStore.layer,
+    SqlAdminStore.layer,
+    SqlIdempotencyStore.layer,
+    // What GET /metrics reports of the connections (spendgate_db_*).
+    PoolStats.layer
+  ).pipe(
+    Layer.provideMerge(readCacheLayer(options.cache)),
+    Layer.provide(runMigrations)
+  )
+
+/** `storeOverClientWith()`: the read cache as `auto` chooses. */
+export const storeOverClient: Layer.Layer<
+  Store | AdminStore | IdempotencyStore | RegistryStore | L402Store | ReadCache,
+  unknown,
+  SqlClient.SqlClient
+> = storeOverClientWith()
 
 export const storeLayer = (
   options: DatabaseOptions

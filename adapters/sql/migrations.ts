@@ -346,7 +346,42 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
       )`
     yield* sql`CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE status = 'pending'`
     yield* sql`CREATE INDEX webhook_deliveries_endpoint ON webhook_deliveries (endpoint_id, created_at DESC, id DESC)`
-    }),
+  }),
+  "0013_cache_notifications": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // Processes keep agents and the approved registry services in memory
+    // (adapters/sql/ReadCache.ts). Every change of either is announced on
+    // the channel spendgate_cache, delivered when the change commits:
+    // `agent:<id>` for an agent (a lastActiveAt-only write excepted: nothing
+    // is decided on it), `registry` for a registry submission.
+    yield* sql`
+      CREATE FUNCTION spendgate_notify_agent_change() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF TG_OP = 'UPDATE' THEN
+          IF (to_jsonb(OLD) - 'last_active_at') = (to_jsonb(NEW) - 'last_active_at') THEN
+            RETURN NULL;
+          END IF;
+          PERFORM pg_notify('spendgate_cache', 'agent:' || NEW.id);
+        ELSE
+          PERFORM pg_notify('spendgate_cache', 'agent:' || OLD.id);
+        END IF;
+        RETURN NULL;
+      END
+      $$`
+    yield* sql`
+      CREATE TRIGGER agents_notify_change AFTER UPDATE OR DELETE ON agents
+      FOR EACH ROW EXECUTE FUNCTION spendgate_notify_agent_change()`
+    yield* sql`
+      CREATE FUNCTION spendgate_notify_registry_change() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        PERFORM pg_notify('spendgate_cache', 'registry');
+        RETURN NULL;
+      END
+      $$`
+    yield* sql`
+      CREATE TRIGGER registry_notify_change AFTER INSERT OR UPDATE OR DELETE ON registry_submissions
+      FOR EACH STATEMENT EXECUTE FUNCTION spendgate_notify_registry_change()`
+  }),
   "0014_ledger_functions": Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     // One round trip per ledger step: reserve, settle and release as SQL
