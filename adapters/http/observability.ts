@@ -58,19 +58,41 @@ export const noteAgent = (agentId: string): Effect.Effect<void> =>
 
 // ---- routes -------------------------------------------------------------------
 
-interface Template {
-  readonly pattern: RegExp
-  readonly template: string
+/**
+ * The templates of one method as a tree of path segments: a literal child per
+ * segment text and one child for a parameter. A lookup walks the request's
+ * segments once (both children where both match) instead of trying every
+ * template's pattern in turn.
+ */
+interface Node {
+  readonly literal: Map<string, Node>
+  param: Node | undefined
+  /** Templates ending here, with their rank (lower wins). */
+  readonly ends: Array<{ readonly template: string; readonly rank: number }>
 }
 
-const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+const newNode = (): Node => ({ literal: new Map(), param: undefined, ends: [] })
 
-const compile = (template: string): RegExp =>
-  new RegExp(
-    `^${
-      template.split("/").map((segment) => segment.startsWith(":") ? "[^/]+" : escapeRegExp(segment)).join("/")
-    }/?$`
-  )
+/** The best-ranked template whose segments match `segments` from `index` on. */
+const bestMatch = (
+  node: Node,
+  segments: ReadonlyArray<string>,
+  index: number
+): { readonly template: string; readonly rank: number } | undefined => {
+  if (index === segments.length) {
+    let best: { readonly template: string; readonly rank: number } | undefined
+    for (const end of node.ends) if (best === undefined || end.rank < best.rank) best = end
+    return best
+  }
+  const segment = segments[index]!
+  const literal = node.literal.get(segment)
+  const viaLiteral = literal === undefined ? undefined : bestMatch(literal, segments, index + 1)
+  // A parameter stands for one non-empty segment.
+  const viaParam = node.param === undefined || segment === "" ? undefined : bestMatch(node.param, segments, index + 1)
+  if (viaLiteral === undefined) return viaParam
+  if (viaParam === undefined) return viaLiteral
+  return viaLiteral.rank <= viaParam.rank ? viaLiteral : viaParam
+}
 
 /** Which path template a request matched, from the API's endpoints and the routes beside it. */
 export interface RouteResolver {
@@ -81,10 +103,10 @@ export const routeResolver = <Id extends string, Groups extends HttpApiGroup.Con
   api: HttpApi.HttpApi<Id, Groups>,
   extra: ReadonlyArray<{ readonly method: string; readonly path: string }>
 ): RouteResolver => {
-  const byMethod = new Map<string, Array<Template>>()
+  const byMethod = new Map<string, Array<string>>()
   const add = (method: string, path: string) => {
     const list = byMethod.get(method) ?? []
-    list.push({ pattern: compile(path), template: path })
+    list.push(path)
     byMethod.set(method, list)
   }
   HttpApi.reflect(api, {
@@ -92,17 +114,51 @@ export const routeResolver = <Id extends string, Groups extends HttpApiGroup.Con
     onEndpoint: ({ endpoint }) => add(endpoint.method, endpoint.path)
   })
   for (const route of extra) add(route.method, route.path)
-  // Literal segments win over parameters (`/v1/webhooks/alerts/...` before `/v1/webhooks/:id`).
-  for (const list of byMethod.values()) {
-    list.sort((a, b) => (b.template.split(":").length === a.template.split(":").length
-      ? b.template.length - a.template.length
-      : a.template.split(":").length - b.template.split(":").length))
+  const trees = new Map<string, Node>()
+  for (const [method, templates] of byMethod) {
+    // Fewer parameters first, then the longer template: literal segments win
+    // over parameters (`/v1/webhooks/alerts/...` before `/v1/webhooks/:id`).
+    const ranked = [...templates].sort((a, b) => (b.split(":").length === a.split(":").length
+      ? b.length - a.length
+      : a.split(":").length - b.split(":").length))
+    const root = newNode()
+    ranked.forEach((template, rank) => {
+      let node = root
+      for (const segment of template.split("/")) {
+        if (segment.startsWith(":")) {
+          node.param ??= newNode()
+          node = node.param
+        } else {
+          let next = node.literal.get(segment)
+          if (next === undefined) {
+            next = newNode()
+            node.literal.set(segment, next)
+          }
+          node = next
+        }
+      }
+      node.ends.push({ template, rank })
+    })
+    trees.set(method, root)
   }
-  const find = (method: string, path: string) =>
-    byMethod.get(method)?.find((candidate) => candidate.pattern.test(path))?.template ??
-      byMethod.get("*")?.find((candidate) => candidate.pattern.test(path))?.template
+  const inTree = (tree: Node | undefined, segments: ReadonlyArray<string>) => {
+    if (tree === undefined) return undefined
+    const exact = bestMatch(tree, segments, 0)
+    // One trailing slash is allowed (`/v1/wallet/`).
+    const trimmed = segments.length > 1 && segments[segments.length - 1] === ""
+      ? bestMatch(tree, segments.slice(0, -1), 0)
+      : undefined
+    if (exact === undefined) return trimmed?.template
+    if (trimmed === undefined) return exact.template
+    return exact.rank <= trimmed.rank ? exact.template : trimmed.template
+  }
+  const find = (method: string, segments: ReadonlyArray<string>) =>
+    inTree(trees.get(method), segments) ?? inTree(trees.get("*"), segments)
   return {
-    resolve: (method, path) => find(method, path) ?? (method === "HEAD" ? find("GET", path) : undefined)
+    resolve: (method, path) => {
+      const segments = path.split("/")
+      return find(method, segments) ?? (method === "HEAD" ? find("GET", segments) : undefined)
+    }
   }
 }
 

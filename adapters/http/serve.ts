@@ -21,6 +21,7 @@ import {
   railsLayer,
   rateLayer
 } from "../payments.ts"
+import { describeL402Sell, keepSalesKey, loadL402SellConfig } from "../l402.ts"
 import { loadProvidersConfig, providersLayer } from "../providersConfig.ts"
 import { DataDirInUse, DataDirLockFailed } from "../sql/dataDirLock.ts"
 import { describeStorage, storeLayer } from "../sql/Database.ts"
@@ -191,6 +192,8 @@ const serveWith = (config: ServerConfig, otlp: Option.Option<OtlpConfig>) => Eff
   yield* Effect.logInfo(
     `Providers: ${capabilities.builders.map((b) => `${b.capability}/${b.name}`).join(", ") || "none"}`
   )
+  const l402 = yield* loadL402SellConfig({ hasRate: payments.rate.kind !== "none" })
+  yield* Effect.logInfo(`L402 selling: ${describeL402Sell(l402)}`)
   if (payments.devRailsPublic) yield* Effect.logWarning(devRailsPublicWarning(payments, config.host))
 
   yield* checkPortFree(config.host, config.port)
@@ -205,6 +208,15 @@ const serveWith = (config: ServerConfig, otlp: Option.Option<OtlpConfig>) => Eff
     rateLimits: rateLimitOptions(rateLimits),
     signup: signupOptions(signup),
     sessions: { ...sessions, trustProxyHops: signup.trustProxyHops },
+    ...(l402 === undefined
+      ? {}
+      : {
+        l402: {
+          settings: { ...l402.settings, onSalesAccountCreated: keepSalesKey(config.dataDir) },
+          anonymousPerMinute: l402.anonymousPerMinute,
+          trustProxyHops: signup.trustProxyHops
+        }
+      }),
     // One line per request at Info; LOG_LEVEL=Warn (or above) silences it.
     logRequests: true
   }).pipe(

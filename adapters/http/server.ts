@@ -1,7 +1,12 @@
 import { NodeHttpServer } from "@effect/platform-node"
-import { Layer, Option, type Redacted } from "effect"
+import { type Context, Effect, Layer, Option, type Redacted } from "effect"
 import { constTrue } from "effect/Function"
 import { HttpMiddleware, HttpRouter, type HttpServer } from "effect/http"
+import { L402Seller, type L402SellSettings } from "../../src/l402/Seller.ts"
+import { L402Store } from "../../src/ports/L402Store.ts"
+import type { RateLimiter } from "../../src/ports/RateLimiter.ts"
+import { RateSource } from "../../src/ports/RateSource.ts"
+import { L402AuthenticationLive, type L402HttpOptions } from "./l402.ts"
 import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
 import { createServer } from "node:http"
 import { withClientErrors } from "./clientError.ts"
@@ -59,6 +64,39 @@ export interface HttpOptions {
   readonly railRoutes?: ReadonlyArray<RailRoute>
   /** Dashboard sessions: lifetimes and the sign-in limit (sessions.ts). */
   readonly sessions?: SessionOptions
+  /** L402_SELL=on: anonymous capability calls are sold over L402 (adapters/http/l402.ts). */
+  readonly l402?: L402SellOptions
+}
+
+export interface L402SellOptions extends L402HttpOptions {
+  readonly settings: L402SellSettings
+}
+
+/**
+ * A service the storage or the gateway provides at run time although the
+ * server's type does not ask for it (the L402 seller's store and rate): the
+ * server stops at start with a clear message when it is missing.
+ */
+const fromContext = <I, S>(tag: Context.Key<I, S>, what: string) =>
+  Layer.effect(
+    tag,
+    Effect.flatMap(Effect.serviceOption(tag), Option.match({
+      onNone: () => Effect.die(new Error(`L402_SELL=on needs ${what}`)),
+      onSome: Effect.succeed
+    }))
+  )
+
+const authenticationLayer = (options: Omit<HttpOptions, "port" | "host">, limiter: Layer.Layer<RateLimiter>) => {
+  const authentication = RateLimitedAuthenticationLive({ ...options.rateLimits, limiter })
+  const l402 = options.l402
+  if (l402 === undefined) return authentication
+  return L402AuthenticationLive(l402).pipe(
+    Layer.provide(authentication),
+    Layer.provide(L402Seller.layer(l402.settings)),
+    Layer.provide(limiter),
+    Layer.provide(fromContext(L402Store, "a store with L402 state (memory, PGlite or PostgreSQL)")),
+    Layer.provide(fromContext(RateSource, "a BTC/USD rate source"))
+  )
 }
 
 /** All routes of the API: /v1, /health, /v1/openapi.json, /docs, /mcp and the dashboard (/, /admin, /ui/). */
@@ -84,7 +122,7 @@ export const routes = (options: Omit<HttpOptions, "port" | "host"> = {}) => {
     openAiErrorsMiddleware(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }),
     anthropicErrorsMiddleware(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes })
   ).pipe(
-    Layer.provideMerge(RateLimitedAuthenticationLive({ ...options.rateLimits, limiter })),
+    Layer.provideMerge(authenticationLayer(options, limiter)),
     Layer.provideMerge(SignupAdmissionLive),
     Layer.provideMerge(SignupGateLive(options.signup).pipe(Layer.provide(limiter))),
     Layer.provideMerge(IdempotencyKeysLive),

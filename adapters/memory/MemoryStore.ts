@@ -1,3 +1,5 @@
+import * as MemoryL402Store from "./MemoryL402Store.ts"
+import type { L402Store } from "../../src/ports/L402Store.ts"
 import { Context, Effect, Layer, Option, Result, Semaphore } from "effect"
 import { GENESIS_HASH, sealAuditRecord, type UnhashedAuditRecord } from "../../src/audit/chain.ts"
 import type { Agent, Policy } from "../../src/domain/Agent.ts"
@@ -745,11 +747,12 @@ const makeMemoryLedger = (shared: {
 }
 
 /** The in-memory store together with the in-memory idempotency-key store. */
-export const layer: Layer.Layer<Store | AdminStore | IdempotencyStore | RegistryStore> = Layer.mergeAll(
+export const layer: Layer.Layer<Store | AdminStore | IdempotencyStore | RegistryStore | L402Store> = Layer.mergeAll(
   Layer.effectContext(Effect.sync(() => {
     const { admin, ...store } = makeMemoryStore()
     return Context.make(Store, store).pipe(Context.add(AdminStore, admin))
   })),
   MemoryIdempotencyStore.layer,
-  MemoryRegistryStore.layer
+  MemoryRegistryStore.layer,
+  MemoryL402Store.layer
 )

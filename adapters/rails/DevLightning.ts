@@ -65,6 +65,24 @@ export interface DevLightningNode {
   readonly issue: (request: LightningInvoiceRequest) => Effect.Effect<DevLightningInvoice, RailError>
 }
 
+/**
+ * Preimages of the invoices this process's dev nodes issued, by payment
+ * hash, so the dev payer route can hand the payer its proof of payment
+ * (as a real wallet learns the preimage when its payment settles). Bounded:
+ * the oldest are forgotten first; a restart forgets them all (the invoice
+ * can still be paid, only its preimage is no longer shown).
+ */
+const MAX_REMEMBERED_PREIMAGES = 10_000
+const preimages = new Map<string, string>()
+
+const rememberPreimage = (paymentHash: string, preimage: string) => {
+  preimages.set(paymentHash, preimage)
+  if (preimages.size > MAX_REMEMBERED_PREIMAGES) preimages.delete(preimages.keys().next().value!)
+}
+
+/** The preimage (hex) of an invoice a dev node of this process issued, if still remembered. */
+export const preimageOf = (paymentHash: string): string | undefined => preimages.get(paymentHash)
+
 const railError = (message: string) => new RailError({ rail: RAIL_NAME, message })
 
 const causeMessage = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
@@ -222,6 +240,7 @@ export const make = (options: DevLightningOptions): Effect.Effect<DevLightningNo
           }),
         catch: (cause) => railError(`cannot encode invoice ${request.invoiceId}: ${causeMessage(cause)}`)
       })
+      rememberPreimage(bytesToHex(paymentHash), bytesToHex(preimage))
       return { paymentRequest, paymentHash: bytesToHex(paymentHash), preimage: bytesToHex(preimage) }
     })
 

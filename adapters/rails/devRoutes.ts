@@ -3,6 +3,7 @@ import { effectiveStatus } from "../../src/domain/Invoice.ts"
 import { microUsdToCents } from "../../src/domain/Money.ts"
 import { PaymentSink, railHtml, railJson, type RailRoute, RailRouteRefused } from "../../src/ports/Rails.ts"
 import { Store } from "../../src/ports/Store.ts"
+import { preimageOf } from "./DevLightning.ts"
 
 /**
  * The dev rails' routes, which stand in for the payer so that `npm start`
@@ -60,7 +61,9 @@ export const lightningPayRoute: RailRoute = {
         paidAt: yield* now,
         source: "dev"
       })
-      return railJson({ invoiceId: invoice.value.id, outcome })
+      // A paid invoice's preimage is the payer's proof of payment (what an L402 client presents).
+      const preimage = outcome === "credited" || outcome === "duplicate" ? preimageOf(invoice.value.externalId) : undefined
+      return railJson({ invoiceId: invoice.value.id, outcome, ...(preimage === undefined ? {} : { preimage }) })
     })
 }
 

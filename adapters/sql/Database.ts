@@ -7,9 +7,13 @@ import type { L402PaymentStore } from "../../src/ports/L402PaymentStore.ts"
 import type { AdminStore } from "../../src/ports/AdminStore.ts"
 import type { RegistryStore } from "../../src/ports/RegistryStore.ts"
 import type { Store } from "../../src/ports/Store.ts"
+import { type CacheMode, readCacheLayer } from "./cacheFeed.ts"
 import { migrations } from "./migrations.ts"
+import type { ReadCache } from "./ReadCache.ts"
 import * as PgliteClient from "./PgliteClient.ts"
 import * as PoolStats from "./poolStats.ts"
+import type { L402Store } from "../../src/ports/L402Store.ts"
+import * as SqlL402Store from "./SqlL402Store.ts"
 import * as SqlIdempotencyStore from "./SqlIdempotencyStore.ts"
 import * as SqlL402PaymentStore from "./SqlL402PaymentStore.ts"
 import * as SqlAdminStore from "./SqlAdminStore.ts"
@@ -58,26 +62,48 @@ export const sqlClientLayer = (options: DatabaseOptions): Layer.Layer<SqlClient.
     onNone: () => PgliteClient.layer({ dataDir: options.dataDir })
   })
 
-/** A migrated SQL store (and idempotency-key store) over an already provided SqlClient. */
-export const storeOverClient: Layer.Layer<
-  Store | AdminStore | IdempotencyStore | RegistryStore | L402PaymentStore,
+export interface StoreOptions {
+  /**
+   * How the read cache (ReadCache.ts) learns of changes; default `auto`:
+   * PostgreSQL notifications when the client is a PgClient, in-process
+   * invalidation alone on PGlite.
+   */
+  readonly cache?: CacheMode | undefined
+}
+
+/**
+ * A migrated SQL store (and idempotency-key store) over an already provided
+ * SqlClient; its read cache is in the context too (for its statistics).
+ */
+export const storeOverClientWith = (options: StoreOptions = {}): Layer.Layer<
+  Store | AdminStore | IdempotencyStore | RegistryStore | L402Store | L402PaymentStore | ReadCache,
   unknown,
   SqlClient.SqlClient
-> = Layer.mergeAll(
-  SqlStore.layer,
-  SqlRegistryStore.layer,
-  SqlAdminStore.layer,
-  SqlIdempotencyStore.layer,
-  SqlL402PaymentStore.layer,
-  // What GET /metrics reports of the connections (spendgate_db_*).
-  PoolStats.layer
-).pipe(
-  Layer.provide(runMigrations)
-)
+> =>
+  Layer.mergeAll(
+    SqlStore.layer,
+    SqlL402Store.layer,
+    SqlL402PaymentStore.layer,
+    SqlRegistryStore.layer,
+    SqlAdminStore.layer,
+    SqlIdempotencyStore.layer,
+    // What GET /metrics reports of the connections (spendgate_db_*).
+    PoolStats.layer
+  ).pipe(
+    Layer.provideMerge(readCacheLayer(options.cache)),
+    Layer.provide(runMigrations)
+  )
+
+/** `storeOverClientWith()`: the read cache as `auto` chooses. */
+export const storeOverClient: Layer.Layer<
+  Store | AdminStore | IdempotencyStore | RegistryStore | L402Store | L402PaymentStore | ReadCache,
+  unknown,
+  SqlClient.SqlClient
+> = storeOverClientWith()
 
 export const storeLayer = (
   options: DatabaseOptions
-): Layer.Layer<Store | AdminStore | IdempotencyStore | RegistryStore | L402PaymentStore, unknown> =>
+): Layer.Layer<Store | AdminStore | IdempotencyStore | RegistryStore | L402Store | L402PaymentStore, unknown> =>
   storeOverClient.pipe(Layer.provide(sqlClientLayer(options)))
 
 /** Lets callers fail fast with a clear message when storage cannot be opened. */

@@ -1,8 +1,8 @@
-import { Effect, Option, Result } from "effect"
+import { Deferred, Effect, Exit, Option, Result } from "effect"
 import type { SqlClient, Statement } from "effect/sql"
 import { sealAuditRecord, type UnhashedAuditRecord } from "../../src/audit/chain.ts"
 import type { Agent, Policy } from "../../src/domain/Agent.ts"
-import type { Capability } from "../../src/domain/Capability.ts"
+import { type Capability, capabilityNames } from "../../src/domain/Capability.ts"
 import type { AccountId, AgentId } from "../../src/domain/ids.ts"
 import {
   type AuditKind,
@@ -21,15 +21,22 @@ import { paged } from "./paging.ts"
 import { writeEvents } from "./SqlWebhooks.ts"
 import { agentChangeEvents, chargeRefunded, invoiceExpired, invoiceLatePayment, invoicePaid } from "../../src/webhooks/events.ts"
 import { reserveEvents } from "../../src/webhooks/spendEvents.ts"
-import type { CreditInput, FundingStore, LedgerStore, RecentActivity } from "../../src/ports/Store.ts"
-import { refusalKillsAgent } from "../../src/wallet/decide.ts"
+import type {
+  CreditInput,
+  FundingStore,
+  LedgerStore,
+  RecentActivity,
+  ReserveInput,
+  SettleInput,
+  SettleOutcome
+} from "../../src/ports/Store.ts"
+import { refusalKillsAgent, type SettlePlan } from "../../src/wallet/decide.ts"
 import type { StoredQuote } from "../../src/quotes/Quote.ts"
 import {
   creditEntries,
   heldReservation,
   lateSettleEntries,
   refundEntries,
-  releaseAudit,
   reserveAudit,
   settleEntries,
   unpaidEntries
@@ -231,6 +238,73 @@ export const toAuditRecord = (row: AuditRow): AuditRecord => ({
   hash: row.hash
 })
 
+/** The capability names the service knows, as `spendgate_reserve` takes them (stored unknown ones are ignored). */
+const KNOWN_CAPABILITIES = capabilityNames.join(",")
+
+const MAX_INT8 = 9_223_372_036_854_775_807n
+/** An actual cost as the settle function takes it: clamped to what BIGINT holds (it is clamped to the quote anyway). */
+const clampActual = (actual: bigint): string => (actual < 0n ? 0n : actual > MAX_INT8 ? MAX_INT8 : actual).toString()
+
+/** What `spendgate_settle` answers: the outcome, the charge, the pockets after, the reservation before. */
+interface SettleRow {
+  readonly outcome: string
+  readonly charged: Int8 | null
+  readonly charge_usd: Int8 | null
+  readonly charge_sats: Int8 | null
+  readonly wallet_usd: Int8 | null
+  readonly wallet_sats: Int8 | null
+  readonly r_id: string | null
+  readonly r_account_id: string
+  readonly r_agent_id: string
+  readonly r_capability: string
+  readonly r_provider: string
+  readonly r_quoted_micro_usd: Int8
+  readonly r_held_usd_micro: Int8
+  readonly r_held_sats_msat: Int8
+  readonly r_rate_micro_usd_per_btc: Int8 | null
+  readonly r_day: string
+  readonly r_status: string
+  readonly r_settled_micro_usd: Int8 | null
+  readonly r_created_at: Date | string
+  readonly r_expires_at: Date | string
+}
+
+const settleReservation = (row: SettleRow): ReservationRow => ({
+  id: row.r_id!,
+  account_id: row.r_account_id,
+  agent_id: row.r_agent_id,
+  capability: row.r_capability,
+  provider: row.r_provider,
+  quoted_micro_usd: row.r_quoted_micro_usd,
+  held_usd_micro: row.r_held_usd_micro,
+  held_sats_msat: row.r_held_sats_msat,
+  rate_micro_usd_per_btc: row.r_rate_micro_usd_per_btc,
+  day: row.r_day,
+  status: row.r_status,
+  settled_micro_usd: row.r_settled_micro_usd,
+  created_at: row.r_created_at,
+  expires_at: row.r_expires_at
+})
+
+/** Whether the database charged what `planSettle` plans. */
+const sameCharge = (plan: SettlePlan, row: SettleRow): boolean =>
+  row.charged !== null && row.charge_usd !== null && row.charge_sats !== null &&
+  big(row.charged) === plan.chargedMicroUsd && big(row.charge_usd) === plan.chargeUsdMicroUsd &&
+  big(row.charge_sats) === plan.chargeSatsMsat
+
+/** The most reserves of one wallet coalesced into one call. */
+const MAX_BATCH = 64
+
+/** A reserve waiting for its wallet's batch in flight: told its outcome, or to lead the next batch. */
+interface Waiter {
+  readonly input: ReserveInput
+  readonly done: Deferred.Deferred<Signal, unknown>
+}
+type ReserveResult = Effect.Success<ReturnType<LedgerStore["reserve"]>>
+type Signal =
+  | { readonly _tag: "Done"; readonly result: ReserveResult }
+  | { readonly _tag: "Lead" }
+
 export const makeSqlLedger = (
   sql: SqlClient.SqlClient,
   readAgent: (row: any) => { agent: Agent; policy: Policy }
@@ -367,18 +441,14 @@ export const makeSqlLedger = (
           : { reservation: toReservation(rows[0]), wallet: rows[0] as unknown as WalletRow }
     )
 
+  /** Release in one round trip: `spendgate_release` (migration 0014) locks, checks and writes. */
   const release: LedgerStore["release"] = (input) =>
-    sql.withTransaction(Effect.gen(function*() {
-      const locked = yield* lockHeld(input.accountId, input.reservationId)
-      if (locked === null || locked.reservation.status !== "held") return "NotHeld" as const
-      const { reservation, wallet } = locked
-      const audit = yield* seal(wallet, releaseAudit(reservation, input.auditId, input.reason, input.now))
-      yield* applyWrites(reservation.accountId, reservation.heldUsdMicroUsd, reservation.heldSatsMsat, audit, [
-        sql`UPDATE reservations SET status = 'released' WHERE id = ${reservation.id}`,
-        lowerDaily(reservation.agentId, reservation.day, reservation.quotedMicroUsd)
-      ])
-      return "Released" as const
-    })).pipe(Effect.orDie)
+    sql<{ outcome: string }>`
+      SELECT spendgate_release(${input.accountId}::text, ${input.reservationId}::text, ${input.auditId}::text,
+        ${input.reason}::text, ${input.now}::timestamptz) AS outcome`.pipe(
+        Effect.map((rows) => rows[0]?.outcome === "Released" ? "Released" as const : "NotHeld" as const),
+        Effect.orDie
+      )
 
   /**
    * Each pocket with what its held reservations will give back at most: the
@@ -551,17 +621,10 @@ export const makeSqlLedger = (
         ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value`.pipe(Effect.asVoid, Effect.orDie)
   }
 
-  return {
-    getWallet: (accountId) =>
-      sql<WalletRow>`SELECT * FROM wallets WHERE account_id = ${accountId}`.pipe(
-        Effect.flatMap((rows) =>
-          rows[0] === undefined ? Effect.die(new Error(`no wallet for ${accountId}`)) : Effect.succeed(toWallet(rows[0]))
-        ),
-        Effect.orDie
-      ),
 
-    reserve: (input) =>
-      sql.withTransaction(Effect.gen(function*() {
+  /** The general reserve: a snapshot read under the wallet lock, `decide` in TypeScript, then the writes. */
+  const reserveInTransaction = (input: ReserveInput) =>
+    sql.withTransaction(Effect.gen(function*() {
         // Lock first, then read: under READ COMMITTED a statement that waited
         // for the lock would otherwise see the daily spend as it was before
         // the transaction it waited for committed.
@@ -643,10 +706,158 @@ export const makeSqlLedger = (
           if (used.length !== 1) return yield* Effect.die(new Error(`quote ${claimed.id} was used concurrently`))
         }
         return Result.succeed(reservation)
-      })).pipe(Effect.orDie),
+      }))
 
-    settle: (input) =>
-      sql.withTransaction(Effect.gen(function*() {
+  /**
+   * Reserve in one round trip: `spendgate_reserve` (migration 0014) locks the
+   * wallet, decides by the mirror of `planHold` and writes the hold. Null when
+   * it made none (a refusal, or a hold the general path must record).
+   */
+  const reserveInOneCall = (input: ReserveInput) =>
+    Effect.map(
+      sql<{ outcome: string; from_usd: Int8; from_sats: Int8 }>`
+        SELECT * FROM spendgate_reserve(${input.accountId}::text, ${input.agentId}::text, ${input.reservationId}::text,
+          ${input.auditId}::text, ${input.capability}::text, ${input.provider}::text, ${input.quotedMicroUsd}::bigint,
+          ${input.rate?.rate.microUsdPerBtc ?? null}::bigint, ${input.day}::text, ${input.now}::timestamptz,
+          ${input.expiresAt}::timestamptz, ${KNOWN_CAPABILITIES}::text)`,
+      (rows) => {
+        const row = rows[0]
+        if (row === undefined || row.outcome !== "held") return null
+        return Result.succeed(heldReservation(input, { fromUsdMicroUsd: microUsd(row.from_usd), fromSatsMsat: msat(row.from_sats) }))
+      }
+    )
+
+  /**
+   * Several reserves of one wallet in one call (`spendgate_reserve_batch`):
+   * one transaction, one commit, each decided in the order given.
+   */
+  const reserveManyInOneCall = (inputs: ReadonlyArray<ReserveInput>) =>
+    inputs.length === 1
+      ? Effect.map(reserveInOneCall(inputs[0]!), (held) => [held])
+      : Effect.map(
+        sql<{ ord: Int8; outcome: string; from_usd: Int8; from_sats: Int8 }>`
+          SELECT * FROM spendgate_reserve_batch(${
+          JSON.stringify(inputs.map((input) => ({
+            accountId: input.accountId,
+            agentId: input.agentId,
+            reservationId: input.reservationId,
+            auditId: input.auditId,
+            capability: input.capability,
+            provider: input.provider,
+            quoted: input.quotedMicroUsd.toString(),
+            rate: input.rate === null ? null : input.rate.rate.microUsdPerBtc.toString(),
+            day: input.day,
+            now: input.now.toISOString(),
+            expiresAt: input.expiresAt.toISOString()
+          })))
+        }::jsonb, ${KNOWN_CAPABILITIES}::text)`,
+        (rows) => {
+          const byOrd = new Map(rows.map((row) => [Number(row.ord), row]))
+          return inputs.map((input, i) => {
+            const row = byOrd.get(i + 1)
+            if (row === undefined || row.outcome !== "held") return null
+            return Result.succeed(
+              heldReservation(input, { fromUsdMicroUsd: microUsd(row.from_usd), fromSatsMsat: msat(row.from_sats) })
+            )
+          })
+        }
+      )
+
+  /**
+   * The reserves of a batch, decided in order: holds in one call up to the
+   * first that is not held, which then takes the general path (recording its
+   * refusal's events or kill, or its hold's events) before the rest go on.
+   */
+  const decideInOrder = (inputs: ReadonlyArray<ReserveInput>) =>
+    Effect.gen(function*() {
+      const results: Array<ReserveResult> = []
+      let rest = inputs
+      while (rest.length > 0) {
+        const held = yield* reserveManyInOneCall(rest)
+        const stop = held.findIndex((h) => h === null)
+        if (stop === -1) {
+          results.push(...(held as Array<ReserveResult>))
+          break
+        }
+        results.push(...(held.slice(0, stop) as Array<ReserveResult>))
+        results.push(yield* reserveInTransaction(rest[stop]!))
+        rest = rest.slice(stop + 1)
+      }
+      return results
+    })
+
+  /**
+   * Group commit of the holds of a hot wallet. A reserve that finds no batch
+   * of its wallet in flight leads one at once; reserves that arrive while one
+   * is in flight wait in arrival order, and when it commits the first of them
+   * leads the next batch with all that waited (at most MAX_BATCH). Each gets
+   * its own decision, made under the wallet lock in arrival order (see
+   * `decideInOrder`); a batch's failure fails every reserve in it.
+   */
+  const inFlight = new Map<string, Array<Waiter>>()
+  const reserveCoalesced = (input: ReserveInput) =>
+    Effect.gen(function*() {
+      const done = yield* Deferred.make<Signal, unknown>()
+      const me: Waiter = { input, done }
+      const waiting = inFlight.get(input.accountId)
+      if (waiting !== undefined) {
+        waiting.push(me)
+        const signal = yield* Deferred.await(done)
+        if (signal._tag === "Done") return signal.result
+      } else {
+        inFlight.set(input.accountId, [me])
+      }
+      // Leading: this reserve is first in the queue; the batch is it and those behind it.
+      const queue = inFlight.get(input.accountId)!
+      const batch = queue.splice(0, MAX_BATCH)
+      const exit = yield* Effect.exit(decideInOrder(batch.map((waiter) => waiter.input)))
+      if (queue.length > 0) yield* Deferred.succeed(queue[0]!.done, { _tag: "Lead" } as const)
+      else inFlight.delete(input.accountId)
+      for (let i = 1; i < batch.length; i++) {
+        yield* Exit.isSuccess(exit)
+          ? Deferred.succeed(batch[i]!.done, { _tag: "Done", result: exit.value[i]! } as const)
+          : Deferred.failCause(batch[i]!.done, exit.cause)
+      }
+      return Exit.isSuccess(exit) ? exit.value[0]! : yield* Effect.failCause(exit.cause)
+    }).pipe(
+      // A leader or waiter that went away would strand the reserves queued behind it.
+      Effect.uninterruptible
+    )
+
+  /**
+   * Settle in one round trip: `spendgate_settle` (migration 0014) locks the
+   * wallet and the reservation, charges by the mirror of `planSettle` and
+   * writes. Null for a reservation the sweep released unsettled (a late settle).
+   */
+  const settleInOneCall = (input: SettleInput) =>
+    Effect.flatMap(
+      sql<SettleRow>`
+        SELECT * FROM spendgate_settle(${input.accountId}::text, ${input.reservationId}::text,
+          ${clampActual(input.actualMicroUsd)}::numeric, ${input.transactionId}::text, ${input.auditId}::text,
+          ${input.description}::text, ${input.now}::timestamptz)`,
+      (rows): Effect.Effect<SettleOutcome | null> => {
+        const row = rows[0]!
+        if (row.outcome === "slow") return Effect.succeed(null)
+        const reservation = row.r_id === null ? null : toReservation(settleReservation(row))
+        if (row.outcome === "NotHeld" || reservation === null) return Effect.succeed({ _tag: "NotHeld", reservation })
+        const plan = input.plan(reservation)
+        if (!sameCharge(plan, row)) {
+          return Effect.die(new Error(`settle: the database's charge of ${reservation.id} differs from planSettle`))
+        }
+        const entries = settleEntries(reservation, plan, input)
+        return Effect.succeed({
+          _tag: "Settled",
+          transaction: entries.transaction,
+          wallet: { accountId: input.accountId, usdMicroUsd: microUsd(row.wallet_usd!), satsMsat: msat(row.wallet_sats!) },
+          reservation: entries.reservation,
+          late: false
+        })
+      }
+    )
+
+  /** The general settle: the wallet and reservation locked, the plan in TypeScript, then the writes. */
+  const settleInTransaction = (input: SettleInput) =>
+    sql.withTransaction(Effect.gen(function*() {
         const locked = yield* lockHeld(input.accountId, input.reservationId)
         if (locked === null) return { _tag: "NotHeld", reservation: null } as const
         const { reservation, wallet } = locked
@@ -710,7 +921,34 @@ export const makeSqlLedger = (
           reservation: entries.reservation,
           late: false
         } as const
-      })).pipe(Effect.orDie),
+      }))
+
+  return {
+    getWallet: (accountId) =>
+      sql<WalletRow>`SELECT * FROM wallets WHERE account_id = ${accountId}`.pipe(
+        Effect.flatMap((rows) =>
+          rows[0] === undefined ? Effect.die(new Error(`no wallet for ${accountId}`)) : Effect.succeed(toWallet(rows[0]))
+        ),
+        Effect.orDie
+      ),
+
+    reserve: (input) =>
+      Effect.gen(function*() {
+        if (input.standardRules !== true || input.quote !== undefined) return yield* reserveInTransaction(input)
+        // A refusal (with its events and, for velocity, the kill) or a hold that fires an
+        // event is decided again, and recorded, by the general path under its own lock.
+        return yield* reserveCoalesced(input)
+      }).pipe(Effect.orDie),
+
+    settle: (input) =>
+      Effect.gen(function*() {
+        if (input.standardRules === true) {
+          const settled = yield* settleInOneCall(input)
+          if (settled !== null) return settled
+        }
+        // A reservation the sweep released while the call ran: settled late, in TypeScript.
+        return yield* settleInTransaction(input)
+      }).pipe(Effect.orDie),
 
     release,
 

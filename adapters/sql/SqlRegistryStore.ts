@@ -4,6 +4,7 @@ import type { AccountId, AgentId } from "../../src/domain/ids.ts"
 import { RegistryStore } from "../../src/ports/RegistryStore.ts"
 import type { Submission, SubmissionStatus } from "../../src/services/Service.ts"
 import { paged } from "./paging.ts"
+import { ReadCache } from "./ReadCache.ts"
 
 /**
  * Registry submissions in SQL. The submission's content is kept as JSON text
@@ -38,6 +39,9 @@ const toSubmission = (row: Row): Submission => ({
 
 export const makeSqlRegistryStore = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
+  const cache = yield* ReadCache
+  /** Runs once the change has committed, before the store call returns (the catalogue is served from memory). */
+  const thenInvalidate = Effect.ensuring(Effect.sync(() => cache.invalidateRegistry()))
   return RegistryStore.of({
     insert: (s) =>
       Effect.gen(function*() {
@@ -58,7 +62,7 @@ export const makeSqlRegistryStore = Effect.gen(function*() {
         }
           ON CONFLICT DO NOTHING RETURNING id`
         return rows.length === 1 ? "Inserted" as const : "SlugTaken" as const
-      }).pipe(Effect.orDie),
+      }).pipe(Effect.orDie, thenInvalidate),
     get: (id) =>
       sql<Row>`SELECT * FROM registry_submissions WHERE id = ${id}`.pipe(
         Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), toSubmission)),
@@ -76,11 +80,14 @@ export const makeSqlRegistryStore = Effect.gen(function*() {
         UPDATE registry_submissions SET status = ${decision.status}, review_note = ${decision.note}, reviewed_at = ${decision.at}
         WHERE id = ${id} AND status = 'pending' RETURNING *`.pipe(
         Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), toSubmission)),
-        Effect.orDie
+        Effect.orDie,
+        thenInvalidate
       ),
-    approved: sql<Row>`SELECT * FROM registry_submissions WHERE status = 'approved' ORDER BY created_at DESC, id COLLATE "C" DESC LIMIT 1000`
-      .pipe(Effect.map((rows) => rows.map(toSubmission)), Effect.orDie)
+    approved: cache.approved(
+      sql<Row>`SELECT * FROM registry_submissions WHERE status = 'approved' ORDER BY created_at DESC, id COLLATE "C" DESC LIMIT 1000`
+        .pipe(Effect.map((rows) => rows.map(toSubmission)), Effect.orDie)
+    )
   })
 })
 
-export const layer: Layer.Layer<RegistryStore, never, SqlClient.SqlClient> = Layer.effect(RegistryStore, makeSqlRegistryStore)
+export const layer: Layer.Layer<RegistryStore, never, SqlClient.SqlClient | ReadCache> = Layer.effect(RegistryStore, makeSqlRegistryStore)

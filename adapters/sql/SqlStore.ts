@@ -1,4 +1,4 @@
-import { Effect, Layer, Option } from "effect"
+import { Effect, Layer, Option, Result } from "effect"
 import { SqlClient } from "effect/sql"
 import type { Agent, KillReason, Policy, Role } from "../../src/domain/Agent.ts"
 import { type Capability, isCapability } from "../../src/domain/Capability.ts"
@@ -9,6 +9,8 @@ import { makeSqlLedger } from "./SqlLedger.ts"
 import { makeSqlWebhookStore, writeEvents } from "./SqlWebhooks.ts"
 import { agentChangeEvents, agentCreated } from "../../src/webhooks/events.ts"
 import { type NewAgent, type PolicyPatch, Store, type StoreShape, type UpdateAgentResult } from "../../src/ports/Store.ts"
+import { refusalKillsAgent } from "../../src/wallet/decide.ts"
+import { type CachedAgent, ReadCache } from "./ReadCache.ts"
 
 /**
  * The SQL store: one set of queries for PostgreSQL and PGlite, through
@@ -32,6 +34,10 @@ export interface AgentRow {
   readonly kill_reason: string | null
   readonly allowed_capabilities: string
   readonly deleted_at: Date | string | null
+  /** Present when the row was read with `SELECT *` (every store query reads it so). */
+  readonly key_hash?: string
+  readonly prev_key_hash?: string | null
+  readonly prev_key_expires_at?: Date | string | null
 }
 
 const toDate = (value: Date | string): Date => (value instanceof Date ? value : new Date(value))
@@ -63,8 +69,28 @@ const rowToPolicy = (row: AgentRow): Policy => ({
   allowedCapabilities: decodeCapabilities(row.allowed_capabilities)
 })
 
+const rowToCached = (row: AgentRow): CachedAgent => ({
+  agent: rowToAgent(row),
+  policy: rowToPolicy(row),
+  keyHash: row.key_hash ?? "",
+  prevKeyHash: row.prev_key_hash ?? null,
+  prevKeyExpiresAt: row.prev_key_expires_at === null || row.prev_key_expires_at === undefined
+    ? null
+    : toDate(row.prev_key_expires_at)
+})
+
+/** Whether a presented key with this hash finds the agent at `now` (findAgentByKeyHash's rule). */
+const keyFinds = (entry: CachedAgent, keyHash: string, now: Date): boolean =>
+  entry.agent.deletedAt === null && (
+    entry.keyHash === keyHash ||
+    (entry.prevKeyHash === keyHash && entry.prevKeyExpiresAt !== null && entry.prevKeyExpiresAt.getTime() > now.getTime())
+  )
+
 export const makeSqlStore = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
+  const cache = yield* ReadCache
+  /** Runs once the change has committed (or failed), before the store call returns. */
+  const thenInvalidate = (agentId: AgentId) => Effect.ensuring(Effect.sync(() => cache.invalidateAgent(agentId)))
 
   const insertAgent = (input: NewAgent) =>
     sql`INSERT INTO agents ${
@@ -95,8 +121,23 @@ export const makeSqlStore = Effect.gen(function*() {
       (rows) => Option.fromNullishOr(rows[0])
     )
 
+  const ledger = makeSqlLedger(sql, (row: AgentRow) => ({ agent: rowToAgent(row), policy: rowToPolicy(row) }))
+
   const store: StoreShape = {
-    ...makeSqlLedger(sql, (row: AgentRow) => ({ agent: rowToAgent(row), policy: rowToPolicy(row) })),
+    ...ledger,
+    // A refusal that killed the agent (velocity with autoKill) changed it; one
+    // that found it killed means this process's copy was stale.
+    reserve: (input) =>
+      ledger.reserve(input).pipe(Effect.tap((result) =>
+        Effect.sync(() => {
+          if (Result.isFailure(result)) {
+            const refusal = result.failure
+            if (refusal._tag === "AgentKilled" || ("killsAgent" in refusal && refusalKillsAgent(refusal))) {
+              cache.invalidateAgent(input.agentId)
+            }
+          }
+        })
+      )),
     ...makeSqlWebhookStore(sql),
     ping: Effect.orDie(Effect.asVoid(sql`SELECT 1`)),
     createAccount: ({ accountId, createdAt, owner }) =>
@@ -111,18 +152,23 @@ export const makeSqlStore = Effect.gen(function*() {
         yield* insertAgent(input)
         yield* writeEvents(sql, [agentCreated(input.agent)])
       })).pipe(Effect.asVoid, Effect.orDie),
+    // Both read through the cache: the row as stored, the rule applied here.
     findAgentByKeyHash: (keyHash, now) =>
-      sql<AgentRow>`
-        SELECT * FROM agents
-        WHERE (key_hash = ${keyHash} OR (prev_key_hash = ${keyHash} AND prev_key_expires_at > ${now}))
-          AND deleted_at IS NULL`.pipe(
-        Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), rowToAgent)),
-        Effect.orDie
-      ),
+      cache.agentByKey(
+        keyHash,
+        sql<AgentRow>`SELECT * FROM agents WHERE key_hash = ${keyHash} OR prev_key_hash = ${keyHash}`.pipe(
+          Effect.map((rows) =>
+            // The current key first (a hash is never both in practice: keys are random).
+            Option.map(Option.fromNullishOr(rows.find((row) => row.key_hash === keyHash) ?? rows[0]), rowToCached)
+          ),
+          Effect.orDie
+        )
+      ).pipe(Effect.map(Option.flatMap((entry) => keyFinds(entry, keyHash, now) ? Option.some(entry.agent) : Option.none()))),
     getAgent: (accountId, agentId) =>
-      selectAgent(accountId, agentId).pipe(
-        Effect.map(Option.map((row) => ({ agent: rowToAgent(row), policy: rowToPolicy(row) }))),
-        Effect.orDie
+      cache.agentById(agentId, selectAgent(accountId, agentId).pipe(Effect.map(Option.map(rowToCached)), Effect.orDie)).pipe(
+        Effect.map(Option.flatMap((entry) =>
+          entry.agent.accountId === accountId ? Option.some({ agent: entry.agent, policy: entry.policy }) : Option.none()
+        ))
       ),
     rotateKey: (accountId, agentId, rotation) =>
       (rotation.previousExpiresAt === null
@@ -134,7 +180,8 @@ export const makeSqlStore = Effect.gen(function*() {
               prev_key_expires_at = ${rotation.previousExpiresAt}
             WHERE id = ${agentId} AND account_id = ${accountId} AND deleted_at IS NULL RETURNING *`).pipe(
         Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), rowToAgent)),
-        Effect.orDie
+        Effect.orDie,
+        thenInvalidate(agentId)
       ),
     listAgents: (accountId, page) =>
       paged(sql, "agents", sql`account_id = ${accountId} AND deleted_at IS NULL`, rowToAgent, page).pipe(Effect.orDie),
@@ -160,13 +207,14 @@ export const makeSqlStore = Effect.gen(function*() {
         const agent = rowToAgent(updated[0]!)
         yield* writeEvents(sql, agentChangeEvents(rowToAgent(current.value), agent, changes.at ?? new Date()))
         return { _tag: "Updated", agent } satisfies UpdateAgentResult
-      })).pipe(Effect.orDie),
+      })).pipe(Effect.orDie, thenInvalidate(agentId)),
     touchAgent: (agentId, at, staleBefore) =>
       sql`
         UPDATE agents SET last_active_at = ${at}
         WHERE id = ${agentId} AND (last_active_at IS NULL OR last_active_at < ${staleBefore})`.pipe(
         Effect.asVoid,
-        Effect.orDie
+        Effect.orDie,
+        Effect.tap(() => Effect.sync(() => cache.touched(agentId, at, staleBefore)))
       ),
     updatePolicy: (accountId, agentId, patch: PolicyPatch) =>
       Effect.gen(function*() {
@@ -199,9 +247,9 @@ export const makeSqlStore = Effect.gen(function*() {
               UPDATE agents SET ${sql.csv(sets)}
               WHERE id = ${agentId} AND account_id = ${accountId} AND deleted_at IS NULL RETURNING *`
         return Option.map(Option.fromNullishOr(rows[0]), rowToPolicy)
-      }).pipe(Effect.orDie)
+      }).pipe(Effect.orDie, thenInvalidate(agentId))
   }
   return store
 })
 
-export const layer: Layer.Layer<Store, never, SqlClient.SqlClient> = Layer.effect(Store, makeSqlStore)
+export const layer: Layer.Layer<Store, never, SqlClient.SqlClient | ReadCache> = Layer.effect(Store, makeSqlStore)

@@ -347,6 +347,339 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
     yield* sql`CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE status = 'pending'`
     yield* sql`CREATE INDEX webhook_deliveries_endpoint ON webhook_deliveries (endpoint_id, created_at DESC, id DESC)`
   }),
+  "0013_cache_notifications": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // Processes keep agents and the approved registry services in memory
+    // (adapters/sql/ReadCache.ts). Every change of either is announced on
+    // the channel spendgate_cache, delivered when the change commits:
+    // `agent:<id>` for an agent (a lastActiveAt-only write excepted: nothing
+    // is decided on it), `registry` for a registry submission.
+    yield* sql`
+      CREATE FUNCTION spendgate_notify_agent_change() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF TG_OP = 'UPDATE' THEN
+          IF (to_jsonb(OLD) - 'last_active_at') = (to_jsonb(NEW) - 'last_active_at') THEN
+            RETURN NULL;
+          END IF;
+          PERFORM pg_notify('spendgate_cache', 'agent:' || NEW.id);
+        ELSE
+          PERFORM pg_notify('spendgate_cache', 'agent:' || OLD.id);
+        END IF;
+        RETURN NULL;
+      END
+      $$`
+    yield* sql`
+      CREATE TRIGGER agents_notify_change AFTER UPDATE OR DELETE ON agents
+      FOR EACH ROW EXECUTE FUNCTION spendgate_notify_agent_change()`
+    yield* sql`
+      CREATE FUNCTION spendgate_notify_registry_change() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        PERFORM pg_notify('spendgate_cache', 'registry');
+        RETURN NULL;
+      END
+      $$`
+    yield* sql`
+      CREATE TRIGGER registry_notify_change AFTER INSERT OR UPDATE OR DELETE ON registry_submissions
+      FOR EACH STATEMENT EXECUTE FUNCTION spendgate_notify_registry_change()`
+  }),
+  "0014_ledger_functions": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // One round trip per ledger step: reserve, settle and release as SQL
+    // functions that lock, decide and write in one call. The decisions mirror
+    // the pure rules of src/wallet/decide.ts (planHold, planSettle), which stay
+    // the single source of truth; test/adapters/sql/ledger-functions.property.test.ts
+    // proves on random snapshots that both decide identically. Anything the
+    // functions do not cover (refusals, with their events and auto-kill; holds
+    // that fire webhook events; quotes; late settles) they leave untouched and
+    // answer 'slow', and the store takes the general path in TypeScript.
+
+    // The audit chain's hash (src/audit/chain.ts canonicalAuditText): SHA-256 of
+    // the JSON array of the record's fields, amounts as decimal strings, the
+    // time as toISOString() gives it (UTC, milliseconds).
+    yield* sql.unsafe(`
+      CREATE FUNCTION spendgate_audit_hash(
+        p_id TEXT, p_account_id TEXT, p_seq BIGINT, p_kind TEXT, p_agent_id TEXT, p_reservation_id TEXT,
+        p_transaction_id TEXT, p_amount NUMERIC, p_usd_delta NUMERIC, p_sats_delta NUMERIC, p_details TEXT,
+        p_created_at TIMESTAMPTZ, p_prev_hash TEXT
+      ) RETURNS TEXT LANGUAGE sql STABLE AS $$
+        SELECT encode(sha256(convert_to(
+          '["spendgate-audit-v1",' ||
+          COALESCE(to_json(p_id)::text, 'null') || ',' ||
+          COALESCE(to_json(p_account_id)::text, 'null') || ',' ||
+          to_json(p_seq::text)::text || ',' ||
+          COALESCE(to_json(p_kind)::text, 'null') || ',' ||
+          COALESCE(to_json(p_agent_id)::text, 'null') || ',' ||
+          COALESCE(to_json(p_reservation_id)::text, 'null') || ',' ||
+          COALESCE(to_json(p_transaction_id)::text, 'null') || ',' ||
+          to_json(p_amount::text)::text || ',' ||
+          to_json(p_usd_delta::text)::text || ',' ||
+          to_json(p_sats_delta::text)::text || ',' ||
+          COALESCE(to_json(p_details)::text, 'null') || ',' ||
+          to_json(to_char(p_created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))::text || ',' ||
+          COALESCE(to_json(p_prev_hash)::text, 'null') || ']',
+          'UTF8')), 'hex')
+      $$`)
+
+    // Reserve (planHold): the wallet lock, then the agent's kill switch and
+    // policy, velocity, daily and monthly caps and the balance, as they are
+    // under that lock; then the hold, its audit record, the day's counter and
+    // the wallet in the same call. Answers the outcome ('held', the refusal's
+    // tag, or 'slow') and, when held, what each pocket gave.
+    yield* sql.unsafe(`
+      CREATE FUNCTION spendgate_reserve(
+        p_account_id TEXT, p_agent_id TEXT, p_reservation_id TEXT, p_audit_id TEXT,
+        p_capability TEXT, p_provider TEXT, p_quoted BIGINT, p_rate BIGINT, p_day TEXT,
+        p_now TIMESTAMPTZ, p_expires_at TIMESTAMPTZ, p_known_capabilities TEXT,
+        OUT outcome TEXT, OUT from_usd BIGINT, OUT from_sats BIGINT
+      ) LANGUAGE plpgsql AS $$
+      DECLARE
+        w wallets%ROWTYPE;
+        a agents%ROWTYPE;
+        daily NUMERIC;
+        monthly NUMERIC;
+        allowed TEXT[];
+        hour_spent NUMERIC;
+        minute_calls BIGINT;
+        cap_threshold NUMERIC;
+        value_before NUMERIC;
+        value_after NUMERIC;
+        seq BIGINT;
+        details TEXT;
+        hash TEXT;
+      BEGIN
+        from_usd := 0;
+        from_sats := 0;
+        SELECT * INTO w FROM wallets WHERE account_id = p_account_id FOR UPDATE;
+        IF NOT FOUND THEN outcome := 'slow'; RETURN; END IF;
+        SELECT * INTO a FROM agents WHERE id = p_agent_id AND account_id = p_account_id;
+        IF NOT FOUND THEN outcome := 'slow'; RETURN; END IF;
+        -- The day's and the calendar month's spend, as the store reads them (monthSpent).
+        SELECT COALESCE((SELECT spent_micro_usd FROM agent_daily_spend WHERE agent_id = p_agent_id AND day = p_day), 0)
+          INTO daily;
+        SELECT COALESCE(SUM(spent_micro_usd), 0) INTO monthly FROM agent_daily_spend
+          WHERE agent_id = p_agent_id AND day >= left(p_day, 7) || '-01' AND day <= left(p_day, 7) || '-31';
+
+        IF a.killed OR a.deleted_at IS NOT NULL THEN outcome := 'AgentKilled'; RETURN; END IF;
+        -- Stored capabilities the service does not know are ignored, as when the policy is read.
+        allowed := ARRAY(SELECT c FROM unnest(string_to_array(a.allowed_capabilities, ',')) AS c
+                         WHERE c = ANY (string_to_array(p_known_capabilities, ',')));
+        IF cardinality(allowed) > 0 AND NOT (p_capability = ANY (allowed)) THEN
+          outcome := 'CapabilityNotAllowed'; RETURN;
+        END IF;
+        IF a.max_per_call_micro_usd IS NOT NULL AND p_quoted > a.max_per_call_micro_usd THEN
+          outcome := 'PerCallLimitExceeded'; RETURN;
+        END IF;
+        IF a.max_per_hour_micro_usd IS NOT NULL OR a.max_calls_per_minute IS NOT NULL THEN
+          -- As the store's recentOf: reservations stamped after now count too.
+          SELECT
+            COALESCE(SUM(CASE WHEN status = 'held' THEN quoted_micro_usd
+                              WHEN status = 'settled' THEN COALESCE(settled_micro_usd, 0)
+                              ELSE 0 END), 0),
+            COUNT(*) FILTER (WHERE created_at > p_now - interval '60 seconds')
+            INTO hour_spent, minute_calls
+            FROM reservations
+            WHERE agent_id = p_agent_id AND created_at > p_now - interval '3600 seconds';
+          IF a.max_calls_per_minute IS NOT NULL AND minute_calls + 1 > a.max_calls_per_minute THEN
+            outcome := 'CallRateExceeded'; RETURN;
+          END IF;
+          IF a.max_per_hour_micro_usd IS NOT NULL AND hour_spent + p_quoted > a.max_per_hour_micro_usd THEN
+            outcome := 'VelocityExceeded'; RETURN;
+          END IF;
+        END IF;
+        IF a.max_per_day_micro_usd IS NOT NULL AND daily + p_quoted > a.max_per_day_micro_usd THEN
+          outcome := 'BudgetExceeded'; RETURN;
+        END IF;
+        IF a.max_per_month_micro_usd IS NOT NULL AND monthly + p_quoted > a.max_per_month_micro_usd THEN
+          outcome := 'MonthlyBudgetExceeded'; RETURN;
+        END IF;
+
+        IF w.usd_micro >= p_quoted THEN
+          from_usd := p_quoted;
+        ELSIF p_rate IS NULL THEN
+          outcome := CASE WHEN w.sats_msat > 0 THEN 'RateUnavailable' ELSE 'InsufficientBalance' END;
+          RETURN;
+        ELSE
+          -- usd first, the rest in sats at the rate, rounded up to the msat.
+          from_usd := w.usd_micro;
+          from_sats := div((p_quoted - w.usd_micro)::numeric * 100000000000 + p_rate - 1, p_rate);
+          IF from_sats > w.sats_msat THEN
+            from_usd := 0; from_sats := 0;
+            outcome := 'InsufficientBalance'; RETURN;
+          END IF;
+        END IF;
+
+        -- A hold that fires a webhook event (src/webhooks/spendEvents.ts) takes the general path.
+        IF a.max_per_day_micro_usd IS NOT NULL THEN
+          cap_threshold := div(a.max_per_day_micro_usd::numeric * 80, 100);
+          IF (daily < cap_threshold AND daily + p_quoted >= cap_threshold)
+             OR daily + p_quoted >= a.max_per_day_micro_usd THEN
+            from_usd := 0; from_sats := 0;
+            outcome := 'slow'; RETURN;
+          END IF;
+        END IF;
+        IF w.low_balance_threshold_micro_usd IS NOT NULL THEN
+          value_before := w.usd_micro + CASE WHEN p_rate IS NULL THEN 0
+            ELSE div(w.sats_msat::numeric * p_rate, 100000000000) END;
+          value_after := (w.usd_micro - from_usd) + CASE WHEN p_rate IS NULL THEN 0
+            ELSE div((w.sats_msat - from_sats)::numeric * p_rate, 100000000000) END;
+          IF value_before >= w.low_balance_threshold_micro_usd AND value_after < w.low_balance_threshold_micro_usd THEN
+            from_usd := 0; from_sats := 0;
+            outcome := 'slow'; RETURN;
+          END IF;
+        END IF;
+
+        seq := w.audit_seq + 1;
+        details := '{"capability":' || to_json(p_capability)::text || ',"provider":' || to_json(p_provider)::text || '}';
+        hash := spendgate_audit_hash(p_audit_id, p_account_id, seq, 'reserve', p_agent_id, p_reservation_id, NULL,
+          p_quoted, -from_usd, -from_sats, details, p_now, w.audit_head);
+        INSERT INTO audit_log (id, account_id, seq, kind, agent_id, reservation_id, transaction_id, amount_micro_usd,
+            usd_delta_micro, sats_delta_msat, details, created_at, prev_hash, hash)
+          VALUES (p_audit_id, p_account_id, seq, 'reserve', p_agent_id, p_reservation_id, NULL, p_quoted,
+            -from_usd, -from_sats, details, p_now, w.audit_head, hash);
+        INSERT INTO reservations (id, account_id, agent_id, capability, provider, quoted_micro_usd, held_usd_micro,
+            held_sats_msat, rate_micro_usd_per_btc, day, status, settled_micro_usd, created_at, expires_at)
+          VALUES (p_reservation_id, p_account_id, p_agent_id, p_capability, p_provider, p_quoted, from_usd,
+            from_sats, p_rate, p_day, 'held', NULL, p_now, p_expires_at);
+        INSERT INTO agent_daily_spend (agent_id, day, spent_micro_usd) VALUES (p_agent_id, p_day, p_quoted)
+          ON CONFLICT (agent_id, day) DO UPDATE SET spent_micro_usd = agent_daily_spend.spent_micro_usd + p_quoted;
+        UPDATE wallets SET usd_micro = usd_micro - from_usd, sats_msat = sats_msat - from_sats,
+            audit_seq = seq, audit_head = hash
+          WHERE account_id = p_account_id;
+        outcome := 'held';
+      END
+      $$`)
+
+    // Reserves of one wallet coalesced into one call, one transaction, one
+    // commit: each request is decided by spendgate_reserve in array order,
+    // seeing the holds made before it in the batch. Answers one row per
+    // request (ord: its 1-based position) up to the first that is not held.
+    yield* sql.unsafe(`
+      CREATE FUNCTION spendgate_reserve_batch(p_requests JSONB, p_known_capabilities TEXT)
+      RETURNS TABLE (ord BIGINT, outcome TEXT, from_usd BIGINT, from_sats BIGINT) LANGUAGE plpgsql AS $$
+      DECLARE
+        req JSONB;
+        i BIGINT;
+      BEGIN
+        FOR req, i IN SELECT e, n FROM jsonb_array_elements(p_requests) WITH ORDINALITY AS t (e, n) LOOP
+          ord := i;
+          SELECT r.outcome, r.from_usd, r.from_sats INTO outcome, from_usd, from_sats
+            FROM spendgate_reserve(req->>'accountId', req->>'agentId', req->>'reservationId', req->>'auditId',
+              req->>'capability', req->>'provider', (req->>'quoted')::bigint, (req->>'rate')::bigint, req->>'day',
+              (req->>'now')::timestamptz, (req->>'expiresAt')::timestamptz, p_known_capabilities) AS r;
+          RETURN NEXT;
+          -- A refusal or a hold for the general path ends the batch: what it records
+          -- (a kill, a hold with its events) comes before the decisions behind it.
+          EXIT WHEN outcome <> 'held';
+        END LOOP;
+      END
+      $$`)
+
+    // Settle (planSettle) of a held reservation: the charge is the actual
+    // cost clamped to the quote, usd first, the rest in sats at the hold's
+    // rate (rounded up, never more than was held); the rest goes back. A
+    // reservation the sweep released unsettled is left to the general path
+    // ('slow'), anything else not held is answered 'NotHeld'.
+    yield* sql.unsafe(`
+      CREATE FUNCTION spendgate_settle(
+        p_account_id TEXT, p_reservation_id TEXT, p_actual NUMERIC, p_transaction_id TEXT, p_audit_id TEXT,
+        p_description TEXT, p_now TIMESTAMPTZ,
+        OUT outcome TEXT, OUT charged BIGINT, OUT charge_usd BIGINT, OUT charge_sats BIGINT,
+        OUT wallet_usd BIGINT, OUT wallet_sats BIGINT,
+        -- The reservation as locked (before this settle): r_ + its columns.
+        OUT r_id TEXT, OUT r_account_id TEXT, OUT r_agent_id TEXT, OUT r_capability TEXT, OUT r_provider TEXT,
+        OUT r_quoted_micro_usd BIGINT, OUT r_held_usd_micro BIGINT, OUT r_held_sats_msat BIGINT,
+        OUT r_rate_micro_usd_per_btc BIGINT, OUT r_day TEXT, OUT r_status TEXT, OUT r_settled_micro_usd BIGINT,
+        OUT r_created_at TIMESTAMPTZ, OUT r_expires_at TIMESTAMPTZ
+      ) LANGUAGE plpgsql AS $$
+      DECLARE
+        w_seq BIGINT;
+        w_head TEXT;
+        r reservations%ROWTYPE;
+        remainder NUMERIC;
+        seq BIGINT;
+        details TEXT;
+        hash TEXT;
+      BEGIN
+        -- The lock shape of the store's lockHeld: wallet and reservation in one statement.
+        SELECT r0.* INTO r FROM wallets w JOIN reservations r0 ON r0.account_id = w.account_id
+          WHERE w.account_id = p_account_id AND r0.id = p_reservation_id
+          FOR UPDATE;
+        IF NOT FOUND THEN outcome := 'NotHeld'; RETURN; END IF;
+        r_id := r.id; r_account_id := r.account_id; r_agent_id := r.agent_id; r_capability := r.capability;
+        r_provider := r.provider; r_quoted_micro_usd := r.quoted_micro_usd; r_held_usd_micro := r.held_usd_micro;
+        r_held_sats_msat := r.held_sats_msat; r_rate_micro_usd_per_btc := r.rate_micro_usd_per_btc; r_day := r.day;
+        r_status := r.status; r_settled_micro_usd := r.settled_micro_usd; r_created_at := r.created_at;
+        r_expires_at := r.expires_at;
+        IF r.status = 'released' AND r.settled_micro_usd IS NULL THEN outcome := 'slow'; RETURN; END IF;
+        IF r.status <> 'held' THEN outcome := 'NotHeld'; RETURN; END IF;
+        SELECT audit_seq, audit_head INTO w_seq, w_head FROM wallets WHERE account_id = p_account_id;
+        charged := GREATEST(0, LEAST(p_actual, r.quoted_micro_usd));
+        charge_usd := LEAST(charged, r.held_usd_micro);
+        remainder := charged - charge_usd;
+        charge_sats := 0;
+        IF remainder > 0 AND r.rate_micro_usd_per_btc IS NOT NULL THEN
+          charge_sats := LEAST(r.held_sats_msat,
+            div(remainder * 100000000000 + r.rate_micro_usd_per_btc - 1, r.rate_micro_usd_per_btc));
+        END IF;
+        seq := w_seq + 1;
+        details := '{"capability":' || to_json(r.capability)::text || ',"provider":' || to_json(r.provider)::text || '}';
+        hash := spendgate_audit_hash(p_audit_id, p_account_id, seq, 'settle', r.agent_id, r.id, p_transaction_id,
+          charged, r.held_usd_micro - charge_usd, r.held_sats_msat - charge_sats, details, p_now, w_head);
+        INSERT INTO audit_log (id, account_id, seq, kind, agent_id, reservation_id, transaction_id, amount_micro_usd,
+            usd_delta_micro, sats_delta_msat, details, created_at, prev_hash, hash)
+          VALUES (p_audit_id, p_account_id, seq, 'settle', r.agent_id, r.id, p_transaction_id, charged,
+            r.held_usd_micro - charge_usd, r.held_sats_msat - charge_sats, details, p_now, w_head, hash);
+        UPDATE reservations SET status = 'settled', settled_micro_usd = charged WHERE id = r.id;
+        UPDATE agent_daily_spend SET spent_micro_usd = spent_micro_usd - (r.quoted_micro_usd - charged)
+          WHERE agent_id = r.agent_id AND day = r.day;
+        INSERT INTO transactions (id, account_id, agent_id, type, amount_micro_usd, usd_micro, sats_msat,
+            rate_micro_usd_per_btc, description, capability, provider, audit_id, refund_of, credit_key, created_at)
+          VALUES (p_transaction_id, p_account_id, r.agent_id, 'charge', charged, charge_usd, charge_sats,
+            r.rate_micro_usd_per_btc, p_description, r.capability, r.provider, p_audit_id, NULL, NULL, p_now);
+        UPDATE wallets SET usd_micro = usd_micro + (r.held_usd_micro - charge_usd),
+            sats_msat = sats_msat + (r.held_sats_msat - charge_sats), audit_seq = seq, audit_head = hash
+          WHERE account_id = p_account_id
+          RETURNING usd_micro, sats_msat INTO wallet_usd, wallet_sats;
+        outcome := 'Settled';
+      END
+      $$`)
+
+    // Release of a held reservation: everything it held goes back.
+    yield* sql.unsafe(`
+      CREATE FUNCTION spendgate_release(
+        p_account_id TEXT, p_reservation_id TEXT, p_audit_id TEXT, p_reason TEXT, p_now TIMESTAMPTZ
+      ) RETURNS TEXT LANGUAGE plpgsql AS $$
+      DECLARE
+        w_seq BIGINT;
+        w_head TEXT;
+        r reservations%ROWTYPE;
+        seq BIGINT;
+        details TEXT;
+        hash TEXT;
+      BEGIN
+        SELECT r0.* INTO r FROM wallets w JOIN reservations r0 ON r0.account_id = w.account_id
+          WHERE w.account_id = p_account_id AND r0.id = p_reservation_id
+          FOR UPDATE;
+        IF NOT FOUND OR r.status <> 'held' THEN RETURN 'NotHeld'; END IF;
+        SELECT audit_seq, audit_head INTO w_seq, w_head FROM wallets WHERE account_id = p_account_id;
+        seq := w_seq + 1;
+        details := '{"reason":' || to_json(p_reason)::text || '}';
+        hash := spendgate_audit_hash(p_audit_id, p_account_id, seq, 'release', r.agent_id, r.id, NULL,
+          r.quoted_micro_usd, r.held_usd_micro, r.held_sats_msat, details, p_now, w_head);
+        INSERT INTO audit_log (id, account_id, seq, kind, agent_id, reservation_id, transaction_id, amount_micro_usd,
+            usd_delta_micro, sats_delta_msat, details, created_at, prev_hash, hash)
+          VALUES (p_audit_id, p_account_id, seq, 'release', r.agent_id, r.id, NULL, r.quoted_micro_usd,
+            r.held_usd_micro, r.held_sats_msat, details, p_now, w_head, hash);
+        UPDATE reservations SET status = 'released' WHERE id = r.id;
+        UPDATE agent_daily_spend SET spent_micro_usd = spent_micro_usd - r.quoted_micro_usd
+          WHERE agent_id = r.agent_id AND day = r.day;
+        UPDATE wallets SET usd_micro = usd_micro + r.held_usd_micro, sats_msat = sats_msat + r.held_sats_msat,
+            audit_seq = seq, audit_head = hash
+          WHERE account_id = p_account_id;
+        RETURN 'Released';
+      END
+      $$`)
+  }),
   "0015_l402_payments": Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     // Outbound L402 (src/l402/): the payee hosts each account allows, and every
@@ -379,5 +712,25 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
       )`
     yield* sql`CREATE INDEX l402_payments_pending ON l402_payments (created_at) WHERE status = 'pending'`
     yield* sql`CREATE INDEX l402_payments_transaction ON l402_payments (transaction_id) WHERE transaction_id IS NOT NULL`
+  }),
+  "0016_l402_tokens": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // Selling capabilities over L402 (src/l402/Seller.ts): the macaroon root
+    // key and the internal sales account, written once (the first writer wins).
+    yield* sql`
+      CREATE TABLE l402_settings (
+        name   TEXT PRIMARY KEY CHECK (name IN ('root_key', 'sales_account')),
+        value  TEXT NOT NULL
+      )`
+    // One row per token used at least once; uses never pass calls_allowed.
+    yield* sql`
+      CREATE TABLE l402_tokens (
+        token_id       TEXT PRIMARY KEY CHECK (token_id ~ '^[0-9a-f]{64}$'),
+        payment_hash   TEXT NOT NULL CHECK (payment_hash ~ '^[0-9a-f]{64}$'),
+        calls_allowed  INTEGER NOT NULL CHECK (calls_allowed >= 1),
+        uses           INTEGER NOT NULL CHECK (uses >= 0 AND uses <= calls_allowed),
+        first_used_at  TIMESTAMPTZ NOT NULL,
+        last_used_at   TIMESTAMPTZ NOT NULL
+      )`
   })
 }

@@ -62,7 +62,10 @@ export const renderAccessDoc = (): string => {
           ? "needs the proxied service's capability in allowedCapabilities"
           : `needs \`${e.rule.capability}\` in allowedCapabilities`
         : "",
-      "rows" in e.rule && e.rule.rows !== undefined ? e.rule.rows : ""
+      "rows" in e.rule && e.rule.rows !== undefined ? e.rule.rows : "",
+      "l402" in e.rule && e.rule.l402 === true
+        ? "with L402_SELL=on, no key: 402 `PAYMENT_REQUIRED` with an L402 challenge; `Authorization: L402 <macaroon>:<preimage>` runs the call as the L402 sales agent (docs/l402.md)"
+        : ""
     ].filter((note) => note !== "").join("; ")
     return `| \`${e.group}.${e.endpoint}\` | \`${e.method} ${e.path}\` | ${who[e.rule.access]} | ${cell("owner", own)} | ${
       named ? cell("owner", "foreign") : "—"
@@ -87,6 +90,10 @@ Who may call what (decisions.md §3):
   agent, registry submissions (listing or submitting).
 - **admin token**: \`/v1/admin/*\` only; an agent key there is 403, no token 401,
   and with no \`ADMIN_TOKEN\` configured the admin API answers 404.
+- **no key, L402_SELL=on**: the capability calls (\`POST /v1/capabilities/{capability}\`,
+  not their estimates) answer 402 \`PAYMENT_REQUIRED\` with an L402 challenge, and a
+  paid token runs one call as the internal L402 sales agent (docs/l402.md). Every
+  other route, and every route with L402_SELL off, answers no key 401 as below.
 
 How it is enforced: the \`AccessControl\` middleware
 (\`adapters/http/access.ts\`) runs right after authentication (and the rate

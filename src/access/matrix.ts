@@ -16,7 +16,8 @@ import type { Capability } from "../domain/Capability.ts"
  * row's agent, known once read, so the core checks it with the same rule;
  * another account's row is 404). `capability` says which entry of the
  * caller's `allowedCapabilities` the call needs (`service`: the proxied
- * service's capability). `rows` names a rule the core applies to rows it
+ * service's capability). `l402` marks a route sold to callers with no key
+ * when L402_SELL=on. `rows` names a rule the core applies to rows it
  * reads, documented here and tested over HTTP.
  *
  * The HTTP layer refuses to start when an endpoint of the API is missing
@@ -33,6 +34,12 @@ export type RouteAccess =
     readonly target?: { readonly in: "path" | "query" | "row"; readonly name: string }
     readonly capability?: Capability | "service"
     readonly rows?: string
+    /**
+     * Sold over L402 when the server runs with L402_SELL=on: a caller with
+     * no key gets 402 PAYMENT_REQUIRED with an L402 challenge, and a paid
+     * token runs the call as the internal sales agent (docs/l402.md).
+     */
+    readonly l402?: true
   }
 
 export interface MatrixEntry {
@@ -52,7 +59,7 @@ const entry = (method: MatrixEntry["method"], path: string, rule: RouteAccess, a
 
 const pathAgent = { in: "path", name: "id" } as const
 const capabilityCall = (name: Capability) =>
-  entry("POST", `/v1/capabilities/${name}`, { access: "agent", capability: name }, `use ${name}`)
+  entry("POST", `/v1/capabilities/${name}`, { access: "agent", capability: name, l402: true }, `use ${name}`)
 
 const capabilityEstimate = (name: Capability) =>
   entry("POST", `/v1/capabilities/${name}/estimate`, { access: "agent" }, `estimate ${name} calls`)
@@ -169,7 +176,8 @@ export const accessMatrix = {
     transcribe: capabilityCall("transcribe"),
     email: capabilityCall("email"),
     sms: capabilityCall("sms"),
-    pay: capabilityCall("pay"),
+    // Never sold over L402: paying paywalls is for agents of an account, under its payee hosts.
+    pay: entry("POST", "/v1/capabilities/pay", { access: "agent", capability: "pay" }, "use pay"),
     // An estimate is a report: a capability the policy does not allow is its answer (CAPABILITY_NOT_ALLOWED), not a 403.
     estimateReason: capabilityEstimate("reason"),
     estimateSearch: capabilityEstimate("search"),

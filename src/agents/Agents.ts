@@ -50,8 +50,11 @@ export class Agents extends Context.Service<Agents, {
   readonly signup: (input: { readonly name: string }) => Effect.Effect<SignupResult>
   /**
    * Resolves a presented API key to its agent. Unknown or malformed keys are
-   * Unauthorized; a killed agent is AgentKilled. Storage is read on every
-   * call, so a kill takes effect on the next request on every instance.
+   * Unauthorized; a killed agent is AgentKilled. The store may answer from
+   * its read cache: a kill takes effect on the next request of the instance
+   * that made it and, on PostgreSQL, on the other instances as soon as they
+   * are notified (docs/performance.md, "Caches"); the reserve checks the
+   * killed flag again under the wallet lock whatever the cache said.
    */
   readonly authenticate: (apiKey: string) => Effect.Effect<Principal, Unauthorized | AgentKilled>
   /**

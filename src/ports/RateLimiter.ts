@@ -27,8 +27,8 @@ import { Context, type Effect } from "effect"
  * epoch microseconds (see `intervalUs`).
  */
 
-/** Per agent and per account (authenticated requests); per client address (signup, dashboard sign-in). */
-export type RateScope = "agent" | "account" | "signup" | "signin"
+/** Per agent and per account (authenticated requests); per client address (signup, dashboard sign-in, anonymous L402 calls). */
+export type RateScope = "agent" | "account" | "signup" | "signin" | "client"
 
 export interface RateKey {
   readonly scope: RateScope

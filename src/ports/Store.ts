@@ -156,6 +156,12 @@ export interface ReserveInput {
   readonly expiresAt: Date
   /** The rules (src/wallet/decide.ts), applied to a snapshot read under the wallet lock. */
   readonly decide: (snapshot: ReserveSnapshot) => Result.Result<HoldPlan, SpendRefusal>
+  /**
+   * True when `decide` is exactly `planHold(snapshot, capability, quotedMicroUsd, rate?.rate ?? null)`:
+   * a store may then apply its own mirror of that rule inside the database
+   * (proved identical by test) instead of reading a snapshot for `decide`.
+   */
+  readonly standardRules?: boolean | undefined
   /** A call made with a quote: the quote is checked, and used up, with the hold. */
   readonly quote?: QuoteClaim | undefined
 }
@@ -183,6 +189,11 @@ export interface SettleInput {
   readonly description: string
   readonly now: Date
   readonly plan: (reservation: Reservation) => SettlePlan
+  /**
+   * True when `plan` is exactly `planSettle(reservation, actualMicroUsd)`: a
+   * store may then apply its own mirror of that rule inside the database.
+   */
+  readonly standardRules?: boolean | undefined
   /** For a reservation the recovery sweep already released (src/wallet/decide.ts `planLateSettle`). */
   readonly planLate: (reservation: Reservation, snapshot: LateSettleSnapshot) => LateSettlePlan
 }

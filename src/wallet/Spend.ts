@@ -176,6 +176,7 @@ export class Spend extends Context.Service<Spend, {
                 now: reservedAt,
                 expiresAt: new Date(reservedAt.getTime() + holdTtlMs),
                 decide: (snapshot) => planHold(snapshot, request.capability, quotedMicroUsd, rate?.rate ?? null),
+                standardRules: true,
                 quote: request.quote
               }).pipe(
                 Effect.tap((result) =>
@@ -234,6 +235,7 @@ export class Spend extends Context.Service<Spend, {
                 description: request.description,
                 now: settledAt,
                 plan: (held) => planSettle(held, exit.value.actualMicroUsd),
+                standardRules: true,
                 // The call outlived its hold and the sweep returned it: charge again or record what is owed.
                 planLate: (swept, snapshot) => planLateSettle(swept, exit.value.actualMicroUsd, snapshot)
               }).pipe(

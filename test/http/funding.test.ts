@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto"
 import bolt11 from "bolt11"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -40,9 +41,12 @@ describe.each(storeBackends)("HTTP funding with the dev rails over %s", (_name, 
 
     const paid = await api.post("/v1/dev/lightning/pay", { paymentRequest: res.body.paymentRequest })
     expect(paid.status).toBe(200)
-    expect(paid.body).toEqual({ invoiceId: res.body.invoiceId, outcome: "credited" })
+    expect(paid.body).toEqual({ invoiceId: res.body.invoiceId, outcome: "credited", preimage: expect.stringMatching(/^[0-9a-f]{64}$/) })
+    // The payer learns the preimage: its SHA-256 is the invoice's payment hash.
+    expect(createHash("sha256").update(Buffer.from(paid.body.preimage, "hex")).digest("hex")).toBe(res.body.paymentHash)
     const again = await api.post("/v1/dev/lightning/pay", { paymentRequest: res.body.paymentRequest })
     expect(again.body.outcome).toBe("duplicate")
+    expect(again.body.preimage).toBe(paid.body.preimage)
 
     const wallet = await api.get("/v1/wallet", apiKey)
     expect(wallet.body).toMatchObject({ balanceSats: 2100, balanceUsdCents: 0 })

@@ -2,7 +2,7 @@ import type { RegistryStore } from "../../src/ports/RegistryStore.ts"
 import { Context, Effect, Exit, Layer, Option, Redacted, Scope } from "effect"
 import { HttpServer } from "effect/http"
 import * as MemoryStore from "../../adapters/memory/MemoryStore.ts"
-import { serverLayer } from "../../adapters/http/server.ts"
+import { type L402SellOptions, serverLayer } from "../../adapters/http/server.ts"
 import * as PgliteClient from "../../adapters/sql/PgliteClient.ts"
 import { storeOverClient } from "../../adapters/sql/Database.ts"
 import { rateLayer } from "../../adapters/payments.ts"
@@ -80,6 +80,8 @@ export const startServer = async (
     readonly lightning?: Layer.Layer<LightningRail>
     /** Dashboard sessions: lifetimes and sign-in limit (the real defaults otherwise). */
     readonly sessions?: SessionOptions
+    /** L402_SELL=on: anonymous capability calls are sold over L402. */
+    readonly l402?: L402SellOptions
     /** Replaces the dev card rail (and adds the rail's own routes). */
     readonly card?: {
       readonly rail: Layer.Layer<CardRail>
@@ -94,6 +96,7 @@ export const startServer = async (
     announce: false,
     railRoutes: [...DevLightning.routes, ...(options.card?.routes ?? DevCard.routes)],
     ...(options.rateLimits === undefined ? {} : { rateLimits: options.rateLimits }),
+    ...(options.l402 === undefined ? {} : { l402: options.l402 }),
     signup: options.signup ?? { perHour: 1_000_000 },
     adminToken: options.adminToken === undefined ? Option.none() : Option.some(Redacted.make(options.adminToken)),
     ...(options.metricsToken === undefined ? {} : { metricsToken: Option.some(Redacted.make(options.metricsToken)) }),

@@ -1,0 +1,506 @@
+import fc from "fast-check"
+import { Effect, Layer, ManagedRuntime, Result } from "effect"
+import { SqlClient } from "effect/sql"
+import { afterAll, describe, expect, it } from "vitest"
+import { storeOverClient } from "../../../adapters/sql/Database.ts"
+import * as PgliteClient from "../../../adapters/sql/PgliteClient.ts"
+import { toAuditRecord, type AuditRow } from "../../../adapters/sql/SqlLedger.ts"
+import { auditHash, GENESIS_HASH, verifyChainSegment } from "../../../src/audit/chain.ts"
+import type { Agent, Policy } from "../../../src/domain/Agent.ts"
+import { type Capability, capabilityNames } from "../../../src/domain/Capability.ts"
+import { type AccountId, type AgentId, newAccountId, newAgentId } from "../../../src/domain/ids.ts"
+import { newAuditId, newReservationId, newTransactionId, type Reservation, utcDay } from "../../../src/domain/Ledger.ts"
+import { MicroUsd, Msat } from "../../../src/domain/Money.ts"
+import { Store } from "../../../src/ports/Store.ts"
+import { planHold, planSettle, type ReserveSnapshot } from "../../../src/wallet/decide.ts"
+import { reserveEvents } from "../../../src/webhooks/spendEvents.ts"
+import { freshPostgresLayer } from "../../support/postgres.ts"
+
+/**
+ * The SQL functions of migration 0014 (spendgate_reserve, spendgate_settle,
+ * spendgate_release, spendgate_audit_hash) against the TypeScript rules they
+ * mirror, on random snapshots, on PGlite and on PostgreSQL:
+ *
+ * - reserve: the same outcome as `planHold` on the snapshot the store reads
+ *   (the refusal's tag, or the same split over the pockets); a hold that fires
+ *   a webhook event (`reserveEvents`) and every refusal leave everything
+ *   untouched for the general path; a hold writes a verifiable audit record;
+ * - settle: the same charge and refund as `planSettle`;
+ * - release: everything held goes back;
+ * - the audit hash: the same as `auditHash` for any text.
+ */
+
+const backends = [
+  ["PGlite", () => PgliteClient.layer({ dataDir: undefined })],
+  ["PostgreSQL", () => freshPostgresLayer(4)]
+] as const
+
+const RUNS = 200
+
+const nullable = <A>(arb: fc.Arbitrary<A>) => fc.option(arb, { nil: null, freq: 2 })
+const money = (max: bigint) => fc.bigInt({ min: 0n, max })
+const positive = (max: bigint) => fc.bigInt({ min: 1n, max })
+/** µUSD per BTC: 20,000 to 100,000 USD, and odd values so the rounding shows. */
+const rateArb = nullable(fc.bigInt({ min: 20_000_000_000n, max: 100_000_000_000n }))
+
+const recentArb = fc.array(
+  fc.record({
+    // ms before now (negative: stamped after now, by a call that committed while this one waited)
+    ageMs: fc.oneof(fc.integer({ min: -5_000, max: 3_700_000 }), fc.constantFrom(60_000, 3_600_000, 59_999, 0)),
+    status: fc.constantFrom("held" as const, "settled" as const, "released" as const),
+    quoted: money(2_000_000n),
+    settledPart: fc.double({ min: 0, max: 1, noNaN: true })
+  }),
+  { maxLength: 6 }
+)
+
+const reserveCaseArb = fc.record({
+  usd: fc.oneof(money(3_000_000n), fc.constant(0n)),
+  sats: fc.oneof(money(100_000_000n), fc.constant(0n)),
+  rate: rateArb,
+  quoted: fc.oneof(money(3_000_000n), fc.constant(0n)),
+  capability: fc.constantFrom(...capabilityNames),
+  allowed: fc.oneof(
+    { arbitrary: fc.constant([] as Array<string>), weight: 3 },
+    { arbitrary: fc.subarray([...capabilityNames, "not-a-capability"], { maxLength: 3 }), weight: 1 }
+  ),
+  killed: fc.constantFrom(false, false, false, false, false, true),
+  deleted: fc.constantFrom(false, false, false, false, false, true),
+  role: fc.constantFrom("owner" as const, "agent" as const),
+  maxPerCall: nullable(positive(3_000_000n)),
+  maxPerDay: nullable(positive(6_000_000n)),
+  maxPerMonth: nullable(positive(10_000_000n)),
+  maxPerHour: nullable(positive(5_000_000n)),
+  maxCallsPerMinute: nullable(fc.integer({ min: 1, max: 6 })),
+  autoKill: fc.boolean(),
+  dailySpent: fc.oneof(money(6_000_000n), fc.constant(0n)),
+  otherDaysSpent: fc.oneof(money(5_000_000n), fc.constant(0n)),
+  otherMonthSpent: money(5_000_000n),
+  lowBalance: nullable(positive(4_000_000n)),
+  recent: recentArb,
+  // a time in 2026, with milliseconds
+  nowMs: fc.integer({ min: Date.UTC(2026, 0, 1), max: Date.UTC(2026, 11, 31, 23, 59, 59, 999) }),
+  // Caps, thresholds and the balance at, just under or just over what this call reaches,
+  // so that every comparison of the rule is hit at its boundary.
+  near: fc.constantFrom(
+    "none" as const,
+    "none" as const,
+    "dailyCap" as const,
+    "lowBalance" as const,
+    "perCall" as const,
+    "monthlyCap" as const,
+    "hourly" as const,
+    "callsPerMinute" as const,
+    "balance" as const
+  ),
+  nearDelta: fc.oneof(fc.constantFrom(-1n, 0n, 1n), fc.bigInt({ min: -2_000n, max: 2_000n }))
+}).map((c) => {
+  if (c.near === "none") return c
+  const atLeast = (min: bigint, value: bigint) => (value < min ? min : value)
+  const open = {
+    ...c,
+    killed: false,
+    deleted: false,
+    allowed: [] as Array<string>,
+    maxPerCall: null,
+    maxPerHour: null,
+    maxCallsPerMinute: null,
+    maxPerMonth: null,
+    maxPerDay: null
+  }
+  const d = c.nearDelta
+  const recentIn = (windowMs: number) => c.recent.filter((r) => r.ageMs < windowMs)
+  switch (c.near) {
+    case "dailyCap":
+      return { ...open, maxPerDay: atLeast(1n, c.dailySpent + c.quoted + d) }
+    case "lowBalance":
+      return { ...open, lowBalance: atLeast(1n, c.usd - c.quoted + d) }
+    case "perCall":
+      return { ...open, maxPerCall: atLeast(1n, c.quoted + d) }
+    case "monthlyCap":
+      return { ...open, maxPerMonth: atLeast(1n, c.dailySpent + c.otherDaysSpent + c.quoted + d) }
+    case "hourly": {
+      const spent = recentIn(3_600_000).reduce((sum, r) =>
+        sum + (r.status === "held"
+          ? r.quoted
+          : r.status === "settled"
+          ? BigInt(Math.floor(Number(r.quoted) * r.settledPart))
+          : 0n), 0n)
+      return { ...open, maxPerHour: atLeast(1n, spent + c.quoted + d) }
+    }
+    case "callsPerMinute":
+      return { ...open, maxCallsPerMinute: Math.max(1, recentIn(60_000).length + 1 + Number(d % 2n)) }
+    case "balance":
+      return { ...open, usd: atLeast(0n, c.quoted + d) }
+  }
+})
+
+type ReserveCase = typeof reserveCaseArb extends fc.Arbitrary<infer A> ? A : never
+
+const hex64 = () => Array.from({ length: 64 }, () => Math.floor(Math.random() * 16).toString(16)).join("")
+
+describe.each(backends)("ledger functions over %s mirror the TypeScript rules", (_name, client) => {
+  const runtime = ManagedRuntime.make(
+    Layer.provideMerge(storeOverClient, client() as Layer.Layer<SqlClient.SqlClient, unknown>)
+  )
+  afterAll(() => runtime.dispose())
+  const run = <A>(effect: Effect.Effect<A, unknown, SqlClient.SqlClient | Store>) => runtime.runPromise(effect)
+
+  /** An account and agent with exactly the case's wallet, policy, spend and recent calls. */
+  const setUp = (c: ReserveCase) =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const accountId = newAccountId()
+      const agentId = newAgentId()
+      const now = new Date(c.nowMs)
+      const day = utcDay(now)
+      yield* sql`INSERT INTO accounts (id, created_at) VALUES (${accountId}, ${now})`
+      yield* sql`INSERT INTO agents ${
+        sql.insert({
+          id: agentId,
+          account_id: accountId,
+          name: "a",
+          role: c.role,
+          killed: c.killed,
+          kill_reason: c.killed ? "owner" : null,
+          key_hash: hex64(),
+          created_at: now,
+          max_per_call_micro_usd: c.maxPerCall,
+          max_per_day_micro_usd: c.maxPerDay,
+          max_per_month_micro_usd: c.maxPerMonth,
+          max_per_hour_micro_usd: c.maxPerHour,
+          max_calls_per_minute: c.maxCallsPerMinute,
+          auto_kill: c.autoKill,
+          allowed_capabilities: c.allowed.join(","),
+          deleted_at: c.deleted ? now : null
+        })
+      }`
+      yield* sql`INSERT INTO wallets (account_id, usd_micro, sats_msat, low_balance_threshold_micro_usd)
+        VALUES (${accountId}, ${c.usd}, ${c.sats}, ${c.lowBalance})`
+      const month = day.slice(0, 7)
+      const otherDay = day.endsWith("-01") ? `${month}-28` : `${month}-01`
+      const spends: Array<[string, bigint]> = [[day, c.dailySpent], [otherDay, c.otherDaysSpent], [
+        `${Number(day.slice(0, 4)) + 1}${day.slice(4)}`,
+        c.otherMonthSpent
+      ]]
+      for (const [d, amount] of spends) {
+        yield* sql`INSERT INTO agent_daily_spend (agent_id, day, spent_micro_usd) VALUES (${agentId}, ${d}, ${amount})`
+      }
+      for (const r of c.recent) {
+        const createdAt = new Date(c.nowMs - r.ageMs)
+        const settled = r.status === "settled" ? BigInt(Math.floor(Number(r.quoted) * r.settledPart)) : null
+        yield* sql`INSERT INTO reservations ${
+          sql.insert({
+            id: newReservationId(),
+            account_id: accountId,
+            agent_id: agentId,
+            capability: "search",
+            provider: "p",
+            quoted_micro_usd: r.quoted,
+            held_usd_micro: 0n,
+            held_sats_msat: 0n,
+            rate_micro_usd_per_btc: null,
+            day: utcDay(createdAt),
+            status: r.status,
+            settled_micro_usd: settled,
+            created_at: createdAt,
+            expires_at: new Date(createdAt.getTime() + 900_000)
+          })
+        }`
+      }
+      return { accountId, agentId, now, day }
+    })
+
+  const walletOf = (accountId: AccountId) =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const rows = yield* sql<{ usd_micro: string | bigint; sats_msat: string | bigint; audit_seq: string | bigint }>`
+        SELECT usd_micro, sats_msat, audit_seq FROM wallets WHERE account_id = ${accountId}`
+      return { usd: BigInt(rows[0]!.usd_micro), sats: BigInt(rows[0]!.sats_msat), seq: BigInt(rows[0]!.audit_seq) }
+    })
+
+  const auditOf = (accountId: AccountId) =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const rows = yield* sql<AuditRow>`SELECT * FROM audit_log WHERE account_id = ${accountId} ORDER BY seq`
+      return rows.map(toAuditRecord)
+    })
+
+  it("reserve decides as planHold, and writes only a hold that fires no event", async () => {
+    const outcomes = new Map<string, number>()
+    await fc.assert(
+      fc.asyncProperty(reserveCaseArb, (c) =>
+        run(Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          const store = yield* Store
+          const { accountId, agentId, now, day } = yield* setUp(c)
+          // The snapshot the general path reads under the lock, through the store's own queries.
+          const spend = yield* store.agentSpend(accountId, agentId, day)
+          const recent = yield* store.recentActivity(accountId, agentId, now)
+          const agent: Agent = {
+            id: agentId,
+            accountId,
+            name: "a",
+            role: c.role,
+            killed: c.killed,
+            killReason: c.killed ? "owner" : null,
+            createdAt: now,
+            lastActiveAt: null,
+            deletedAt: c.deleted ? now : null
+          }
+          const policy: Policy = {
+            maxPerCallMicroUsd: c.maxPerCall,
+            maxPerDayMicroUsd: c.maxPerDay,
+            maxPerMonthMicroUsd: c.maxPerMonth,
+            maxPerHourMicroUsd: c.maxPerHour,
+            maxCallsPerMinute: c.maxCallsPerMinute,
+            autoKill: c.autoKill,
+            allowedCapabilities: c.allowed.filter((name): name is Capability =>
+              (capabilityNames as ReadonlyArray<string>).includes(name)
+            )
+          }
+          const snapshot: ReserveSnapshot = {
+            agent,
+            policy,
+            dailySpentMicroUsd: spend.dailySpentMicroUsd,
+            monthlySpentMicroUsd: spend.monthlySpentMicroUsd,
+            recent,
+            now,
+            wallet: { accountId, usdMicroUsd: MicroUsd.make(c.usd), satsMsat: Msat.make(c.sats) }
+          }
+          const quoted = MicroUsd.make(c.quoted)
+          const rate = c.rate === null ? null : { microUsdPerBtc: c.rate }
+          const decision = planHold(snapshot, c.capability, quoted, rate)
+          const input = {
+            accountId,
+            agentId,
+            capability: c.capability,
+            quotedMicroUsd: quoted,
+            day,
+            now,
+            rate: rate === null ? null : { rate, source: "test", fetchedAt: now }
+          }
+          const events = reserveEvents(input as never, snapshot, decision, c.lowBalance)
+          const expected = Result.isFailure(decision) ? decision.failure._tag : events.length > 0 ? "slow" : "held"
+
+          const reservationId = newReservationId()
+          const auditId = newAuditId()
+          const [row] = yield* sql<{ outcome: string; from_usd: string | bigint; from_sats: string | bigint }>`
+            SELECT * FROM spendgate_reserve(${accountId}::text, ${agentId}::text, ${reservationId}::text,
+              ${auditId}::text, ${c.capability}::text, ${"p"}::text, ${c.quoted}::bigint, ${c.rate}::bigint,
+              ${day}::text, ${now}::timestamptz, ${new Date(c.nowMs + 900_000)}::timestamptz,
+              ${capabilityNames.join(",")}::text)`
+          expect(row!.outcome).toBe(expected)
+          outcomes.set(expected, (outcomes.get(expected) ?? 0) + 1)
+
+          const after = yield* walletOf(accountId)
+          const held = yield* sql`SELECT 1 FROM reservations WHERE id = ${reservationId}`
+          if (expected !== "held" || Result.isFailure(decision)) {
+            expect(after).toEqual({ usd: c.usd, sats: c.sats, seq: 0n })
+            expect(held.length).toBe(0)
+            return
+          }
+          const plan = decision.success
+          expect(BigInt(row!.from_usd)).toBe(plan.fromUsdMicroUsd)
+          expect(BigInt(row!.from_sats)).toBe(plan.fromSatsMsat)
+          expect(after).toEqual({ usd: c.usd - plan.fromUsdMicroUsd, sats: c.sats - plan.fromSatsMsat, seq: 1n })
+          expect(held.length).toBe(1)
+          const spendAfter = yield* store.agentSpend(accountId, agentId, day)
+          expect(spendAfter.dailySpentMicroUsd).toBe(spend.dailySpentMicroUsd + c.quoted)
+          const audit = yield* auditOf(accountId)
+          expect(audit.length).toBe(1)
+          expect(yield* verifyChainSegment(null, audit)).toBeNull()
+          expect(audit[0]).toMatchObject({
+            kind: "reserve",
+            amountMicroUsd: c.quoted,
+            usdDeltaMicroUsd: -plan.fromUsdMicroUsd,
+            satsDeltaMsat: -plan.fromSatsMsat,
+            details: JSON.stringify({ capability: c.capability, provider: "p" }),
+            prevHash: GENESIS_HASH
+          })
+        }))
+      ),
+      { numRuns: RUNS }
+    )
+    // The generator reaches holds, the general path and refusals alike.
+    expect(outcomes.get("held") ?? 0).toBeGreaterThan(0)
+    expect(outcomes.get("slow") ?? 0).toBeGreaterThan(0)
+    expect(outcomes.size).toBeGreaterThan(5)
+    console.log(`reserve outcomes: ${JSON.stringify(Object.fromEntries(outcomes))}`)
+  }, 120_000)
+
+  const heldCaseArb = fc.record({
+    quoted: money(3_000_000n),
+    usdShare: fc.double({ min: 0, max: 1, noNaN: true }),
+    rate: rateArb,
+    actual: fc.oneof(fc.bigInt({ min: -1_000_000n, max: 4_000_000n }), fc.constant(0n)),
+    spare: money(1_000_000n),
+    nowMs: fc.integer({ min: Date.UTC(2026, 0, 1), max: Date.UTC(2026, 11, 31) })
+  })
+
+  /** A held reservation as spendgate_reserve would leave it: its pockets' share taken, the day's spend raised. */
+  const heldReservationOf = (c: typeof heldCaseArb extends fc.Arbitrary<infer A> ? A : never) =>
+    Effect.gen(function*() {
+      const held = yield* setUp({
+        ...fc.sample(reserveCaseArb, { numRuns: 1, seed: 1 })[0]!,
+        usd: c.spare,
+        sats: c.spare * 1000n,
+        killed: false,
+        deleted: false,
+        recent: [],
+        nowMs: c.nowMs,
+        dailySpent: c.quoted,
+        lowBalance: null
+      })
+      const sql = yield* SqlClient.SqlClient
+      const heldUsd = c.rate === null ? c.quoted : BigInt(Math.floor(Number(c.quoted) * c.usdShare))
+      const heldSats = c.rate === null ? 0n : ((c.quoted - heldUsd) * 100_000_000_000n + c.rate - 1n) / c.rate
+      const reservation: Reservation = {
+        id: newReservationId(),
+        accountId: held.accountId,
+        agentId: held.agentId as AgentId,
+        capability: "search",
+        provider: "p\"\\\n✓",
+        quotedMicroUsd: MicroUsd.make(c.quoted),
+        heldUsdMicroUsd: MicroUsd.make(heldUsd),
+        heldSatsMsat: Msat.make(heldSats),
+        rateMicroUsdPerBtc: c.rate,
+        day: held.day,
+        status: "held",
+        settledMicroUsd: null,
+        createdAt: held.now,
+        expiresAt: new Date(held.now.getTime() + 900_000)
+      }
+      yield* sql`INSERT INTO reservations ${
+        sql.insert({
+          id: reservation.id,
+          account_id: reservation.accountId,
+          agent_id: reservation.agentId,
+          capability: reservation.capability,
+          provider: reservation.provider,
+          quoted_micro_usd: reservation.quotedMicroUsd,
+          held_usd_micro: reservation.heldUsdMicroUsd,
+          held_sats_msat: reservation.heldSatsMsat,
+          rate_micro_usd_per_btc: reservation.rateMicroUsdPerBtc,
+          day: reservation.day,
+          status: "held",
+          settled_micro_usd: null,
+          created_at: reservation.createdAt,
+          expires_at: reservation.expiresAt
+        })
+      }`
+      return { ...held, reservation, usd: c.spare, sats: c.spare * 1000n }
+    })
+
+  it("settle charges as planSettle and returns the rest", async () => {
+    await fc.assert(
+      fc.asyncProperty(heldCaseArb, (c) =>
+        run(Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          const store = yield* Store
+          const { accountId, agentId, day, reservation, usd, sats } = yield* heldReservationOf(c)
+          const plan = planSettle(reservation, c.actual)
+          const transactionId = newTransactionId()
+          const settledAt = new Date(c.nowMs + 1234)
+          const [row] = yield* sql<{ outcome: string; charged: string; charge_usd: string; charge_sats: string }>`
+            SELECT * FROM spendgate_settle(${accountId}::text, ${reservation.id}::text,
+              ${(c.actual < 0n ? 0n : c.actual).toString()}::numeric, ${transactionId}::text, ${newAuditId()}::text,
+              ${"a call"}::text, ${settledAt}::timestamptz)`
+          expect(row!.outcome).toBe("Settled")
+          expect(BigInt(row!.charged)).toBe(plan.chargedMicroUsd)
+          expect(BigInt(row!.charge_usd)).toBe(plan.chargeUsdMicroUsd)
+          expect(BigInt(row!.charge_sats)).toBe(plan.chargeSatsMsat)
+          expect(yield* walletOf(accountId)).toEqual({
+            usd: usd + plan.refundUsdMicroUsd,
+            sats: sats + plan.refundSatsMsat,
+            seq: 1n
+          })
+          expect((yield* store.agentSpend(accountId, agentId, day)).dailySpentMicroUsd).toBe(plan.chargedMicroUsd)
+          const audit = yield* auditOf(accountId)
+          expect(yield* verifyChainSegment(null, audit)).toBeNull()
+          expect(audit[0]).toMatchObject({
+            kind: "settle",
+            transactionId,
+            amountMicroUsd: plan.chargedMicroUsd,
+            usdDeltaMicroUsd: plan.refundUsdMicroUsd,
+            satsDeltaMsat: plan.refundSatsMsat,
+            details: JSON.stringify({ capability: reservation.capability, provider: reservation.provider }),
+            createdAt: settledAt
+          })
+          // A second settle finds nothing held.
+          const [again] = yield* sql<{ outcome: string }>`
+            SELECT outcome FROM spendgate_settle(${accountId}::text, ${reservation.id}::text, ${"1"}::numeric,
+              ${newTransactionId()}::text, ${newAuditId()}::text, ${"again"}::text, ${settledAt}::timestamptz)`
+          expect(again!.outcome).toBe("NotHeld")
+        }))
+      ),
+      { numRuns: RUNS }
+    )
+  }, 120_000)
+
+  it("release returns everything held, once", async () => {
+    await fc.assert(
+      fc.asyncProperty(heldCaseArb, fc.string({ maxLength: 20 }), (c, reason) =>
+        run(Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          const store = yield* Store
+          const { accountId, agentId, day, reservation, usd, sats } = yield* heldReservationOf(c)
+          const releasedAt = new Date(c.nowMs + 5)
+          const release = () =>
+            sql<{ outcome: string }>`
+              SELECT spendgate_release(${accountId}::text, ${reservation.id}::text, ${newAuditId()}::text,
+                ${reason}::text, ${releasedAt}::timestamptz) AS outcome`
+          expect((yield* release())[0]!.outcome).toBe("Released")
+          expect((yield* release())[0]!.outcome).toBe("NotHeld")
+          expect(yield* walletOf(accountId)).toEqual({
+            usd: usd + reservation.heldUsdMicroUsd,
+            sats: sats + reservation.heldSatsMsat,
+            seq: 1n
+          })
+          expect((yield* store.agentSpend(accountId, agentId, day)).dailySpentMicroUsd).toBe(0n)
+          const audit = yield* auditOf(accountId)
+          expect(yield* verifyChainSegment(null, audit)).toBeNull()
+          expect(audit[0]).toMatchObject({ kind: "release", details: JSON.stringify({ reason }) })
+        }))
+      ),
+      { numRuns: 40 }
+    )
+  }, 120_000)
+
+  it("the audit hash is the same as the TypeScript one for any text", async () => {
+    const text = fc.string({ unit: "binary", maxLength: 30 }).map((s) => s.replaceAll("\u0000", ""))
+    await fc.assert(
+      fc.asyncProperty(
+        fc.record({
+          id: text,
+          accountId: text,
+          seq: fc.bigInt({ min: 1n, max: 9_000_000_000_000_000_000n }),
+          kind: fc.constantFrom("reserve" as const, "settle" as const, "release" as const, "credit" as const),
+          agentId: fc.option(text, { nil: null }),
+          reservationId: fc.option(text, { nil: null }),
+          transactionId: fc.option(text, { nil: null }),
+          amountMicroUsd: fc.bigInt({ min: -(10n ** 18n), max: 10n ** 18n }),
+          usdDeltaMicroUsd: fc.bigInt({ min: -(10n ** 18n), max: 10n ** 18n }),
+          satsDeltaMsat: fc.bigInt({ min: -(10n ** 18n), max: 10n ** 18n }),
+          details: text,
+          createdAt: fc.integer({ min: Date.UTC(2000, 0, 1), max: Date.UTC(2099, 0, 1) }).map((ms) => new Date(ms)),
+          prevHash: text
+        }),
+        (record) =>
+          run(Effect.gen(function*() {
+            const sql = yield* SqlClient.SqlClient
+            const [row] = yield* sql<{ hash: string }>`
+              SELECT spendgate_audit_hash(${record.id}::text, ${record.accountId}::text, ${record.seq}::bigint,
+                ${record.kind}::text, ${record.agentId}::text, ${record.reservationId}::text,
+                ${record.transactionId}::text, ${record.amountMicroUsd.toString()}::numeric,
+                ${record.usdDeltaMicroUsd.toString()}::numeric, ${record.satsDeltaMsat.toString()}::numeric,
+                ${record.details}::text, ${record.createdAt}::timestamptz, ${record.prevHash}::text) AS hash`
+            expect(row!.hash).toBe(
+              yield* auditHash({ ...record, accountId: record.accountId as AccountId, agentId: record.agentId as AgentId | null })
+            )
+          }))
+      ),
+      { numRuns: 200 }
+    )
+  }, 120_000)
+})
