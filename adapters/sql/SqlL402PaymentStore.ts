@@ -5,7 +5,7 @@ import { L402PaymentStore, type OutboundPayment, type OutboundPaymentStatus } fr
 import { writeEvents } from "./SqlWebhooks.ts"
 
 /**
- * The L402 records in SQL (migration 0015): `l402_payee_hosts` and
+ * The L402 records in SQL (migration 0017): `l402_payee_hosts` and
  * `l402_payments`; the `pay.*` webhook events go to the outbox with the
  * payment's resolution. Storage failures become defects.
  */

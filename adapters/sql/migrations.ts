@@ -680,7 +680,27 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
       END
       $$`)
   }),
-  "0015_l402_payments": Effect.gen(function*() {
+  "0016_l402_tokens": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // Selling capabilities over L402 (src/l402/Seller.ts): the macaroon root
+    // key and the internal sales account, written once (the first writer wins).
+    yield* sql`
+      CREATE TABLE l402_settings (
+        name   TEXT PRIMARY KEY CHECK (name IN ('root_key', 'sales_account')),
+        value  TEXT NOT NULL
+      )`
+    // One row per token used at least once; uses never pass calls_allowed.
+    yield* sql`
+      CREATE TABLE l402_tokens (
+        token_id       TEXT PRIMARY KEY CHECK (token_id ~ '^[0-9a-f]{64}$'),
+        payment_hash   TEXT NOT NULL CHECK (payment_hash ~ '^[0-9a-f]{64}$'),
+        calls_allowed  INTEGER NOT NULL CHECK (calls_allowed >= 1),
+        uses           INTEGER NOT NULL CHECK (uses >= 0 AND uses <= calls_allowed),
+        first_used_at  TIMESTAMPTZ NOT NULL,
+        last_used_at   TIMESTAMPTZ NOT NULL
+      )`
+  }),
+  "0017_l402_payments": Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     // Outbound L402 (src/l402/): the payee hosts each account allows, and every
     // Lightning payment made for a caller, written before it is sent.
@@ -712,25 +732,5 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
       )`
     yield* sql`CREATE INDEX l402_payments_pending ON l402_payments (created_at) WHERE status = 'pending'`
     yield* sql`CREATE INDEX l402_payments_transaction ON l402_payments (transaction_id) WHERE transaction_id IS NOT NULL`
-  }),
-  "0016_l402_tokens": Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    // Selling capabilities over L402 (src/l402/Seller.ts): the macaroon root
-    // key and the internal sales account, written once (the first writer wins).
-    yield* sql`
-      CREATE TABLE l402_settings (
-        name   TEXT PRIMARY KEY CHECK (name IN ('root_key', 'sales_account')),
-        value  TEXT NOT NULL
-      )`
-    // One row per token used at least once; uses never pass calls_allowed.
-    yield* sql`
-      CREATE TABLE l402_tokens (
-        token_id       TEXT PRIMARY KEY CHECK (token_id ~ '^[0-9a-f]{64}$'),
-        payment_hash   TEXT NOT NULL CHECK (payment_hash ~ '^[0-9a-f]{64}$'),
-        calls_allowed  INTEGER NOT NULL CHECK (calls_allowed >= 1),
-        uses           INTEGER NOT NULL CHECK (uses >= 0 AND uses <= calls_allowed),
-        first_used_at  TIMESTAMPTZ NOT NULL,
-        last_used_at   TIMESTAMPTZ NOT NULL
-      )`
   })
 }
