@@ -1,5 +1,5 @@
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Layer, Option, type Redacted } from "effect"
+import { Duration, Layer, Option, type Redacted } from "effect"
 import { HttpRouter, type HttpServer } from "effect/http"
 import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
 import { createServer } from "node:http"
@@ -32,6 +32,9 @@ import { AccessControlLive } from "./access.ts"
 import { MCP_PATH, mountMcp } from "./mcpRoute.ts"
 import { METRICS_PATH, mountMetrics, observe, routeResolver } from "./observability.ts"
 
+/** How long requests in flight may take to finish when the server stops. */
+export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000
+
 export interface HttpOptions {
   readonly port: number
   readonly host: string
@@ -53,6 +56,12 @@ export interface HttpOptions {
   readonly adminToken?: Option.Option<Redacted.Redacted<string>>
   /** Routes the configured payment rails serve outside the contract (a webhook, the dev payer routes). */
   readonly railRoutes?: ReadonlyArray<RailRoute>
+  /**
+   * When the server stops (its scope closes: SIGTERM or SIGINT under
+   * `spendgate serve`): the port closes at once, and requests in flight get
+   * this long to finish before they are interrupted (default 10 s).
+   */
+  readonly shutdownGraceMs?: number
 }
 
 /** All routes of the API: /v1, /health, /v1/openapi.json, /docs and /mcp. */
@@ -103,5 +112,11 @@ export const serverLayer = (
     disableListenLog: options.announce === false,
     middleware: observe({ routes: routeResolverFor(options.railRoutes ?? []), accessLog: options.logRequests === true })
   }).pipe(
-    Layer.provideMerge(NodeHttpServer.layer(() => withClientErrors(createServer()), { port: options.port, host: options.host }))
+    Layer.provideMerge(
+      NodeHttpServer.layer(() => withClientErrors(createServer()), {
+        port: options.port,
+        host: options.host,
+        gracefulShutdownTimeout: Duration.millis(options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS)
+      })
+    )
   )
