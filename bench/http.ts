@@ -117,10 +117,18 @@ const cleanUp = (): Promise<void> =>
     }
   })()
 
+/** Stops everything, names the children (the smoke test checks they are gone) and exits. */
+let finished: Promise<void> | undefined
+const finish = async (code: number): Promise<never> => {
+  finished ??= cleanUp().then(() => console.log(`\nchildren: ${spawned.join(" ")}`))
+  await finished
+  return process.exit(code)
+}
+
 for (const signal of ["SIGINT", "SIGTERM"] as const) {
   process.once(signal, () => {
     console.error(`\nbench:http: ${signal}, stopping the children`)
-    void cleanUp().finally(() => process.exit(130))
+    void finish(130)
   })
 }
 
@@ -437,14 +445,10 @@ const main = async () => {
   ))
 }
 
-let failed = false
 try {
   await main()
+  await finish(0)
 } catch (error) {
-  failed = true
   console.error(`bench:http: ${error instanceof Error ? error.message : String(error)}`)
-} finally {
-  await cleanUp()
-  console.log(`\nchildren: ${spawned.join(" ")}`)
+  await finish(1)
 }
-process.exit(failed ? 1 : 0)

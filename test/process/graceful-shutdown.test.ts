@@ -168,7 +168,7 @@ describe("graceful shutdown of the server process (PostgreSQL)", () => {
   const reason = (baseUrl: string, key: string) =>
     fetch(`${baseUrl}/v1/capabilities/reason`, {
       method: "POST",
-      headers: { "content-type": "application/json", authorization: `Bearer ${key}`, connection: "close" },
+      headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
       body: JSON.stringify({ prompt: "a slow question", maxTokens: 100 })
     }).then(async (response) => ({ status: response.status, body: await response.json() as any }))
 
