@@ -35,6 +35,7 @@
  *   --backends=LIST  BENCH_BACKENDS     pg, pglite or both (default pg,pglite)
  *   --connections=L  BENCH_CONNECTIONS  e.g. 1,16 (default)
  *   --server=DIR     BENCH_SERVER       the checkout whose server is measured (default this one)
+ *   --profile=DIR    BENCH_PROFILE      write each server's CPU profile (node --cpu-prof) into DIR
  *
  * Every child (upstream, servers) is stopped, the database dropped and the
  * data directory removed at the end, on an error and on Ctrl-C. The last
@@ -73,6 +74,7 @@ const walletCount = Math.floor(positive("wallets", option("wallets", "BENCH_WALL
 const backends = option("backends", "BENCH_BACKENDS", "pg,pglite").split(",").map((b) => b.trim()).filter((b) => b !== "")
 const connectionCounts = option("connections", "BENCH_CONNECTIONS", "1,16").split(",").map((c) => Math.floor(positive("connections", c)))
 const serverRoot = resolve(option("server", "BENCH_SERVER", root))
+const profileDir = option("profile", "BENCH_PROFILE", "")
 const adminUrl = process.env["POSTGRES_URL"] ?? "postgres://postgres@127.0.0.1:5432/postgres"
 for (const backend of backends) {
   if (backend !== "pg" && backend !== "pglite") {
@@ -171,6 +173,22 @@ const rssMb = (pid: number): number | undefined => {
   }
 }
 
+/**
+ * CPU time a process has used (user + system), in ms (Linux /proc; elsewhere
+ * undefined). Unlike latency, it hardly changes when other work shares the
+ * machine, so it compares builds on a busy machine.
+ */
+const ticksPerSecond = 100
+const cpuMs = (pid: number): number | undefined => {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /s, "").split(" ")
+    // After the command: state is field 3, utime and stime fields 14 and 15 (1-based, of the whole line).
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / ticksPerSecond
+  } catch {
+    return undefined
+  }
+}
+
 // ---------------------------------------------------------------------------
 // PostgreSQL: a fresh database
 
@@ -246,6 +264,8 @@ const fundedAccounts = async (base: string, count: number, prefix: string): Prom
 // Load
 
 interface Cell {
+  /** The server's CPU time per answered request, ms (undefined for the upstream). */
+  readonly cpuMsPerRequest?: number | undefined
   readonly rps: number
   readonly p50: number
   readonly p99: number
@@ -307,9 +327,20 @@ const load = async (
   }
 }
 
-const measure = async (url: string, body: string, connections: number, keys: ReadonlyArray<string>): Promise<Cell> => {
+const measure = async (
+  url: string,
+  body: string,
+  connections: number,
+  keys: ReadonlyArray<string>,
+  serverPid?: number
+): Promise<Cell> => {
   if (warmupSeconds > 0) await load(url, body, connections, warmupSeconds, keys)
-  return load(url, body, connections, durationSeconds, keys)
+  const before = serverPid === undefined ? undefined : cpuMs(serverPid)
+  const cell = await load(url, body, connections, durationSeconds, keys)
+  const after = serverPid === undefined ? undefined : cpuMs(serverPid)
+  return before === undefined || after === undefined || cell.ok === 0
+    ? cell
+    : { ...cell, cpuMsPerRequest: (after - before) / (cell.ok + cell.failed) }
 }
 
 // ---------------------------------------------------------------------------
@@ -327,6 +358,7 @@ interface Row {
 interface ServerFigures {
   readonly backend: string
   readonly startMs: number
+  readonly startCpuMs: number | undefined
   readonly rssIdleMb: number | undefined
   readonly rssAfterMb: number | undefined
 }
@@ -351,7 +383,8 @@ const startServer = async (backend: "pg" | "pglite", upstreamPort: number) => {
   if (backend === "pg") env["DATABASE_URL"] = await freshDatabase()
   const base = `http://127.0.0.1:${port}`
   const started = performance.now()
-  const server = start([join(serverRoot, "adapters/http/main.ts")], env, serverRoot)
+  const profile = profileDir === "" ? [] : ["--cpu-prof", `--cpu-prof-dir=${resolve(profileDir)}`, `--cpu-prof-name=${backend}-${Date.now()}.cpuprofile`]
+  const server = start([...profile, join(serverRoot, "adapters/http/main.ts")], env, serverRoot)
   for (;;) {
     if (server.child.exitCode !== null || server.child.signalCode !== null) {
       throw new Error(`the ${backend} server exited before it was healthy:\n${server.output()}`)
@@ -366,11 +399,11 @@ const startServer = async (backend: "pg" | "pglite", upstreamPort: number) => {
     }
     await sleep(10)
   }
-  return { server, base, startMs: performance.now() - started }
+  return { server, base, startMs: performance.now() - started, startCpuMs: cpuMs(server.child.pid!) }
 }
 
 const runBackend = async (backend: "pg" | "pglite", upstreamPort: number, rows: Array<Row>, figures: Array<ServerFigures>) => {
-  const { server, base, startMs } = await startServer(backend, upstreamPort)
+  const { server, base, startMs, startCpuMs } = await startServer(backend, upstreamPort)
   console.error(`bench:http: ${backend}: healthy after ${startMs.toFixed(0)} ms; funding ${walletCount + 1} wallets`)
   await sleep(1000)
   const pid = server.child.pid!
@@ -384,13 +417,13 @@ const runBackend = async (backend: "pg" | "pglite", upstreamPort: number, rows: 
     for (const [target, path, body] of [["POST /v1/proxy/openai", "/v1/proxy/openai", proxyBody], ["POST /v1/capabilities/reason", "/v1/capabilities/reason", reasonBody]] as const) {
       for (const [wallets, keys] of [["1 (hot)", [hot!]], [String(walletCount), many]] as const) {
         console.error(`bench:http: ${backend}: ${target}, ${connections} connection(s), ${wallets} wallet(s)`)
-        const cell = await measure(`${base}${path}`, body, connections, keys)
+        const cell = await measure(`${base}${path}`, body, connections, keys, server.child.pid)
         rows.push({ backend, target, connections, wallets, cell, direct: directCell })
       }
     }
   }
   const rssAfterMb = rssMb(pid)
-  figures.push({ backend, startMs, rssIdleMb, rssAfterMb })
+  figures.push({ backend, startMs, startCpuMs, rssIdleMb, rssAfterMb })
   await stopChild(server.child)
 }
 
@@ -424,7 +457,7 @@ const main = async () => {
 
   console.log("")
   console.log(table(
-    ["backend", "target", "conn", "wallets", "req/s", "p50 ms", "p99 ms", "overhead p50 ms", "ratio", "failed"],
+    ["backend", "target", "conn", "wallets", "req/s", "p50 ms", "p99 ms", "overhead p50 ms", "ratio", "server CPU ms/req", "failed"],
     rows.map((row) => [
       row.backend,
       row.target,
@@ -435,13 +468,14 @@ const main = async () => {
       fixed(row.cell.p99, 2),
       row.direct === undefined ? "-" : fixed(row.cell.p50 - row.direct.p50, 2),
       row.direct === undefined ? "-" : `${fixed(row.cell.p50 / row.direct.p50, 1)}x`,
+      fixed(row.cell.cpuMsPerRequest, 2),
       String(row.cell.failed)
     ])
   ))
   console.log("")
   console.log(table(
-    ["backend", "start to healthy /health ms", "RSS idle MB", "RSS after the run MB"],
-    figures.map((f) => [f.backend, fixed(f.startMs, 0), fixed(f.rssIdleMb, 0), fixed(f.rssAfterMb, 0)])
+    ["backend", "start to healthy /health ms", "start-up CPU ms", "RSS idle MB", "RSS after the run MB"],
+    figures.map((f) => [f.backend, fixed(f.startMs, 0), fixed(f.startCpuMs, 0), fixed(f.rssIdleMb, 0), fixed(f.rssAfterMb, 0)])
   ))
 }
 

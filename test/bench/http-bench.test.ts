@@ -53,7 +53,7 @@ describe("npm run bench:http", () => {
   it("prints the table for PostgreSQL and PGlite and stops every child", async () => {
     const { code, stdout, stderr } = await run(["--duration=0.2", "--warmup=0", "--wallets=3", "--backends=pg,pglite"])
     expect(code, stderr).toBe(0)
-    expect(stdout).toMatch(/\| backend +\| target +\| conn +\| wallets +\| req\/s +\| p50 ms +\| p99 ms +\| overhead p50 ms +\| ratio +\| failed +\|/)
+    expect(stdout).toMatch(/\| backend +\| target +\| conn +\| wallets +\| req\/s +\| p50 ms +\| p99 ms +\| overhead p50 ms +\| ratio +\| server CPU ms\/req +\| failed +\|/)
     for (const backend of ["pg", "pglite"]) {
       for (const target of ["upstream direct", "POST /v1/proxy/openai", "POST /v1/capabilities/reason"]) {
         for (const connections of [1, 16]) {
@@ -67,10 +67,10 @@ describe("npm run bench:http", () => {
     for (const row of rows) {
       const cells = row.split("|").map((c) => c.trim())
       expect(Number(cells[5]), row).toBeGreaterThan(0)
-      expect(cells[10], row).toBe("0")
+      expect(cells[11], row).toBe("0")
     }
-    expect(stdout).toMatch(/\| pg +\| \d+ +\| \d+ +\| \d+ +\|/)
-    expect(stdout).toMatch(/\| pglite +\| \d+ +\| \d+ +\| \d+ +\|/)
+    expect(stdout).toMatch(/\| pg +\| \d+ +\| \d+ +\| \d+ +\| \d+ +\|/)
+    expect(stdout).toMatch(/\| pglite +\| \d+ +\| \d+ +\| \d+ +\| \d+ +\|/)
     const children = childrenOf(stdout)
     expect(children).toHaveLength(3)
     expect(children.filter(alive)).toEqual([])
