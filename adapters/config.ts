@@ -123,6 +123,12 @@ export interface ServerConfig {
   readonly btcUsdRate: Option.Option<BtcUsdRate>
   /** How long a binding quote (POST /v1/quotes) can be used, in seconds (QUOTE_TTL_SECONDS, default 60). */
   readonly quoteTtlSeconds: number
+  /**
+   * On SIGTERM or SIGINT, how long requests already in flight may take to
+   * finish, in seconds (SHUTDOWN_GRACE_SECONDS, default 10); those still
+   * running then are interrupted, which releases their holds.
+   */
+  readonly shutdownGraceSeconds: number
 }
 
 const MIN_ADMIN_TOKEN_LENGTH = 24
@@ -156,6 +162,10 @@ export const serverConfig: Config.Config<ServerConfig> = Config.all({
   quoteTtlSeconds: Config.Int("QUOTE_TTL_SECONDS").pipe(
     check("QUOTE_TTL_SECONDS", (seconds) => (seconds >= 1 && seconds <= 3600) || "must be a whole number of seconds from 1 to 3600"),
     Config.withDefault(60)
+  ),
+  shutdownGraceSeconds: Config.Int("SHUTDOWN_GRACE_SECONDS").pipe(
+    check("SHUTDOWN_GRACE_SECONDS", (seconds) => (seconds >= 0 && seconds <= 3600) || "must be a whole number of seconds from 0 to 3600"),
+    Config.withDefault(10)
   )
 })
 

@@ -6,7 +6,7 @@
  * config/prices.json); URL_ALLOW_HOSTS lets the URL-safe fetcher reach named
  * private hosts.
  */
-import { NodeHttpClient } from "@effect/platform-node"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Effect, Layer, Option } from "effect"
 import { Providers } from "../src/capabilities/Capabilities.ts"
 import { ProviderStatuses } from "../src/capabilities/ProviderHealth.ts"

@@ -33,7 +33,11 @@ import("node:fs").then(function (fs) {
     process.stderr.write("spendgate: the built JavaScript (dist/) is missing: run `npm run build` in the package first.\n")
     process.exit(1)
   }
-  return import((fromSources ? sources : built).href).then(function (cli) {
+  // Node's compile cache keeps the compiled modules between starts (see adapters/http/main.ts).
+  return import("node:module").then(function (module) {
+    if (typeof module.enableCompileCache === "function") module.enableCompileCache()
+    return import((fromSources ? sources : built).href)
+  }).then(function (cli) {
     cli.main(process.argv.slice(2), version)
   })
 })

@@ -1,4 +1,6 @@
-import { NodeRuntime, NodeServices } from "@effect/platform-node"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import * as NodeServices from "@effect/platform-node/NodeServices"
+import { teardown } from "../teardown.ts"
 import { Console, Effect } from "effect"
 import { CliError, CliOutput, Command } from "effect/cli"
 import { CliFailure, EXIT_USAGE } from "./client.ts"
@@ -62,5 +64,6 @@ export const main = (args: ReadonlyArray<string>, version: string): void =>
       }),
       Effect.provide(stderrForUsageErrors),
       Effect.provide(NodeServices.layer)
-    )
+    ),
+    { teardown }
   )

@@ -1,10 +1,8 @@
-import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"
 import { ByteSize, Effect, Layer } from "effect"
 import { HttpIncomingMessage, HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { DEFAULT_BODY_LIMIT_BYTES, fromCause } from "./envelope.ts"
 import { envelopeResponse } from "./errors.ts"
 import { type Backend, httpBackend } from "../mcp/backend.ts"
-import { makeMcpServer } from "../mcp/server.ts"
 
 /**
  * `/mcp`: the MCP server over Streamable HTTP, stateless (no session: each
@@ -43,6 +41,25 @@ const onlyToolCalls = (body: Uint8Array): boolean => {
     messages.every((m) => typeof m === "object" && m !== null && (m as { readonly method?: unknown }).method === "tools/call")
 }
 
+/**
+ * The MCP SDK (and its schema libraries), loaded by the first /mcp request:
+ * a server nobody reaches over MCP never loads them.
+ */
+let sdk:
+  | Promise<{
+    readonly Transport: typeof import("@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js").WebStandardStreamableHTTPServerTransport
+    readonly makeMcpServer: typeof import("../mcp/server.ts").makeMcpServer
+  }>
+  | undefined
+const loadSdk = () =>
+  sdk ??= Promise.all([
+    import("@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"),
+    import("../mcp/server.ts")
+  ]).then(([transport, server]) => ({
+    Transport: transport.WebStandardStreamableHTTPServerTransport,
+    makeMcpServer: server.makeMcpServer
+  }))
+
 const handle = (selfUrl: string, limitBytes: number, backendFor: (key: string) => Backend) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
@@ -71,7 +88,8 @@ const handle = (selfUrl: string, limitBytes: number, backendFor: (key: string) =
     for (const [name, value] of Object.entries(request.headers)) if (typeof value === "string") headers.set(name, value)
     const webRequest = new Request(`${selfUrl}${MCP_PATH}`, { method: "POST", headers, body })
     const response = yield* Effect.promise(async () => {
-      const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true })
+      const { Transport, makeMcpServer } = await loadSdk()
+      const transport = new Transport({ enableJsonResponse: true })
       const server = makeMcpServer(backend)
       await server.connect(transport)
       try {

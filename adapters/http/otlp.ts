@@ -1,4 +1,4 @@
-import { NodeHttpClient } from "@effect/platform-node"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Duration, Layer, Redacted } from "effect"
 import { constTrue } from "effect/Function"
 import { HttpClient } from "effect/http"

@@ -6,7 +6,6 @@ import type { Agent } from "../../src/domain/Agent.ts"
 import { type Decision, type RateKey, RateLimiter } from "../../src/ports/RateLimiter.ts"
 import { check, type InvalidConfig, invalid, load, oneOf, text } from "../config.ts"
 import * as MemoryRateLimiter from "../ratelimit/memory.ts"
-import * as RedisRateLimiter from "../ratelimit/redis.ts"
 import { envelopeResponse, type Forbidden, type TooManyRequests, toHttpError, type Unauthorized } from "./errors.ts"
 import { AuthenticationLive } from "./handlers.ts"
 import { Authentication, CurrentPrincipal, SignupAdmission } from "./middleware.ts"
@@ -166,7 +165,9 @@ export const rateLimitOptions = (config: RateLimitConfig): RateLimitOptions => (
   accountPerMinute: config.accountPerMinute,
   limiter: Option.match(config.redisUrl, {
     onNone: () => MemoryRateLimiter.layer(),
-    onSome: (url) => RedisRateLimiter.layer({ url })
+    // The Redis client (a large module tree) is loaded only when REDIS_URL is set.
+    onSome: (url) =>
+      Layer.unwrap(Effect.map(Effect.promise(() => import("../ratelimit/redis.ts")), (redis) => redis.layer({ url })))
   })
 })
 

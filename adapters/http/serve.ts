@@ -83,6 +83,13 @@ export const serveGateway = <E>(
  *
  * Any failure after step 3 closes storage (PGlite cleanly) and then releases
  * the lock, in that order. Every refusal is one line on stderr and exit code 1.
+ *
+ * It stops gracefully when interrupted (SIGTERM or SIGINT under `spendgate
+ * serve`): the port closes at once, so new connections are refused; requests
+ * in flight get SHUTDOWN_GRACE_SECONDS (default 10) to finish, their holds
+ * settled as usual; any still running then is interrupted, which releases its
+ * hold (the spend pipeline's rule). Then the background workers stop, storage
+ * closes (PGlite cleanly, then its lock) and the process exits 0.
  */
 
 /** The port cannot be bound. */
@@ -154,6 +161,12 @@ export const serveFromEnvironment: Effect.Effect<void, unknown> = Effect.gen(fun
   return yield* serveWith(config, otlp).pipe(
     // Inside the console logger's layer, so the OTLP logger is added beside it.
     withTelemetry(otlp),
+    // Stopped on a signal, having finished (or released) what was in flight: a clean exit.
+    Effect.onInterrupt(() =>
+      Effect.sync(() => {
+        process.exitCode = 0
+      })
+    ),
     Effect.provide(loggerLayer(config.logFormat))
   )
 }).pipe(
@@ -218,7 +231,8 @@ const serveWith = (config: ServerConfig, otlp: Option.Option<OtlpConfig>) => Eff
         }
       }),
     // One line per request at Info; LOG_LEVEL=Warn (or above) silences it.
-    logRequests: true
+    logRequests: true,
+    shutdownGraceMs: config.shutdownGraceSeconds * 1000
   }).pipe(
     Layer.provide(
       Layer.mergeAll(Spend.sweeper(), Funding.expirer(), Webhooks.worker(), L402Payments.resolver(), followersLayer(payments))
@@ -232,6 +246,7 @@ const serveWith = (config: ServerConfig, otlp: Option.Option<OtlpConfig>) => Eff
     Layer.provide(Layer.succeedContext(storage))
   )
   return yield* Layer.launch(app).pipe(
+    Effect.onInterrupt(() => Effect.logInfo("Spendgate stopped: requests in flight finished or released, storage closing")),
     Effect.provideService(References.MinimumLogLevel, config.logLevel),
     // The port was taken between the check and the bind: one line, like the check's.
     Effect.catchIf(

@@ -1,5 +1,5 @@
-import { NodeHttpServer } from "@effect/platform-node"
-import { type Context, Effect, Layer, Option, type Redacted } from "effect"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import { type Context, Duration, Effect, Layer, Option, type Redacted } from "effect"
 import { constTrue } from "effect/Function"
 import { HttpMiddleware, HttpRouter, type HttpServer } from "effect/http"
 import { L402Seller, type L402SellSettings } from "../../src/l402/Seller.ts"
@@ -41,6 +41,9 @@ import { METRICS_PATH, mountMetrics, observe, routeResolver } from "./observabil
 import { dashboardRoutes, mountDashboard } from "./dashboard/static.ts"
 import { mountSessionRoutes, type SessionOptions, sessionRoutes, SessionsLive } from "./sessions.ts"
 
+/** How long requests in flight may take to finish when the server stops. */
+export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000
+
 export interface HttpOptions {
   readonly port: number
   readonly host: string
@@ -66,6 +69,12 @@ export interface HttpOptions {
   readonly sessions?: SessionOptions
   /** L402_SELL=on: anonymous capability calls are sold over L402 (adapters/http/l402.ts). */
   readonly l402?: L402SellOptions
+  /**
+   * When the server stops (its scope closes: SIGTERM or SIGINT under
+   * `spendgate serve`): the port closes at once, and requests in flight get
+   * this long to finish before they are interrupted (default 10 s).
+   */
+  readonly shutdownGraceMs?: number
 }
 
 export interface L402SellOptions extends L402HttpOptions {
@@ -160,5 +169,11 @@ export const serverLayer = (
   }).pipe(
     // The request's span is observe's (named by route, with no URL, query or headers): the framework's is off.
     Layer.provide(Layer.succeed(HttpMiddleware.TracerDisabledWhen)(constTrue)),
-    Layer.provideMerge(NodeHttpServer.layer(() => withClientErrors(createServer()), { port: options.port, host: options.host }))
+    Layer.provideMerge(
+      NodeHttpServer.layer(() => withClientErrors(createServer()), {
+        port: options.port,
+        host: options.host,
+        gracefulShutdownTimeout: Duration.millis(options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS)
+      })
+    )
   )

@@ -218,7 +218,9 @@ export const make = (options: DevLightningOptions): Effect.Effect<DevLightningNo
         try: () => loadOrCreateKey(dataDir),
         catch: (cause) => railError(`cannot load the dev Lightning node key: ${causeMessage(cause)}`)
       })
-    const publicKeyHex = bytesToHex(nodePublicKey(privateKey))
+    // Derived when first asked for: the point multiplication (and the curve's precomputed
+    // tables) need not hold up the server's start.
+    let publicKeyHex: string | undefined
 
     const issue = Effect.fn("DevLightning.createInvoice")(function*(request: LightningInvoiceRequest) {
       const timestampMs = request.createdAt.getTime()
@@ -253,7 +255,9 @@ export const make = (options: DevLightningOptions): Effect.Effect<DevLightningNo
 
     return {
       rail,
-      publicKeyHex,
+      get publicKeyHex() {
+        return publicKeyHex ??= bytesToHex(nodePublicKey(privateKey))
+      },
       keyFile: dataDir === undefined ? undefined : join(dataDir, KEY_FILE_NAME),
       issue
     } satisfies DevLightningNode

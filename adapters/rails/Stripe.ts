@@ -1,5 +1,5 @@
 import { Effect, Layer, Redacted, Schema } from "effect"
-import Stripe from "stripe"
+import type Stripe from "stripe"
 import {
   CardRail,
   type CheckoutCreated,
@@ -51,8 +51,16 @@ const MAX_NETWORK_RETRIES = 1
 // ---------------------------------------------------------------------------
 // Client and error messages
 
-const makeClient = (config: StripeConfig): Stripe =>
-  new Stripe(Redacted.value(config.secretKey), {
+/**
+ * The SDK, loaded the first time this rail is used: a server on the dev card
+ * rail never loads it (it is a large module tree).
+ */
+type Sdk = typeof Stripe
+let sdk: Promise<Sdk> | undefined
+const loadSdk = (): Promise<Sdk> => sdk ??= import("stripe").then((module) => module.default)
+
+const makeClient = (Sdk: Sdk, config: StripeConfig): Stripe =>
+  new Sdk(Redacted.value(config.secretKey), {
     maxNetworkRetries: MAX_NETWORK_RETRIES,
     timeout: config.timeoutMs ?? DEFAULT_TIMEOUT_MS,
     ...(config.apiHost === undefined ? {} : { host: config.apiHost }),
@@ -79,17 +87,17 @@ const scrub = (text: string, secrets: ReadonlyArray<string>): string => {
  * and permission failures get a fixed text: Stripe's own message quotes (part
  * of) the key that was refused.
  */
-const describeFailure = (error: unknown, secrets: ReadonlyArray<string>): string => {
-  if (error instanceof Stripe.errors.StripeError) {
+const describeFailure = (Sdk: Sdk | undefined, error: unknown, secrets: ReadonlyArray<string>): string => {
+  if (Sdk !== undefined && error instanceof Sdk.errors.StripeError) {
     const status = error.statusCode === undefined ? "" : ` (HTTP ${error.statusCode})`
     const request = error.requestId === undefined ? "" : ` [request ${scrub(error.requestId, secrets)}]`
-    if (error instanceof Stripe.errors.StripeAuthenticationError) {
+    if (error instanceof Sdk.errors.StripeAuthenticationError) {
       return `Stripe refused the API key${status}`
     }
-    if (error instanceof Stripe.errors.StripePermissionError) {
+    if (error instanceof Sdk.errors.StripePermissionError) {
       return `The Stripe API key may not create Checkout Sessions${status}${request}`
     }
-    if (error instanceof Stripe.errors.StripeConnectionError) {
+    if (error instanceof Sdk.errors.StripeConnectionError) {
       return `Could not reach Stripe: ${scrub(error.message, secrets)}`
     }
     return `Stripe ${error.rawType ?? error.type}${status}: ${scrub(error.message, secrets)}${request}`
@@ -127,14 +135,20 @@ const wholeCents = (amountMicroUsd: bigint): Effect.Effect<number, RailError> =>
 export const EXPIRY_MARGIN_SECONDS = 120
 
 export const make = (config: StripeConfig): (typeof CardRail)["Service"] => {
-  const stripe = makeClient(config)
   const secrets = [Redacted.value(config.secretKey), Redacted.value(config.webhookSecret)]
+  let loaded: Sdk | undefined
+  let client: Promise<Stripe> | undefined
+  const clientOf = (): Promise<Stripe> =>
+    client ??= loadSdk().then((Sdk) => {
+      loaded = Sdk
+      return makeClient(Sdk, config)
+    })
 
   const createCheckout = Effect.fn("StripeRail.createCheckout")(function*(request: CheckoutRequest) {
     const unitAmount = yield* wholeCents(request.amountMicroUsd)
     const session = yield* Effect.tryPromise({
       try: () =>
-        stripe.checkout.sessions.create(
+        clientOf().then((stripe) => stripe.checkout.sessions.create(
           {
             mode: "payment",
             line_items: [{
@@ -151,8 +165,8 @@ export const make = (config: StripeConfig): (typeof CardRail)["Service"] => {
           },
           // A retry (ours or the SDK's) for the same invoice gets the same session back.
           { idempotencyKey: request.invoiceId }
-        ),
-      catch: (error) => new RailError({ rail: RAIL_NAME, message: describeFailure(error, secrets) })
+        )),
+      catch: (error) => new RailError({ rail: RAIL_NAME, message: describeFailure(loaded, error, secrets) })
     }).pipe(
       Effect.tapError((error) =>
         Effect.logWarning("Stripe Checkout Session not created").pipe(
@@ -221,9 +235,9 @@ const paidMicroUsd = (session: Stripe.Checkout.Session): bigint | undefined => {
   return undefined
 }
 
-const rejectionMessage = (error: unknown): string => {
+const rejectionMessage = (Sdk: Sdk, error: unknown): string => {
   // constructEvent verifies, then parses: anything but a verification error is a body that is not JSON.
-  if (!(error instanceof Stripe.errors.StripeSignatureVerificationError)) {
+  if (!(error instanceof Sdk.errors.StripeSignatureVerificationError)) {
     return "The webhook body is not a JSON Stripe event"
   }
   // The SDK's messages run on with advice and links; the first sentence is the reason.
@@ -247,9 +261,10 @@ export const handleWebhook = (config: StripeConfig) => {
     if (signatureHeader === undefined || signatureHeader.trim() === "") {
       return yield* new WebhookRejected({ message: "Missing Stripe-Signature header" })
     }
+    const Sdk = yield* Effect.promise(loadSdk)
     const event = yield* Effect.try({
-      try: () => Stripe.webhooks.constructEvent(rawBody, signatureHeader, secret, SIGNATURE_TOLERANCE_SECONDS),
-      catch: (error) => new WebhookRejected({ message: rejectionMessage(error) })
+      try: () => Sdk.webhooks.constructEvent(rawBody, signatureHeader, secret, SIGNATURE_TOLERANCE_SECONDS),
+      catch: (error) => new WebhookRejected({ message: rejectionMessage(Sdk, error) })
     })
     if (typeof event?.id !== "string" || typeof event.type !== "string" || typeof event.created !== "number") {
       return yield* new WebhookRejected({ message: "The webhook body is not a Stripe event" })

@@ -14,7 +14,7 @@
  * Prices travel as JSON strings and are read with `parseBtcUsdRate`, never through a
  * float; the median is integer arithmetic on micro-dollars.
  */
-import { NodeHttpClient } from "@effect/platform-node"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Clock, Context, Data, Effect, Layer, Option, Ref, Result, type Scope, Stream } from "effect"
 import { HttpClient, type HttpClientError } from "effect/http"
 import type { RateSnapshot } from "../../src/domain/Ledger.ts"

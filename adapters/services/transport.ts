@@ -1,4 +1,4 @@
-import { NodeHttpClient } from "@effect/platform-node"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Effect, Layer, Redacted, Stream } from "effect"
 import { HttpClient, HttpClientRequest, type HttpMethod } from "effect/http"
 import { ProviderFailure } from "../../src/capabilities/Provider.ts"

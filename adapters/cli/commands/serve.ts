@@ -1,10 +1,13 @@
 import { Effect } from "effect"
 import { Command } from "effect/cli"
+import { flushCompileCache } from "node:module"
 
 /** `spendgate serve`: the HTTP API, configured from the environment (what `npm start` runs). */
 export const serve = Command.make("serve", {}, () =>
   // Loaded on use, so `--help` and the other subcommands do not load the server.
   Effect.promise(() => import("../../http/serve.ts")).pipe(
+    // The server's modules are loaded: the compile cache is written now, not only at exit.
+    Effect.tap(() => Effect.sync(() => flushCompileCache())),
     Effect.flatMap((server) => server.serveFromEnvironment)
   )).pipe(
     Command.withDescription(

@@ -1,6 +1,6 @@
 import { Duration, Effect, Option, Redacted, Result } from "effect"
-import { createTransport, type NodemailerError, type SMTPTransportOptions } from "nodemailer"
-import MailComposer, { type MailComposerOptions } from "nodemailer/lib/mail-composer"
+import type { NodemailerError, SMTPTransportOptions } from "nodemailer"
+import type { MailComposerOptions } from "nodemailer/lib/mail-composer"
 import { type Provider, ProviderFailure, type UnitPrice } from "../../../src/capabilities/Provider.ts"
 import type { EmailInput, EmailOutput } from "../../../src/capabilities/schemas.ts"
 import { oneLineSubject, parseSender, type Sender } from "../kit/email.ts"
@@ -227,9 +227,14 @@ interface Composed {
   readonly raw: Buffer
 }
 
+/** nodemailer, loaded when an SMTP provider is built (SMTP_HOST set), never otherwise. */
+const loadNodemailer = () => import("nodemailer")
+const loadMailComposer = () => import("nodemailer/lib/mail-composer").then((module) => module.default)
+
 const compose = (settings: Settings, input: EmailInput): Effect.Effect<Composed, ProviderFailure> =>
   Effect.tryPromise({
     try: async () => {
+      const MailComposer = await loadMailComposer()
       const node = new MailComposer(mailOf(settings.sender, input)).compile()
       const messageId = node.messageId()
       return { messageId, raw: await node.build() }
@@ -246,6 +251,8 @@ export const make = (options: SmtpOptions): Effect.Effect<Provider<"email">> =>
     const settings = yield* Effect.sync(() => settingsOf(options))
     const auth = options.auth === undefined ? {} : { auth: { user: options.auth.user, pass: settings.password } }
     // Without `pool`, every sendMail opens its own connection and closes it: nothing to release later.
+    const { createTransport } = yield* Effect.promise(loadNodemailer)
+    yield* Effect.promise(loadMailComposer)
     const transporter = createTransport({ ...settings.transport, ...auth })
     const price = settings.unitPrice.priceMicroUsd
 

@@ -5,7 +5,7 @@
  * worker pool (parse-pool.ts) off the event loop.
  */
 import { Effect } from "effect"
-import { parseHTML } from "linkedom"
+import { createRequire } from "node:module"
 import { ProviderFailure } from "../../../src/capabilities/Provider.ts"
 import type { FetchFailed, UnsafeUrl } from "../../../src/ports/Net.ts"
 import type { UnitPrice } from "../../../src/capabilities/Provider.ts"
@@ -133,7 +133,16 @@ export interface DomDocument {
   querySelectorAll(selectors: string): ArrayLike<DomElement>
 }
 
-const parseWithLinkedom = (html: string): DomDocument => parseHTML(html).document as unknown as DomDocument
+/**
+ * linkedom, loaded on the first parse: parses run in the parse pool's workers
+ * (and in Firecrawl's answers), so a server that parses no page never loads
+ * its module tree.
+ */
+let linkedom: typeof import("linkedom") | undefined
+const parseWithLinkedom = (html: string): DomDocument => {
+  linkedom ??= createRequire(import.meta.url)("linkedom") as typeof import("linkedom")
+  return linkedom.parseHTML(html).document as unknown as DomDocument
+}
 
 /**
  * Parses a page. linkedom builds a document only from markup that opens with

@@ -3,9 +3,10 @@
  * its visible text when it has none; plain text and JSON as they are. Pure
  * CPU work, run in the parse pool's workers.
  */
-import { Readability } from "@mozilla/readability"
+import type { Readability } from "@mozilla/readability"
 import { Result } from "effect"
-import TurndownService from "turndown"
+import { createRequire } from "node:module"
+import type TurndownService from "turndown"
 import type { ReadOutput } from "../../../src/capabilities/schemas.ts"
 import { baseUrlOf, cut, type DomDocument, oneLineOrNull, parseDocument, resolveUrl, titleOf, visibleText } from "./page.ts"
 
@@ -25,8 +26,18 @@ export const MAX_ELEMENTS = 20_000
 // Reading
 // ---------------------------------------------------------------------------
 
+/**
+ * Readability and turndown, loaded when a worker first reads a page: the
+ * server's own thread imports this module for its light parts only.
+ */
+const requireHere = createRequire(import.meta.url)
+let readability: typeof Readability | undefined
+const readabilityClass = (): typeof Readability =>
+  readability ??= (requireHere("@mozilla/readability") as { readonly Readability: typeof Readability }).Readability
+
 export const makeTurndown = (): TurndownService => {
-  const service = new TurndownService({ headingStyle: "atx", codeBlockStyle: "fenced", bulletListMarker: "-" })
+  const Turndown = requireHere("turndown") as typeof TurndownService
+  const service = new Turndown({ headingStyle: "atx", codeBlockStyle: "fenced", bulletListMarker: "-" })
   service.remove(["script", "style", "noscript", "iframe"])
   return service
 }
@@ -69,7 +80,7 @@ export const readHtml = (html: string, pageUrl: string, turndown: TurndownServic
   // Taken before Readability runs: it rewrites the document it reads.
   const bodyText = document.body === null ? "" : visibleText(document.body)
   // Readability's typings name lib.dom's Document, which this project does not load: linkedom's document passes as is.
-  const article = new Readability(document).parse()
+  const article = new (readabilityClass())(document).parse()
   const content = typeof article?.content === "string" ? article.content : ""
   const articleBody = content === "" ? null : parseDocument(content).body
   const articleText = articleBody === null ? "" : visibleText(articleBody)

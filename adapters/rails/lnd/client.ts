@@ -1,4 +1,4 @@
-import { NodeHttpClient } from "@effect/platform-node"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Effect, Layer, Redacted, Stream } from "effect"
 import { Headers, type HttpClient, type HttpClientError, type HttpClientResponse } from "effect/http"
 import type { RailError } from "../../../src/ports/Rails.ts"

@@ -1,0 +1,488 @@
+/**
+ * HTTP benchmark: a local OpenAI-format upstream (bench/upstream.ts) called
+ * directly and through Spendgate's metered routes, by the same load generator
+ * (autocannon), in one run. Prints figures; asserts nothing.
+ *
+ *   npm run bench:http                                   # PostgreSQL and PGlite, 3 s a cell
+ *   npm run bench:http -- --duration=10 --backends=pg    # longer cells, PostgreSQL only
+ *   BENCH_DURATION=1 BENCH_WALLETS=32 npm run bench:http
+ *
+ * For each backend (PostgreSQL: a fresh database on POSTGRES_URL, default
+ * postgres://postgres@127.0.0.1:5432, created and dropped here; PGlite: a
+ * fresh temporary data directory) it starts the server as a child process
+ * (`node adapters/http/main.ts`, the entry point of `spendgate serve`) with
+ * the upstream as its `openai` provider and the rate limits raised out of the
+ * way, and measures the time from spawn to the first healthy `GET /health`.
+ * It signs up accounts and funds their wallets on the dev card rail
+ * (`POST /v1/wallet/fund-card`, then the dev rail's own payer route), then
+ * drives, at 1 and 16 connections:
+ *
+ * - the upstream directly (`POST /v1/chat/completions`);
+ * - `POST /v1/proxy/openai` (the same chat completion through the proxy);
+ * - `POST /v1/capabilities/reason`;
+ *
+ * each on one hot wallet (one key) and on N wallets (N accounts, their keys
+ * taken round-robin, one per request; N = 256 by default). Latencies are
+ * measured per response, to the microsecond. The overhead is Spendgate's
+ * p50 minus the direct p50 at the same number of connections, and their
+ * ratio. RSS is the server's resident memory after start-up (idle) and
+ * after the last cell.
+ *
+ * Options (flag or environment variable):
+ *   --duration=S     BENCH_DURATION     seconds of load per cell (default 3; decimals allowed)
+ *   --warmup=S       BENCH_WARMUP       seconds of load before each cell, not counted (default 0.5)
+ *   --wallets=N      BENCH_WALLETS      funded accounts of the many-wallet cells (default 256)
+ *   --backends=LIST  BENCH_BACKENDS     pg, pglite or both (default pg,pglite)
+ *   --connections=L  BENCH_CONNECTIONS  e.g. 1,16 (default)
+ *   --server=DIR     BENCH_SERVER       the checkout whose server is measured (default this one)
+ *   --profile=DIR    BENCH_PROFILE      write each server's CPU profile (node --cpu-prof) into DIR
+ *
+ * Every child (upstream, servers) is stopped, the database dropped and the
+ * data directory removed at the end, on an error and on Ctrl-C. The last
+ * line lists the children's process ids.
+ */
+import autocannon from "autocannon"
+import { type ChildProcess, spawn } from "node:child_process"
+import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { createServer } from "node:net"
+import { tmpdir } from "node:os"
+import { join, resolve } from "node:path"
+
+// ---------------------------------------------------------------------------
+// Options
+
+const flag = (name: string): string | undefined => {
+  const prefix = `--${name}=`
+  return process.argv.slice(2).find((arg) => arg.startsWith(prefix))?.slice(prefix.length)
+}
+const option = (name: string, variable: string, fallback: string): string =>
+  flag(name) ?? process.env[variable] ?? fallback
+
+const positive = (name: string, text: string): number => {
+  const value = Number(text)
+  if (!Number.isFinite(value) || value <= 0) {
+    console.error(`bench:http: --${name} must be a positive number, got ${JSON.stringify(text)}`)
+    process.exit(2)
+  }
+  return value
+}
+
+const root = resolve(import.meta.dirname, "..")
+const durationSeconds = positive("duration", option("duration", "BENCH_DURATION", "3"))
+const warmupSeconds = Number(option("warmup", "BENCH_WARMUP", "0.5"))
+const walletCount = Math.floor(positive("wallets", option("wallets", "BENCH_WALLETS", "256")))
+const backends = option("backends", "BENCH_BACKENDS", "pg,pglite").split(",").map((b) => b.trim()).filter((b) => b !== "")
+const connectionCounts = option("connections", "BENCH_CONNECTIONS", "1,16").split(",").map((c) => Math.floor(positive("connections", c)))
+const serverRoot = resolve(option("server", "BENCH_SERVER", root))
+const profileDir = option("profile", "BENCH_PROFILE", "")
+const adminUrl = process.env["POSTGRES_URL"] ?? "postgres://postgres@127.0.0.1:5432/postgres"
+for (const backend of backends) {
+  if (backend !== "pg" && backend !== "pglite") {
+    console.error(`bench:http: --backends takes pg and/or pglite, got ${JSON.stringify(backend)}`)
+    process.exit(2)
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Children and clean-up
+
+const children = new Set<ChildProcess>()
+const spawned: Array<number> = []
+const cleanups: Array<() => Promise<void> | void> = []
+
+const exited = (child: ChildProcess): Promise<void> =>
+  child.exitCode !== null || child.signalCode !== null
+    ? Promise.resolve()
+    : new Promise((done) => child.once("exit", () => done()))
+
+/** SIGTERM, then SIGKILL if the child is still there after `graceMs`. */
+const stopChild = async (child: ChildProcess, graceMs = 10_000): Promise<void> => {
+  if (child.exitCode === null && child.signalCode === null) {
+    child.kill("SIGTERM")
+    const timer = setTimeout(() => child.kill("SIGKILL"), graceMs)
+    await exited(child)
+    clearTimeout(timer)
+  }
+  children.delete(child)
+}
+
+let cleaning: Promise<void> | undefined
+const cleanUp = (): Promise<void> =>
+  cleaning ??= (async () => {
+    await Promise.all([...children].map((child) => stopChild(child)))
+    for (const cleanup of cleanups.reverse()) {
+      try {
+        await cleanup()
+      } catch (error) {
+        console.error(`bench:http: clean-up failed: ${error instanceof Error ? error.message : String(error)}`)
+      }
+    }
+  })()
+
+/** Stops everything, names the children (the smoke test checks they are gone) and exits. */
+let finished: Promise<void> | undefined
+const finish = async (code: number): Promise<never> => {
+  finished ??= cleanUp().then(() => console.log(`\nchildren: ${spawned.join(" ")}`))
+  await finished
+  return process.exit(code)
+}
+
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.once(signal, () => {
+    console.error(`\nbench:http: ${signal}, stopping the children`)
+    void finish(130)
+  })
+}
+
+const node = process.execPath
+
+const start = (args: ReadonlyArray<string>, env: Record<string, string>, cwd: string): { child: ChildProcess; output: () => string } => {
+  const child = spawn(node, args, { cwd, env: { PATH: process.env["PATH"] ?? "", ...env }, stdio: ["ignore", "pipe", "pipe", "ipc"] })
+  children.add(child)
+  if (child.pid !== undefined) spawned.push(child.pid)
+  let output = ""
+  const keep = (chunk: Buffer) => {
+    output = (output + chunk.toString()).slice(-20_000)
+  }
+  child.stdout!.on("data", keep)
+  child.stderr!.on("data", keep)
+  child.once("exit", () => children.delete(child))
+  return { child, output: () => output }
+}
+
+const freePort = (): Promise<number> =>
+  new Promise((done, fail) => {
+    const probe = createServer()
+    probe.once("error", fail)
+    probe.listen(0, "127.0.0.1", () => {
+      const address = probe.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      probe.close(() => done(port))
+    })
+  })
+
+const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms))
+
+/** Resident memory of a process, in MB (Linux /proc; elsewhere `ps`). */
+const rssMb = (pid: number): number | undefined => {
+  try {
+    const match = /VmRSS:\s+(\d+)\s+kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))
+    return match === null ? undefined : Number(match[1]) / 1024
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * CPU time a process has used (user + system), in ms (Linux /proc; elsewhere
+ * undefined). Unlike latency, it hardly changes when other work shares the
+ * machine, so it compares builds on a busy machine.
+ */
+const ticksPerSecond = 100
+const cpuMs = (pid: number): number | undefined => {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /s, "").split(" ")
+    // After the command: state is field 3, utime and stime fields 14 and 15 (1-based, of the whole line).
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / ticksPerSecond
+  } catch {
+    return undefined
+  }
+}
+
+// ---------------------------------------------------------------------------
+// PostgreSQL: a fresh database
+
+const adminStatement = async (statement: string): Promise<void> => {
+  // The project's own driver, loaded only when the PostgreSQL backend runs.
+  const [{ PgClient }, { Effect, Redacted }, { Reactivity }] = await Promise.all([
+    import("@effect/sql-pg"),
+    import("effect"),
+    import("effect/reactivity")
+  ])
+  await Effect.runPromise(Effect.scoped(
+    Effect.gen(function*() {
+      const sql = yield* PgClient.make({ url: Redacted.make(adminUrl), maxConnections: 1 })
+      yield* sql.unsafe(statement)
+    }).pipe(Effect.provide(Reactivity.layer))
+  ))
+}
+
+const freshDatabase = async (): Promise<string> => {
+  const name = `spendgate_bench_http_${Date.now().toString(36)}_${process.pid}`
+  await adminStatement(`CREATE DATABASE ${name}`)
+  cleanups.push(() => adminStatement(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))
+  const url = new URL(adminUrl)
+  url.pathname = `/${name}`
+  return url.toString()
+}
+
+// ---------------------------------------------------------------------------
+// HTTP helpers
+
+const postJson = async (url: string, body: unknown, key?: string): Promise<{ status: number; json: any }> => {
+  const response = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...(key === undefined ? {} : { authorization: `Bearer ${key}` }) },
+    body: JSON.stringify(body)
+  })
+  const text = await response.text()
+  let json: unknown = undefined
+  try {
+    json = JSON.parse(text)
+  } catch {
+    json = text
+  }
+  return { status: response.status, json }
+}
+
+/** One account with a funded wallet ($1,000 on the dev card rail); its key. */
+const fundedAccount = async (base: string, name: string): Promise<string> => {
+  const signup = await postJson(`${base}/v1/signup`, { name })
+  if (signup.status !== 201 && signup.status !== 200) throw new Error(`signup: HTTP ${signup.status} ${JSON.stringify(signup.json)}`)
+  const key = signup.json.apiKey as string
+  const checkout = await postJson(`${base}/v1/wallet/fund-card`, { amountUsdCents: 100_000 }, key)
+  if (checkout.status >= 300) throw new Error(`fund-card: HTTP ${checkout.status} ${JSON.stringify(checkout.json)}`)
+  const paid = await fetch(`${base}/dev/checkout/${checkout.json.sessionId}/pay`, { method: "POST" })
+  await paid.arrayBuffer()
+  if (paid.status >= 400) throw new Error(`dev checkout: HTTP ${paid.status}`)
+  return key
+}
+
+const fundedAccounts = async (base: string, count: number, prefix: string): Promise<Array<string>> => {
+  const keys: Array<string> = new Array(count)
+  let next = 0
+  await Promise.all(Array.from({ length: Math.min(8, count) }, async () => {
+    while (next < count) {
+      const i = next++
+      keys[i] = await fundedAccount(base, `${prefix}-${i}`)
+    }
+  }))
+  return keys
+}
+
+// ---------------------------------------------------------------------------
+// Load
+
+interface Cell {
+  /** The server's CPU time per answered request, ms (undefined for the upstream). */
+  readonly cpuMsPerRequest?: number | undefined
+  readonly rps: number
+  readonly p50: number
+  readonly p99: number
+  readonly ok: number
+  readonly failed: number
+}
+
+const percentile = (sorted: ReadonlyArray<number>, p: number): number =>
+  sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!
+
+const chatBody = { model: "gpt-4o-mini", messages: [{ role: "user", content: "Say hello" }], max_tokens: 16 }
+const proxyBody = JSON.stringify({ method: "POST", path: "/chat/completions", body: chatBody })
+const reasonBody = JSON.stringify({ prompt: "Say hello", model: "gpt-4o-mini", maxTokens: 16 })
+
+/** `seconds` of load at `connections`; each request takes the next key of `keys` (none: no key). */
+const load = async (
+  url: string,
+  body: string,
+  connections: number,
+  seconds: number,
+  keys: ReadonlyArray<string>
+): Promise<Cell> => {
+  let turn = 0
+  const latencies: Array<number> = []
+  let ok = 0
+  let failed = 0
+  const instance = autocannon({
+    url,
+    method: "POST",
+    connections,
+    duration: seconds,
+    headers: { "content-type": "application/json" },
+    body,
+    requests: [{
+      setupRequest: (request: { headers: Record<string, string> }) => {
+        if (keys.length > 0) request.headers = { ...request.headers, authorization: `Bearer ${keys[turn++ % keys.length]}` }
+        return request
+      }
+    }]
+  })
+  // autocannon's own histogram counts whole milliseconds; each response's time is kept here instead.
+  instance.on("response", (_client: unknown, status: number, _bytes: number, responseTime: number) => {
+    if (status >= 200 && status < 300) {
+      ok++
+      latencies.push(responseTime)
+    } else {
+      failed++
+    }
+  })
+  const result = await instance
+  latencies.sort((a, b) => a - b)
+  const elapsed = typeof result.duration === "number" && result.duration > 0 ? result.duration : seconds
+  return {
+    rps: ok / elapsed,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    ok,
+    failed: failed + (result.errors ?? 0) + (result.timeouts ?? 0)
+  }
+}
+
+const measure = async (
+  url: string,
+  body: string,
+  connections: number,
+  keys: ReadonlyArray<string>,
+  serverPid?: number
+): Promise<Cell> => {
+  if (warmupSeconds > 0) await load(url, body, connections, warmupSeconds, keys)
+  const before = serverPid === undefined ? undefined : cpuMs(serverPid)
+  const cell = await load(url, body, connections, durationSeconds, keys)
+  const after = serverPid === undefined ? undefined : cpuMs(serverPid)
+  return before === undefined || after === undefined || cell.ok === 0
+    ? cell
+    : { ...cell, cpuMsPerRequest: (after - before) / (cell.ok + cell.failed) }
+}
+
+// ---------------------------------------------------------------------------
+// The run
+
+interface Row {
+  readonly backend: string
+  readonly target: string
+  readonly connections: number
+  readonly wallets: string
+  readonly cell: Cell
+  readonly direct?: Cell | undefined
+}
+
+interface ServerFigures {
+  readonly backend: string
+  readonly startMs: number
+  readonly startCpuMs: number | undefined
+  readonly rssIdleMb: number | undefined
+  readonly rssAfterMb: number | undefined
+}
+
+const startServer = async (backend: "pg" | "pglite", upstreamPort: number) => {
+  const port = await freePort()
+  const dataDir = mkdtempSync(join(tmpdir(), "spendgate-bench-http-"))
+  cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }))
+  const env: Record<string, string> = {
+    HOST: "127.0.0.1",
+    PORT: String(port),
+    DATA_DIR: dataDir,
+    LOG_LEVEL: "Warn",
+    OPENAI_API_KEY: "sk-bench",
+    OPENAI_BASE_URL: `http://127.0.0.1:${upstreamPort}/v1`,
+    URL_ALLOW_HOSTS: `127.0.0.1:${upstreamPort}`,
+    // Out of the way: the benchmark measures the metered path, not the limiter's refusals.
+    RATE_LIMIT_AGENT_PER_MINUTE: "1000000000",
+    RATE_LIMIT_ACCOUNT_PER_MINUTE: "1000000000",
+    SIGNUP_RATE_PER_HOUR: "1000000"
+  }
+  if (backend === "pg") env["DATABASE_URL"] = await freshDatabase()
+  const base = `http://127.0.0.1:${port}`
+  const started = performance.now()
+  const profile = profileDir === "" ? [] : ["--cpu-prof", `--cpu-prof-dir=${resolve(profileDir)}`, `--cpu-prof-name=${backend}-${Date.now()}.cpuprofile`]
+  const server = start([...profile, join(serverRoot, "adapters/http/main.ts")], env, serverRoot)
+  for (;;) {
+    if (server.child.exitCode !== null || server.child.signalCode !== null) {
+      throw new Error(`the ${backend} server exited before it was healthy:\n${server.output()}`)
+    }
+    if (performance.now() - started > 120_000) throw new Error(`the ${backend} server was not healthy within 120 s:\n${server.output()}`)
+    try {
+      const health = await fetch(`${base}/health`)
+      await health.arrayBuffer()
+      if (health.status === 200) break
+    } catch {
+      // Not listening yet.
+    }
+    await sleep(10)
+  }
+  return { server, base, startMs: performance.now() - started, startCpuMs: cpuMs(server.child.pid!) }
+}
+
+const runBackend = async (backend: "pg" | "pglite", upstreamPort: number, rows: Array<Row>, figures: Array<ServerFigures>) => {
+  const { server, base, startMs, startCpuMs } = await startServer(backend, upstreamPort)
+  console.error(`bench:http: ${backend}: healthy after ${startMs.toFixed(0)} ms; funding ${walletCount + 1} wallets`)
+  await sleep(1000)
+  const pid = server.child.pid!
+  const rssIdleMb = rssMb(pid)
+  const [hot] = await fundedAccounts(base, 1, "hot")
+  const many = await fundedAccounts(base, walletCount, "wallet")
+  const direct = `http://127.0.0.1:${upstreamPort}/v1/chat/completions`
+  for (const connections of connectionCounts) {
+    const directCell = await measure(direct, JSON.stringify(chatBody), connections, [])
+    rows.push({ backend, target: "upstream direct", connections, wallets: "-", cell: directCell })
+    for (const [target, path, body] of [["POST /v1/proxy/openai", "/v1/proxy/openai", proxyBody], ["POST /v1/capabilities/reason", "/v1/capabilities/reason", reasonBody]] as const) {
+      for (const [wallets, keys] of [["1 (hot)", [hot!]], [String(walletCount), many]] as const) {
+        console.error(`bench:http: ${backend}: ${target}, ${connections} connection(s), ${wallets} wallet(s)`)
+        const cell = await measure(`${base}${path}`, body, connections, keys, server.child.pid)
+        rows.push({ backend, target, connections, wallets, cell, direct: directCell })
+      }
+    }
+  }
+  const rssAfterMb = rssMb(pid)
+  figures.push({ backend, startMs, startCpuMs, rssIdleMb, rssAfterMb })
+  await stopChild(server.child)
+}
+
+const fixed = (value: number | undefined, digits: number) =>
+  value === undefined || Number.isNaN(value) ? "-" : value.toFixed(digits)
+
+const table = (headers: ReadonlyArray<string>, lines: ReadonlyArray<ReadonlyArray<string>>): string => {
+  const widths = headers.map((h, i) => Math.max(h.length, ...lines.map((line) => line[i]!.length)))
+  const format = (cells: ReadonlyArray<string>) => `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(" | ")} |`
+  return [format(headers), `|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`, ...lines.map(format)].join("\n")
+}
+
+const main = async () => {
+  console.log(
+    `Spendgate HTTP benchmark: node ${process.version}, ${durationSeconds} s a cell (+${warmupSeconds} s warm-up), ` +
+      `${walletCount} wallets, backends ${backends.join(", ")}, connections ${connectionCounts.join(", ")}` +
+      (serverRoot === root ? "" : `, server from ${serverRoot}`)
+  )
+  const upstream = start([join(root, "bench/upstream.ts")], { PORT: "0" }, root)
+  let upstreamPort = 0
+  for (let waited = 0; upstreamPort === 0; waited += 10) {
+    const match = /listening (\d+)/.exec(upstream.output())
+    if (match !== null) upstreamPort = Number(match[1])
+    else if (upstream.child.exitCode !== null || waited > 30_000) throw new Error(`the upstream did not start:\n${upstream.output()}`)
+    else await sleep(10)
+  }
+  const rows: Array<Row> = []
+  const figures: Array<ServerFigures> = []
+  for (const backend of backends) await runBackend(backend as "pg" | "pglite", upstreamPort, rows, figures)
+  await stopChild(upstream.child)
+
+  console.log("")
+  console.log(table(
+    ["backend", "target", "conn", "wallets", "req/s", "p50 ms", "p99 ms", "overhead p50 ms", "ratio", "server CPU ms/req", "failed"],
+    rows.map((row) => [
+      row.backend,
+      row.target,
+      String(row.connections),
+      row.wallets,
+      fixed(row.cell.rps, 0),
+      fixed(row.cell.p50, 2),
+      fixed(row.cell.p99, 2),
+      row.direct === undefined ? "-" : fixed(row.cell.p50 - row.direct.p50, 2),
+      row.direct === undefined ? "-" : `${fixed(row.cell.p50 / row.direct.p50, 1)}x`,
+      fixed(row.cell.cpuMsPerRequest, 2),
+      String(row.cell.failed)
+    ])
+  ))
+  console.log("")
+  console.log(table(
+    ["backend", "start to healthy /health ms", "start-up CPU ms", "RSS idle MB", "RSS after the run MB"],
+    figures.map((f) => [f.backend, fixed(f.startMs, 0), fixed(f.startCpuMs, 0), fixed(f.rssIdleMb, 0), fixed(f.rssAfterMb, 0)])
+  ))
+}
+
+try {
+  await main()
+  await finish(0)
+} catch (error) {
+  console.error(`bench:http: ${error instanceof Error ? error.message : String(error)}`)
+  await finish(1)
+}

@@ -1,0 +1,85 @@
+import { spawn } from "node:child_process"
+import { join } from "node:path"
+import { describe, expect, it } from "vitest"
+
+/**
+ * `npm run bench:http` with a tiny duration: it runs end to end on both
+ * backends, prints the figures table (no request failed) and
+ * the start-up table, and leaves no child process behind, also when it is
+ * stopped with Ctrl-C (SIGINT) half-way. No figure is asserted.
+ */
+
+const root = join(import.meta.dirname, "..", "..")
+
+const run = (args: ReadonlyArray<string>, stopWhen?: RegExp) =>
+  new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+    const child = spawn(process.execPath, [join(root, "bench/http.ts"), ...args], {
+      cwd: root,
+      env: { ...process.env },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let stdout = ""
+    let stderr = ""
+    let signalled = false
+    child.stdout.on("data", (chunk: Buffer) => {
+      stdout += chunk.toString()
+    })
+    child.stderr.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString()
+      if (stopWhen !== undefined && !signalled && stopWhen.test(stderr)) {
+        signalled = true
+        child.kill("SIGINT")
+      }
+    })
+    child.once("exit", (code) => resolve({ code, stdout, stderr }))
+  })
+
+const childrenOf = (stdout: string): Array<number> => {
+  const line = /^children: ([\d ]+)$/m.exec(stdout)
+  expect(line, stdout).not.toBeNull()
+  return line![1]!.trim().split(/\s+/).map(Number)
+}
+
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code !== "ESRCH"
+  }
+}
+
+describe("npm run bench:http", () => {
+  it("prints the table for PostgreSQL and PGlite and stops every child", async () => {
+    const { code, stdout, stderr } = await run(["--duration=0.2", "--warmup=0", "--wallets=3", "--backends=pg,pglite"])
+    expect(code, stderr).toBe(0)
+    expect(stdout).toMatch(/\| backend +\| target +\| conn +\| wallets +\| req\/s +\| p50 ms +\| p99 ms +\| overhead p50 ms +\| ratio +\| server CPU ms\/req +\| failed +\|/)
+    for (const backend of ["pg", "pglite"]) {
+      for (const target of ["upstream direct", "POST /v1/proxy/openai", "POST /v1/capabilities/reason"]) {
+        for (const connections of [1, 16]) {
+          expect(stdout).toMatch(new RegExp(`\\| ${backend} +\\| ${target.replaceAll("/", "\\/")} +\\| ${connections} +\\|`))
+        }
+      }
+    }
+    const rows = stdout.split("\n").filter((line) => /\| POST \/v1\//.test(line))
+    expect(rows).toHaveLength(2 * 2 * 2 * 2)
+    // No metered request failed (a refused key, an unfunded wallet or a rate limit would).
+    for (const row of rows) {
+      const cells = row.split("|").map((c) => c.trim())
+      expect(cells[11], row).toBe("0")
+    }
+    expect(stdout).toMatch(/\| pg +\| \d+ +\| \d+ +\| \d+ +\| \d+ +\|/)
+    expect(stdout).toMatch(/\| pglite +\| \d+ +\| \d+ +\| \d+ +\| \d+ +\|/)
+    const children = childrenOf(stdout)
+    expect(children).toHaveLength(3)
+    expect(children.filter(alive)).toEqual([])
+  }, 300_000)
+
+  it("stops its children when interrupted with Ctrl-C", async () => {
+    const { code, stdout } = await run(["--duration=5", "--warmup=0", "--wallets=2", "--backends=pg"], /proxy\/openai/)
+    expect(code).toBe(130)
+    const children = childrenOf(stdout)
+    expect(children).toHaveLength(2)
+    expect(children.filter(alive)).toEqual([])
+  }, 180_000)
+})
