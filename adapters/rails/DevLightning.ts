@@ -169,7 +169,8 @@ const derivePreimage = (privateKey: Uint8Array, paymentSecret: Uint8Array): Uint
 /** Most paid hashes remembered; the oldest are forgotten past it. */
 const MAX_REMEMBERED_PAYMENTS = 100_000
 
-const makePayer = (privateKey: Uint8Array, publicKeyHex: string): LightningPayer => {
+/** `publicKeyHex`: the node id, computed when first needed (a payment, not start-up). */
+const makePayer = (privateKey: Uint8Array, publicKeyHex: () => string): LightningPayer => {
   const paid = new Map<string, LightningPaymentStatus>()
   const decode: LightningPayer["decode"] = (paymentRequest) => {
     const decoded = decodeInvoice(paymentRequest)
@@ -183,7 +184,7 @@ const makePayer = (privateKey: Uint8Array, publicKeyHex: string): LightningPayer
         if (known !== undefined) return known
         const decoded = decodeInvoice(request.paymentRequest)
         if (decoded instanceof InvalidInvoice) return { _tag: "Failed", reason: `invalid invoice: ${decoded.message}` }
-        if (decoded.payeeNodeKey !== publicKeyHex) {
+        if (decoded.payeeNodeKey !== publicKeyHex()) {
           return { _tag: "Failed", reason: "FAILURE_REASON_NO_ROUTE (the dev node pays only its own invoices)" }
         }
         if (decoded.paymentSecret === undefined || decoded.amountMsat === undefined) {
@@ -250,7 +251,7 @@ export const make = (options: DevLightningOptions): Effect.Effect<DevLightningNo
       name: RAIL_NAME,
       createInvoice: (request) =>
         Effect.map(issue(request), ({ paymentHash, paymentRequest }) => ({ paymentHash, paymentRequest })),
-      payer: makePayer(privateKey, publicKeyHex)
+      payer: makePayer(privateKey, () => publicKeyHex ??= bytesToHex(nodePublicKey(privateKey)))
     })
 
     return {
