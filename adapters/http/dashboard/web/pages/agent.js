@@ -5,7 +5,8 @@ import {
 import { KillSwitch, NewKey } from "./agents.js"
 
 /** Every capability the API knows (GET /v1/capabilities lists the same names). */
-const CAPABILITIES = ["reason", "search", "read", "scrape", "execute", "imagine", "speak", "transcribe", "email", "sms"]
+// The capabilities of src/domain/Capability.ts, in its order (test/http/dashboard-files.test.ts keeps them equal).
+const CAPABILITIES = ["reason", "search", "read", "scrape", "execute", "imagine", "speak", "transcribe", "email", "sms", "pay"]
 
 /** The policy's limits: field, title, what it counts, and whether it is money (USD) or a count of calls. */
 const CAPS = [
