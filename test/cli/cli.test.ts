@@ -201,7 +201,8 @@ describe("spendgate against a running server", () => {
     const pay = (await second.line(/^pay\s+lnbcrt/)).split(/\s+/)[1]!
     const invoiceId = (await second.line(/^invoice\s+inv_/)).split(/\s+/)[1]!
     const byId = json(await run(["dev", "pay", invoiceId, "--json"], env))
-    expect(byId).toEqual({ invoiceId, outcome: "credited" })
+    // The dev node answers the payment's preimage too (what an L402 client needs to present).
+    expect(byId).toEqual({ invoiceId, outcome: "credited", preimage: expect.stringMatching(/^[0-9a-f]{64}$/) })
     const secondDone = await second.done
     expect(secondDone.status).toBe(0)
     expect(secondDone.stdout).toContain("▄")
