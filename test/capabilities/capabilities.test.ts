@@ -2,6 +2,7 @@ import { assert, describe, it as vitestIt } from "@effect/vitest"
 import { Effect } from "effect"
 import { FakeProvider, TestGateway, TestTime } from "../../adapters/testing/index.ts"
 import { Capabilities } from "../../src/capabilities/Capabilities.ts"
+import { capabilityNames } from "../../src/domain/Capability.ts"
 import type { ModelInfo } from "../../src/capabilities/Provider.ts"
 import { Policies } from "../../src/agents/Policies.ts"
 import { Agents } from "../../src/agents/Agents.ts"
@@ -172,11 +173,12 @@ describe("metered capability execution", () => {
         assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicroUsd, 1_000_000n)
       }))
 
-    it.effect("lists all ten capabilities and describes one; an unknown one is 404", () =>
+    it.effect("lists every capability (the ten of the specification and pay) and describes one; an unknown one is 404", () =>
       Effect.gen(function*() {
         const capabilities = yield* Capabilities
         const all = yield* capabilities.list
-        assert.strictEqual(all.length, 10)
+        assert.deepStrictEqual(all.map((c) => c.name), [...capabilityNames])
+        assert.strictEqual(all.length, 11)
         assert.deepStrictEqual(all.find((c) => c.name === "search")?.providers.map((p) => p.name), ["dear", "cheap"])
         assert.strictEqual(errCode(yield* Effect.flip(capabilities.describe("teleport"))), "NOT_FOUND")
       }))
