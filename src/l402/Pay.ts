@@ -365,9 +365,18 @@ export class L402Payments extends Context.Service<L402Payments, {
             receipt: paid?.receipt ?? null
           })
           if (first.status !== 402) return answer(first, cached === undefined ? "none" : "token")
-          const challenge = findL402Challenge(challengeHeaders(first))
-          if (cached !== undefined) tokens.delete(key) // refused: paid again below, once
-          if (challenge === undefined) return answer(first, "none")
+          let challenged = first
+          if (cached !== undefined) {
+            tokens.delete(key) // refused: paid again below, once
+            // A server may refuse a spent token with a bare 402 (this gateway's own seller
+            // does): the request is sent once more without it, to get a new challenge.
+            if (findL402Challenge(challengeHeaders(first)) === undefined) {
+              challenged = yield* send(url, method, headers, body)
+              if (challenged.status !== 402) return answer(challenged, "none")
+            }
+          }
+          const challenge = findL402Challenge(challengeHeaders(challenged))
+          if (challenge === undefined) return answer(challenged, "none")
           const paid = yield* payInvoice(principal, payer, url, challenge, maxMsat)
           const token: CachedToken = { scheme: challenge.scheme, macaroon: challenge.macaroon, preimage: paid.payment.preimage }
           remember(key, token)

@@ -152,6 +152,26 @@ describe("paying L402 paywalls (POST /v1/capabilities/pay)", () => {
     expect(await balanceCents(owner)).toBeCloseTo(before - 10.2, 6)
   })
 
+  it("a token refused with a bare 402 (no new challenge) is dropped, and the call is paid again, once", async () => {
+    const { owner, agent } = await account()
+    const before = await balanceCents(owner)
+    const paymentsBefore = fake.payments.length
+    paywall.options.bareRefusal = true
+    try {
+      const first = await pay(agent, "/api/bare/1")
+      expect(first.body).toMatchObject({ status: 200, l402: "paid" })
+      paywall.revokeAll()
+      const second = await pay(agent, "/api/bare/2")
+      expect(second.body).toMatchObject({ status: 200, l402: "paid" })
+      expect(fake.payments.length).toBe(paymentsBefore + 2)
+      // The spent token went once, then a request without it got the new challenge.
+      expect(paywall.seen.slice(-3).map((request) => request.authorization === undefined)).toEqual([false, true, false])
+      expect(await balanceCents(owner)).toBeCloseTo(before - 10.2, 6)
+    } finally {
+      paywall.options.bareRefusal = false
+    }
+  })
+
   it("refuses an invoice above maxSats, above the per-call cap, or from a host not allowed, before any payment", async () => {
     const { agent, owner } = await account()
     const sends = fake.sendCalls.length

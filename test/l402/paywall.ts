@@ -110,6 +110,8 @@ export interface PaywallOptions {
   /** The challenge's spelling: the scheme, and `macaroon=` or `token=`. */
   scheme?: "L402" | "LSAT"
   paramName?: "macaroon" | "token"
+  /** A refused token is answered 402 with no new challenge (as some servers do; a request without one gets it). */
+  bareRefusal?: boolean
 }
 
 export interface Paywall {
@@ -192,6 +194,10 @@ export const startPaywall = async (options: PaywallOptions): Promise<Paywall> =>
       return
     }
     if (authorization !== undefined) paywall.refusedTokens.push(authorization)
+    if (authorization !== undefined && paywall.options.bareRefusal === true) {
+      response.writeHead(402, { "content-type": "application/json" }).end(JSON.stringify({ error: "token spent" }))
+      return
+    }
     response.writeHead(402, {
       "content-type": "application/json",
       "www-authenticate": await challenge(request.url ?? "/")
