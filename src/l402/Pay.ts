@@ -237,6 +237,10 @@ export class L402Payments extends Context.Service<L402Payments, {
           const quotedMicroUsd = msatToMicroUsdCharge(invoice.amountMsat + feeLimitMsat, microUsdPerBtc)
           const where = `${url.host}${url.pathname}`.slice(0, 200)
           let reservationId: string | undefined
+          // Set once the payment's record is written: from then on an interruption (the caller
+          // went away, the server is stopping) may leave the payment under way, so the hold stays
+          // for the resolver to charge or release from the node's answer.
+          let recorded = false
           const run = Effect.gen(function*() {
             const begun = yield* store.beginPayment({
               paymentHash: invoice.paymentHash,
@@ -260,6 +264,7 @@ export class L402Payments extends Context.Service<L402Payments, {
                 paymentHash: invoice.paymentHash
               })
             }
+            recorded = true
             const first: LightningPaymentStatus = yield* payer.payInvoice({
               paymentRequest: invoice.paymentRequest,
               paymentHash: invoice.paymentHash,
@@ -317,7 +322,8 @@ export class L402Payments extends Context.Service<L402Payments, {
               reservationId = id
             },
             keepHold: (cause) =>
-              Cause.squash(cause) instanceof L402Refused && (Cause.squash(cause) as L402Refused).code === "L402_PAYMENT_PENDING",
+              (recorded && Cause.hasInterruptsOnly(cause)) ||
+              (Cause.squash(cause) instanceof L402Refused && (Cause.squash(cause) as L402Refused).code === "L402_PAYMENT_PENDING"),
             run
           })
           const paidAt = yield* now

@@ -247,6 +247,35 @@ describe("paying L402 paywalls (POST /v1/capabilities/pay)", () => {
     expect(fake.sendCalls.length).toBe(sends)
   }, 30_000)
 
+  it("a caller that goes away while the payment is under way leaves the hold for the resolver, never released early", async () => {
+    const { agent, owner } = await account()
+    const before = await balanceCents(owner)
+    fake.payBehaviour = () => "hang"
+    const sendsBefore = fake.sendCalls.length
+    const abort = new AbortController()
+    const call = fetch(`${server.baseUrl}/v1/capabilities/pay`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${agent}`, "content-type": "application/json" },
+      body: JSON.stringify({ url: `${paywall.url}/api/gone/1`, method: "GET", maxSats: 100 }),
+      signal: abort.signal
+    }).catch(() => undefined)
+    await expect.poll(() => fake.sendCalls.length, { timeout: 15_000 }).toBe(sendsBefore + 1)
+    abort.abort()
+    await call
+    const hash = fake.payments.at(-1)!.hash
+    // The server noticed the caller left (the handler is interrupted); the hold stays.
+    await new Promise((resolve) => setTimeout(resolve, 500))
+    expect(await balanceCents(owner)).toBeCloseTo(before - 5.1, 6)
+    fake.completePayment(hash, "succeed")
+    expect(await server.run(Effect.gen(function*() {
+      return yield* (yield* L402Payments).resolvePending(0)
+    }))).toBe(1)
+    const charges = (await api.get("/v1/wallet/transactions", owner)).body.transactions
+      .filter((t: { type: string; description: string }) => t.type === "charge" && t.description.includes(hash))
+    expect(charges).toHaveLength(1)
+    expect(await balanceCents(owner)).toBeCloseTo(before - 5.1, 6)
+  }, 30_000)
+
   it("pays LSAT challenges and token= challenges, answering in the server's scheme", async () => {
     const { agent } = await account()
     paywall.options = { ...paywall.options, scheme: "LSAT", paramName: "token" }
