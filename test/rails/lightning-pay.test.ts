@@ -94,6 +94,20 @@ describe("the LND rail pays through its router", () => {
     expect(tracked).toMatchObject({ _tag: "Succeeded", preimage: invoice.preimage.toString("hex") })
   }, 20_000)
 
+  it("an error answer that is not LND's own (a proxy's 502) is not a failure: the outcome is unknown", async () => {
+    const { fake, payer } = await lndRail()
+    const invoice = fake.addInvoice(3_000n)
+    const hash = invoice.hash.toString("hex")
+    fake.payBehaviour = () => ({ status: 502, body: "<html>Bad Gateway</html>" })
+    const sent = await Effect.runPromise(Effect.result(payer.payInvoice(requestFor(invoice.paymentRequest, hash, 3_000n))))
+    expect(sent._tag).toBe("Failure")
+    if (sent._tag === "Failure") expect(sent.failure).toMatchObject({ _tag: "RailError" })
+    // LND's own refusal (a gRPC code) still is a failure.
+    fake.payBehaviour = () => ({ status: 500, body: JSON.stringify({ error: { code: 2, message: "invoice expired" } }) })
+    expect(await Effect.runPromise(payer.payInvoice(requestFor(invoice.paymentRequest, hash, 3_000n))))
+      .toMatchObject({ _tag: "Failed" })
+  })
+
   it("a hash the node never paid is NotFound", async () => {
     const { payer } = await lndRail()
     expect(await Effect.runPromise(payer.trackPayment("ab".repeat(32)))).toEqual({ _tag: "NotFound" })

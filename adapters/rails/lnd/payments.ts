@@ -200,6 +200,11 @@ export const makePayer = (endpoint: Endpoint, client: HttpClient.HttpClient.With
     if (result.code === GRPC_ALREADY_EXISTS || /already paid|in transition|in flight/i.test(result.message)) {
       return yield* trackPayment(request.paymentHash)
     }
+    // Only LND's own refusal (a gRPC code) says nothing was sent; any other error answer (a proxy's
+    // 502 or 504 after it forwarded the call) leaves the outcome unknown: the node is asked by hash.
+    if (result.code === undefined) {
+      return yield* railError(clip(`SendPaymentV2 answered without LND's error: ${result.message}`))
+    }
     return { _tag: "Failed", reason: clip(`LND refused SendPaymentV2: ${result.message}`) } as const
   })
 
