@@ -207,6 +207,8 @@ export class Spend extends Context.Service<Spend, {
               ))
               const latencyMs = (yield* Clock.currentTimeMillis) - callStartedMs
               if (Exit.isFailure(exit) && request.keepHold?.(exit.cause) === true) {
+                // Left to whoever resolves it (resolveHeld): no longer a hold of a call in flight.
+                yield* Metrics.holdEnded
                 yield* Effect.logWarning(`Reservation ${reservation.id} (${request.provider}) kept held: outcome unknown`)
                 return yield* Effect.failCause(exit.cause)
               }
