@@ -2,6 +2,7 @@ import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { AccessControl, Authentication } from "./middleware.ts"
 import { BadRequest, Forbidden, NotFound } from "./errors.ts"
+import { MAX_SPEND_DAYS } from "../../src/wallet/reports.ts"
 
 /** The wallet, its ledger and audit receipts: the HTTP contract. */
 
@@ -136,7 +137,7 @@ export class WalletApi extends HttpApiGroup.make("wallet")
     }),
     HttpApiEndpoint.get("spend", "/v1/wallet/spend", {
       query: {
-        days: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 366 }))).annotate({
+        days: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: MAX_SPEND_DAYS }))).annotate({
           description: "The last N UTC days, today included (1 = today); default 30"
         }),
         agentId: Schema.optional(Schema.String.check(Schema.isMaxLength(64)))

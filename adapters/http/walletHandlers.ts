@@ -127,15 +127,6 @@ export const spendSummaryJson = (summary: SpendSummary) => ({
   byProvider: summary.byProvider.map((row) => ({ provider: row.provider, ...spendLineJson(row) }))
 })
 
-const startAfterEnd = (query: { readonly startDate?: string | undefined; readonly endDate?: string | undefined }) =>
-  query.startDate !== undefined && query.endDate !== undefined && query.startDate > query.endDate
-    ? Effect.fail(toHttpError({
-      code: "VALIDATION_ERROR",
-      message: "startDate must not be after endDate",
-      details: { issues: [{ path: "startDate", message: "must not be after endDate" }] }
-    }))
-    : Effect.void
-
 export const WalletHandlers = HttpApiBuilder.group(
   Api,
   "wallet",
@@ -158,7 +149,6 @@ export const WalletHandlers = HttpApiBuilder.group(
       .handle("transactions", ({ query }) =>
         Effect.gen(function*() {
           const principal = yield* CurrentPrincipal
-          yield* startAfterEnd(query)
           const page = { limit: query.limit ?? 50, offset: query.offset ?? 0 }
           const result = yield* wallets.transactions(principal, {
             type: query.type,
@@ -171,7 +161,6 @@ export const WalletHandlers = HttpApiBuilder.group(
       .handle("transactionsCsv", ({ query }) =>
         Effect.gen(function*() {
           const principal = yield* CurrentPrincipal
-          yield* startAfterEnd(query)
           const exported = yield* wallets.exportTransactions(principal, {
             type: query.type,
             agentId: query.agentId as AgentId | undefined,

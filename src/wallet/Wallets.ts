@@ -77,12 +77,12 @@ export class Wallets extends Context.Service<Wallets, {
   readonly ofAgent: (principal: Principal, agentId: AgentId) => Effect.Effect<AgentWalletView, Forbidden | NotFound>
   /** Adds money to a pocket, exactly once per key. Internal: funding rails call it. */
   readonly credit: (request: CreditRequest) => Effect.Effect<CreditOutcome>
-  /** Newest first; an agent-role key sees only its own transactions. */
+  /** Newest first; an agent-role key sees only its own transactions. A startDate after endDate is a ValidationError. */
   readonly transactions: (
     principal: Principal,
     query: TransactionQuery,
     page: PageRequest
-  ) => Effect.Effect<Page<Transaction>, Forbidden>
+  ) => Effect.Effect<Page<Transaction>, Forbidden | ValidationError>
   readonly audit: (principal: Principal, auditId: string) => Effect.Effect<AuditView, NotFound | Forbidden>
   /** One transaction of the caller's account; an agent-role key reads only its own. */
   readonly transaction: (principal: Principal, transactionId: string) => Effect.Effect<Transaction, NotFound | Forbidden>
@@ -160,6 +160,12 @@ export class Wallets extends Context.Service<Wallets, {
         principal: Principal,
         query: TransactionQuery
       ) {
+        if (query.startDate !== undefined && query.endDate !== undefined && query.startDate > query.endDate) {
+          return yield* new ValidationError({
+            message: "startDate must not be after endDate",
+            issues: [{ path: "startDate", message: "must not be after endDate" }]
+          })
+        }
         yield* requireSelfOrOwner(principal, query.agentId ?? principal.agent.id, "list the transactions of")
         // An agent lists only its own rows, with or without the filter.
         const agentId = principal.agent.role === "owner" ? query.agentId : principal.agent.id
