@@ -71,4 +71,40 @@ describe.each(backends)("batched holds over %s", (_name, client) => {
       expect(yield* verifyChainSegment(null, audit)).toBeNull()
     }))
   }, 60_000)
+
+  it("a batch step that fails after earlier steps committed: those holds are handed out, none is left held", async () => {
+    await runtime.runPromise(Effect.gen(function*() {
+      const owner = yield* fundedAccount(100n)
+      const store = yield* Store
+      const accountId = owner.agent.accountId
+      // The 6th hold crosses the threshold (the general path, a step of its own); the 7th hold
+      // attempted fails in the database, in the batch call after it.
+      yield* store.setLowBalanceThreshold(accountId, 450_000n)
+      const sql = yield* SqlClient.SqlClient
+      yield* sql.unsafe(`CREATE SEQUENCE IF NOT EXISTS injected_fault_seq`)
+      yield* sql.unsafe(`SELECT setval('injected_fault_seq', 1, false)`)
+      yield* sql.unsafe(`
+        CREATE OR REPLACE FUNCTION injected_fault() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF NEW.account_id = '${accountId}' AND nextval('injected_fault_seq') = 7 THEN
+            RAISE EXCEPTION 'injected fault';
+          END IF;
+          RETURN NEW;
+        END $$`)
+      yield* sql.unsafe(`DROP TRIGGER IF EXISTS injected_fault ON reservations`)
+      yield* sql.unsafe(`CREATE TRIGGER injected_fault BEFORE INSERT ON reservations FOR EACH ROW EXECUTE FUNCTION injected_fault()`)
+      const exits = yield* Effect.all(
+        Array.from({ length: 30 }, () => Effect.exit(call(owner, 10n))),
+        { concurrency: "unbounded" }
+      ).pipe(Effect.ensuring(Effect.orDie(sql.unsafe(`DROP TRIGGER injected_fault ON reservations`))))
+      const succeeded = exits.filter(Exit.isSuccess).length
+      expect(exits.some(Exit.isFailure)).toBe(true)
+      // Every hold made was settled by its call: none is stranded as held, and the wallet paid exactly the successes.
+      const held = yield* sql<{ n: number | string }>`
+        SELECT COUNT(*) AS n FROM reservations WHERE account_id = ${accountId} AND status = 'held'`
+      expect(Number(held[0]!.n)).toBe(0)
+      expect((yield* (yield* Wallets).get(owner)).usdMicroUsd).toBe(BigInt(100 - 10 * succeeded) * 10_000n)
+      expect(yield* verifyChainSegment(null, yield* store.listAudit(accountId, 0n, 1000))).toBeNull()
+    }))
+  }, 60_000)
 })
