@@ -34,7 +34,7 @@ import { SECURITY_HEADERS } from "./dashboard/static.ts"
  * HEAD must carry `X-CSRF-Token` equal to the session's token (given only in
  * the JSON of POST/GET /session, which another origin cannot read), and, when
  * the browser sends them, `Origin` equal to this server's origin and
- * `Sec-Fetch-Site` equal to `same-origin`; otherwise 403 `CSRF_FAILED`. A
+ * `Sec-Fetch-Site` equal to `same-origin` (or `none`: typed or bookmarked); otherwise 403 `CSRF_FAILED`. A
  * request with an `Authorization` (or `X-API-Key`) header is authenticated by
  * that header alone and the cookie is ignored.
  *
@@ -100,6 +100,7 @@ const positive = (name: string, value: number | undefined) => {
 export const SessionsLive = (options: SessionOptions = {}): Layer.Layer<Sessions> => {
   positive("idleMinutes", options.idleMinutes)
   positive("absoluteHours", options.absoluteHours)
+  positive("maxSessions", options.maxSessions)
   const idleMs = (options.idleMinutes ?? DEFAULT_IDLE_MINUTES) * 60_000
   const absoluteMs = (options.absoluteHours ?? DEFAULT_ABSOLUTE_HOURS) * 3_600_000
   const maxSessions = options.maxSessions ?? 10_000
@@ -402,15 +403,22 @@ export const mountSessionRoutes = (options: SessionRouteOptions) =>
         if ("refusal" in found) return found.refusal
         const url = new URL(request.url, "http://localhost")
         const text = url.searchParams.get("text") ?? ""
-        if (text === "" || text.length > 2000) {
-          return envelopeResponse("VALIDATION_ERROR", "text must be 1 to 2000 characters", {
-            issues: [{ path: ["text"], message: "Expected 1 to 2000 characters" }]
+        // Bytes, not characters: a QR code holds at most 2,331 bytes at this error correction.
+        if (text === "" || Buffer.byteLength(text, "utf8") > 2000) {
+          return envelopeResponse("VALIDATION_ERROR", "text must be 1 to 2000 bytes (UTF-8)", {
+            issues: [{ path: ["text"], message: "Expected 1 to 2000 bytes" }]
           })
         }
         // Loaded on first use: the server starts without it.
         const { default: QRCode } = yield* Effect.promise(() => import("qrcode"))
-        const svg = yield* Effect.promise(() => QRCode.toString(text, { type: "svg", errorCorrectionLevel: "M", margin: 2 }))
-        return HttpServerResponse.text(svg, {
+        const svg = yield* Effect.tryPromise(() => QRCode.toString(text, { type: "svg", errorCorrectionLevel: "M", margin: 2 }))
+          .pipe(Effect.option)
+        if (Option.isNone(svg)) {
+          return envelopeResponse("VALIDATION_ERROR", "text cannot be drawn as a QR code", {
+            issues: [{ path: ["text"], message: "Not encodable as a QR code" }]
+          })
+        }
+        return HttpServerResponse.text(svg.value, {
           contentType: "image/svg+xml",
           headers: { ...SECURITY_HEADERS, ...NO_STORE }
         })

@@ -286,6 +286,12 @@ describe("dashboard sessions", () => {
     expect(svg.headers.get("content-type")).toContain("image/svg+xml")
     expect(svg.text).toContain("<svg")
     expect((await withSession(session, "GET", "/session/qr.svg")).status).toBe(400)
+    // Too long in characters, or in bytes (1,200 two-byte characters: 2,400 bytes, more than a QR code holds): 400, never 500.
+    for (const text of ["a".repeat(2001), "é".repeat(1200)]) {
+      const refused = await withSession(session, "GET", `/session/qr.svg?text=${encodeURIComponent(text)}`)
+      expect(refused.status).toBe(400)
+      expect(JSON.parse(refused.text).error.code).toBe("VALIDATION_ERROR")
+    }
   })
 })
 
