@@ -251,7 +251,7 @@ export const observe = (options: ObserveOptions) =>
       const status = Exit.isSuccess(exit) ? exit.value.status : Cause.hasInterruptsOnly(exit.cause) ? 499 : 500
       const seconds = (performance.now() - started) / 1000
       // Unknown paths share one series, so a scan cannot grow the metrics without bound.
-      const metricRoute = template ?? (status === 404 ? "unmatched" : elideIds(path))
+      const metricRoute = template ?? "unmatched"
       yield* Metric.update(
         Metric.withAttributes(httpRequestsTotal, { route: metricRoute, method: request.method, status: String(status) }),
         1
