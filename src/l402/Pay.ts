@@ -415,52 +415,61 @@ export class L402Payments extends Context.Service<L402Payments, {
           const pending = (yield* store.pendingPayments(500)).filter((p) => p.createdAt.getTime() <= cutoff)
           let resolved = 0
           for (const payment of pending) {
-            const status = yield* payer.trackPayment(payment.paymentHash).pipe(
-              Effect.catchTag("RailError", (error) =>
-                Effect.as(Effect.logWarning(`L402 payment ${payment.paymentHash}: ${error.message}`), { _tag: "InFlight" } as const))
+            // One payment that cannot be resolved (a store or ledger failure) is logged and retried
+            // on the next pass; it does not hold up the payments after it.
+            const one = Effect.gen(function*() {
+              const status = yield* payer.trackPayment(payment.paymentHash).pipe(
+                Effect.catchTag("RailError", (error) =>
+                  Effect.as(Effect.logWarning(`L402 payment ${payment.paymentHash}: ${error.message}`), { _tag: "InFlight" } as const))
+              )
+              if (status._tag === "InFlight") return false
+              if (status._tag === "Succeeded") {
+                const actualMicroUsd = msatToMicroUsdCharge(status.amountMsat + status.feeMsat, payment.rateMicroUsdPerBtc)
+                const transactionId = yield* spend.resolveHeld(payment.accountId, payment.reservationId, {
+                  _tag: "Charge",
+                  actualMicroUsd,
+                  description: `L402 payment to ${payment.url.replace(/^https?:\/\//, "").slice(0, 200)} (${payment.amountMsat} msat, hash ${payment.paymentHash})`
+                })
+                const paidAt = yield* now
+                yield* store.resolvePayment(payment.paymentHash, {
+                  status: "succeeded",
+                  preimage: status.preimage,
+                  feeMsat: status.feeMsat,
+                  transactionId,
+                  resolvedAt: paidAt
+                }, [paySucceeded(payment.accountId, paidAt, {
+                  paymentHash: payment.paymentHash,
+                  agentId: payment.agentId,
+                  url: payment.url,
+                  amountSats: msatToSats(status.amountMsat),
+                  routingFeeSats: msatToSats(status.feeMsat),
+                  transactionId
+                })])
+              } else {
+                yield* spend.resolveHeld(payment.accountId, payment.reservationId, { _tag: "Release", reason: "payment failed" })
+                const failedAt = yield* now
+                yield* store.resolvePayment(payment.paymentHash, {
+                  status: "failed",
+                  preimage: null,
+                  feeMsat: null,
+                  transactionId: null,
+                  resolvedAt: failedAt
+                }, [payFailed(payment.accountId, failedAt, {
+                  paymentHash: payment.paymentHash,
+                  agentId: payment.agentId,
+                  url: payment.url,
+                  amountSats: msatToSats(payment.amountMsat),
+                  reason: status._tag === "Failed" ? status.reason : "not sent"
+                })])
+              }
+              yield* Effect.logInfo(`L402 payment ${payment.paymentHash} resolved from the node: ${status._tag}`)
+              return true
+            })
+            const done = yield* one.pipe(
+              Effect.catchCause((cause) =>
+                Effect.as(Effect.logError(`L402 payment ${payment.paymentHash} could not be resolved; retried on the next pass`, cause), false))
             )
-            if (status._tag === "InFlight") continue
-            if (status._tag === "Succeeded") {
-              const actualMicroUsd = msatToMicroUsdCharge(status.amountMsat + status.feeMsat, payment.rateMicroUsdPerBtc)
-              const transactionId = yield* spend.resolveHeld(payment.accountId, payment.reservationId, {
-                _tag: "Charge",
-                actualMicroUsd,
-                description: `L402 payment to ${payment.url.replace(/^https?:\/\//, "").slice(0, 200)} (${payment.amountMsat} msat, hash ${payment.paymentHash})`
-              })
-              const paidAt = yield* now
-              yield* store.resolvePayment(payment.paymentHash, {
-                status: "succeeded",
-                preimage: status.preimage,
-                feeMsat: status.feeMsat,
-                transactionId,
-                resolvedAt: paidAt
-              }, [paySucceeded(payment.accountId, paidAt, {
-                paymentHash: payment.paymentHash,
-                agentId: payment.agentId,
-                url: payment.url,
-                amountSats: msatToSats(status.amountMsat),
-                routingFeeSats: msatToSats(status.feeMsat),
-                transactionId
-              })])
-            } else {
-              yield* spend.resolveHeld(payment.accountId, payment.reservationId, { _tag: "Release", reason: "payment failed" })
-              const failedAt = yield* now
-              yield* store.resolvePayment(payment.paymentHash, {
-                status: "failed",
-                preimage: null,
-                feeMsat: null,
-                transactionId: null,
-                resolvedAt: failedAt
-              }, [payFailed(payment.accountId, failedAt, {
-                paymentHash: payment.paymentHash,
-                agentId: payment.agentId,
-                url: payment.url,
-                amountSats: msatToSats(payment.amountMsat),
-                reason: status._tag === "Failed" ? status.reason : "not sent"
-              })])
-            }
-            yield* Effect.logInfo(`L402 payment ${payment.paymentHash} resolved from the node: ${status._tag}`)
-            resolved++
+            if (done) resolved++
           }
           return resolved
         })
