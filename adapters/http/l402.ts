@@ -122,7 +122,7 @@ export const L402AuthenticationLive = (options: L402HttpOptions = {}) =>
               details: {
                 capability,
                 quotedCost: microUsdToCents(offer.quotedMicroUsd),
-                price: microUsdToCents(offer.priceMicroUsd),
+                priceUsdCents: microUsdToCents(offer.priceMicroUsd),
                 amountSats: offer.amountSats,
                 calls: offer.calls,
                 paymentHash: offer.paymentHash,

@@ -117,7 +117,7 @@ for (const [backend, store] of storeBackends) {
       const { authorization, offer } = await buy(server.baseUrl, "speak", SPEAK)
       // Priced at the quote plus the 10% margin, converted at the rate.
       expect(offer.capability).toBe("speak")
-      expect(offer.price).toBeGreaterThan(offer.quotedCost)
+      expect(offer.priceUsdCents).toBeGreaterThan(offer.quotedCost)
       expect(offer.amountSats).toBeGreaterThanOrEqual(1)
 
       const bought = await call(server.baseUrl, "/v1/capabilities/speak", SPEAK, authorization)
