@@ -11,6 +11,8 @@ import {
   heldReservation,
   lateSettleEntries,
   refundEntries,
+  captureSettleInput,
+  capturesOnExpiry,
   releaseAudit,
   reserveAudit,
   settleEntries,
@@ -523,7 +525,7 @@ const makeMemoryLedger = (shared: {
     saveCursor: (name, value) => Effect.sync(() => void cursors.set(name, value))
   }
 
-  return {
+  const store: LedgerStore & FundingStore & LedgerInternals = {
     ...funding,
     allTransactions: () => transactions,
     allAudit: () => [...audit.values()].flat(),
@@ -620,14 +622,31 @@ const makeMemoryLedger = (shared: {
         yield* releaseHeld(reservation, input.auditId, input.reason, input.now)
         return "Released" as const
       })),
-    sweepExpired: (now, limit) =>
-      lock.withPermits(1)(Effect.gen(function*() {
-        const expired = [...reservations.values()]
-          .filter((r) => r.status === "held" && r.expiresAt.getTime() < now.getTime())
-          .slice(0, limit)
-        for (const reservation of expired) yield* releaseHeld(reservation, newAuditId(), "expired", now)
-        return expired.length
-      })),
+    sweepExpired: (now, limit, capture) =>
+      Effect.gen(function*() {
+        const expired = yield* lock.withPermits(1)(Effect.sync(() =>
+          [...reservations.values()]
+            .filter((r) => r.status === "held" && r.expiresAt.getTime() < now.getTime())
+            .slice(0, limit)
+        ))
+        let ended = 0
+        for (const reservation of expired) {
+          if (capture !== undefined && capturesOnExpiry(reservation, capture.running)) {
+            const settled = yield* store.settle(captureSettleInput(reservation, now))
+            if (settled._tag === "Settled") ended++
+          } else {
+            const released = yield* store.release({
+              reservationId: reservation.id,
+              accountId: reservation.accountId,
+              auditId: newAuditId(),
+              reason: "expired",
+              now
+            })
+            if (released === "Released") ended++
+          }
+        }
+        return ended
+      }),
     credit: (input) => lock.withPermits(1)(creditUnlocked(input)),
     refund: (input) =>
       lock.withPermits(1)(Effect.gen(function*() {
@@ -744,6 +763,7 @@ const makeMemoryLedger = (shared: {
     listAudit: (accountId, afterSeq, limit) =>
       Effect.sync(() => (audit.get(accountId) ?? []).filter((r) => r.seq > afterSeq).slice(0, limit))
   }
+  return store
 }
 
 /** The in-memory store together with the in-memory idempotency-key store. */

@@ -1,4 +1,4 @@
-import { Deferred, Effect, Exit, Option, Result } from "effect"
+import { Deferred, Effect, Exit, Option, Result, type Scope } from "effect"
 import type { SqlClient, Statement } from "effect/sql"
 import { sealAuditRecord, type UnhashedAuditRecord } from "../../src/audit/chain.ts"
 import type { Agent, Policy } from "../../src/domain/Agent.ts"
@@ -24,6 +24,7 @@ import { reserveEvents } from "../../src/webhooks/spendEvents.ts"
 import type {
   CreditInput,
   FundingStore,
+  HeldReservation,
   LedgerStore,
   RecentActivity,
   ReserveInput,
@@ -33,6 +34,8 @@ import type {
 import { refusalKillsAgent, type SettlePlan } from "../../src/wallet/decide.ts"
 import type { StoredQuote } from "../../src/quotes/Quote.ts"
 import {
+  captureSettleInput,
+  capturesOnExpiry,
   creditEntries,
   heldReservation,
   lateSettleEntries,
@@ -297,6 +300,28 @@ const MAX_BATCH = 64
 /** Reserves that may wait behind a wallet's batch in flight. */
 const MAX_QUEUED = 4 * MAX_BATCH
 
+/** A pause in real time, whatever clock the caller runs on (the settle writer is the store's own). */
+const realSleep = (ms: number) =>
+  Effect.callback<void>((resume) => {
+    const timer = setTimeout(() => resume(Effect.void), ms)
+    return Effect.sync(() => clearTimeout(timer))
+  })
+
+/** How long a queued settle waits for a reserve of its wallet to carry it before the writer sends it. */
+const SETTLE_DELAY_MS = 2
+/** The most settles the writer sends in one call. */
+const MAX_SETTLE_BATCH = 256
+/** Attempts at writing one settle before it is left to recovery. */
+const SETTLE_ATTEMPTS = 12
+
+/** A settle taken off the caller's path, waiting to be written. */
+interface QueuedSettle {
+  readonly input: SettleInput
+  /** Done once it has landed (or was left to recovery). */
+  readonly done: Deferred.Deferred<void>
+  attempts: number
+}
+
 /** A reserve waiting for its wallet's batch in flight: told its outcome, or to lead the next batch. */
 interface Waiter {
   readonly input: ReserveInput
@@ -310,7 +335,7 @@ type Signal =
 export const makeSqlLedger = (
   sql: SqlClient.SqlClient,
   readAgent: (row: any) => { agent: Agent; policy: Policy }
-): LedgerStore & FundingStore => {
+): LedgerStore & FundingStore & { readonly settleWriter: Effect.Effect<void, never, Scope.Scope> } => {
   const lockWallet = (accountId: AccountId) =>
     Effect.flatMap(
       sql<WalletRow>`SELECT * FROM wallets WHERE account_id = ${accountId} FOR UPDATE`,
@@ -710,76 +735,251 @@ export const makeSqlLedger = (
         return Result.succeed(reservation)
       }))
 
+  /** A reserve as `spendgate_ledger_batch` takes it. */
+  const reserveJson = (input: ReserveInput) => ({
+    accountId: input.accountId,
+    agentId: input.agentId,
+    reservationId: input.reservationId,
+    auditId: input.auditId,
+    capability: input.capability,
+    provider: input.provider,
+    quoted: input.quotedMicroUsd.toString(),
+    rate: input.rate === null ? null : input.rate.rate.microUsdPerBtc.toString(),
+    day: input.day,
+    now: input.now.toISOString(),
+    expiresAt: input.expiresAt.toISOString()
+  })
+  /** A settle as `spendgate_ledger_batch` takes it. */
+  const settleJson = (input: SettleInput) => ({
+    accountId: input.accountId,
+    reservationId: input.reservationId,
+    actual: clampActual(input.actualMicroUsd),
+    transactionId: input.transactionId,
+    auditId: input.auditId,
+    description: input.description,
+    now: input.now.toISOString()
+  })
+
+  interface BatchRow {
+    readonly ord: Int8
+    readonly outcome: string
+    readonly from_usd: Int8 | null
+    readonly from_sats: Int8 | null
+    readonly wallet_usd: Int8 | null
+    readonly wallet_sats: Int8 | null
+  }
+
   /**
-   * Reserve in one round trip: `spendgate_reserve` (migration 0014) locks the
-   * wallet, decides by the mirror of `planHold` and writes the hold. Null when
-   * it made none (a refusal, or a hold the general path must record).
+   * One call, one transaction, one commit (`spendgate_ledger_batch`,
+   * migration 0018): the settles given, then the reserves, each decided by
+   * the mirror of `planHold` under the wallet lock in the order given, up to
+   * the first that is not held (null: a refusal, or a hold the general path
+   * must record). The settles' outcomes are handed to `settlesDone`.
    */
-  const reserveInOneCall = (input: ReserveInput) =>
+  const reserveManyInOneCall = (inputs: ReadonlyArray<ReserveInput>, settles: ReadonlyArray<QueuedSettle> = []) =>
     Effect.map(
-      sql<{ outcome: string; from_usd: Int8; from_sats: Int8 }>`
-        SELECT * FROM spendgate_reserve(${input.accountId}::text, ${input.agentId}::text, ${input.reservationId}::text,
-          ${input.auditId}::text, ${input.capability}::text, ${input.provider}::text, ${input.quotedMicroUsd}::bigint,
-          ${input.rate?.rate.microUsdPerBtc ?? null}::bigint, ${input.day}::text, ${input.now}::timestamptz,
-          ${input.expiresAt}::timestamptz, ${KNOWN_CAPABILITIES}::text)`,
+      sql<BatchRow>`
+        SELECT * FROM spendgate_ledger_batch(${JSON.stringify(settles.map((queued) => settleJson(queued.input)))}::jsonb,
+          ${JSON.stringify(inputs.map(reserveJson))}::jsonb, ${KNOWN_CAPABILITIES}::text)`,
       (rows) => {
-        const row = rows[0]
-        if (row === undefined || row.outcome !== "held") return null
-        return Result.succeed(heldReservation(input, { fromUsdMicroUsd: microUsd(row.from_usd), fromSatsMsat: msat(row.from_sats) }))
+        const byOrd = new Map(rows.map((row) => [Number(row.ord), row]))
+        const settled = settles.map((_, i) => byOrd.get(-(i + 1))?.outcome ?? "NotHeld")
+        const held = inputs.map((input, i): ReserveResult | null => {
+          const row = byOrd.get(i + 1)
+          if (row === undefined || row.outcome !== "held") return null
+          const reservation: HeldReservation = {
+            ...heldReservation(input, { fromUsdMicroUsd: microUsd(row.from_usd!), fromSatsMsat: msat(row.from_sats!) }),
+            walletAfterHold: { accountId: input.accountId, usdMicroUsd: microUsd(row.wallet_usd!), satsMsat: msat(row.wallet_sats!) }
+          }
+          return Result.succeed(reservation)
+        })
+        return { held, settled }
       }
     )
 
-  /**
-   * Several reserves of one wallet in one call (`spendgate_reserve_batch`):
-   * one transaction, one commit, each decided in the order given.
-   */
-  const reserveManyInOneCall = (inputs: ReadonlyArray<ReserveInput>) =>
-    inputs.length === 1
-      ? Effect.map(reserveInOneCall(inputs[0]!), (held) => [held])
-      : Effect.map(
-        sql<{ ord: Int8; outcome: string; from_usd: Int8; from_sats: Int8 }>`
-          SELECT * FROM spendgate_reserve_batch(${
-          JSON.stringify(inputs.map((input) => ({
-            accountId: input.accountId,
-            agentId: input.agentId,
-            reservationId: input.reservationId,
-            auditId: input.auditId,
-            capability: input.capability,
-            provider: input.provider,
-            quoted: input.quotedMicroUsd.toString(),
-            rate: input.rate === null ? null : input.rate.rate.microUsdPerBtc.toString(),
-            day: input.day,
-            now: input.now.toISOString(),
-            expiresAt: input.expiresAt.toISOString()
-          })))
-        }::jsonb, ${KNOWN_CAPABILITIES}::text)`,
-        (rows) => {
-          const byOrd = new Map(rows.map((row) => [Number(row.ord), row]))
-          return inputs.map((input, i) => {
-            const row = byOrd.get(i + 1)
-            if (row === undefined || row.outcome !== "held") return null
-            return Result.succeed(
-              heldReservation(input, { fromUsdMicroUsd: microUsd(row.from_usd), fromSatsMsat: msat(row.from_sats) })
-            )
-          })
+  // ---- settles off the caller's path ------------------------------------
+  //
+  // `settleLater` queues a settle and answers at once. The queued settles of
+  // a wallet ride in the next reserve batch of that wallet (one commit for
+  // both: a hot wallet pays one commit per call); those no reserve picks up
+  // within SETTLE_DELAY_MS are written by the settle writer, several wallets
+  // in one call. Until a settle has landed, reads of its account on this
+  // instance wait for it (`landed`). A settle that cannot be written is
+  // retried; one that keeps failing alone is given up after
+  // SETTLE_ATTEMPTS and left to recovery, which captures its hold at the
+  // quote under the same ids (docs/ledger-recovery.md).
+
+  /** Pending settles of each account, oldest first, not yet sent. */
+  const queuedSettles = new Map<string, Array<QueuedSettle>>()
+  /** Settles of each account queued or in flight: what a read of the account waits for. */
+  const unsettled = new Map<string, Set<QueuedSettle>>()
+  let queuedCount = 0
+  let writerWake: Deferred.Deferred<void> | undefined
+  let writeNow = false
+
+  const wakeWriter = (now: boolean) => {
+    if (now) writeNow = true
+    if (writerWake !== undefined) {
+      const wake = writerWake
+      writerWake = undefined
+      Deferred.doneUnsafe(wake, Effect.void)
+    }
+  }
+
+  const enqueueSettles = (items: ReadonlyArray<QueuedSettle>, front: boolean) => {
+    for (const item of front ? [...items].reverse() : items) {
+      const accountId = item.input.accountId
+      let queue = queuedSettles.get(accountId)
+      if (queue === undefined) queuedSettles.set(accountId, queue = [])
+      if (front) queue.unshift(item)
+      else queue.push(item)
+      queuedCount++
+      let open = unsettled.get(accountId)
+      if (open === undefined) unsettled.set(accountId, open = new Set())
+      open.add(item)
+    }
+    wakeWriter(false)
+  }
+
+  /** Takes the account's queued settles (they stay `unsettled` until `settleDone`). */
+  const takeSettles = (accountId: string): Array<QueuedSettle> => {
+    const queue = queuedSettles.get(accountId)
+    if (queue === undefined) return []
+    queuedSettles.delete(accountId)
+    queuedCount -= queue.length
+    return queue
+  }
+
+  const settleDone = (item: QueuedSettle) => {
+    const open = unsettled.get(item.input.accountId)
+    if (open !== undefined) {
+      open.delete(item)
+      if (open.size === 0) unsettled.delete(item.input.accountId)
+    }
+    Deferred.doneUnsafe(item.done, Effect.void)
+  }
+
+  /** A settle's outcome from a batch: logged when it was not the plain settle it was queued as. */
+  const settleOutcome = (item: QueuedSettle, outcome: string) =>
+    Effect.gen(function*() {
+      if (outcome === "slow") {
+        // The hold was swept as its call's (released) while this settle waited: a late settle.
+        const late = yield* Effect.exit(settleInTransaction(item.input))
+        if (Exit.isFailure(late)) return yield* Effect.failCause(late.cause)
+      } else if (outcome !== "Settled") {
+        yield* Effect.logWarning(
+          `Settle of ${item.input.reservationId} found nothing held (${outcome}): recovery captured it at its quote first`
+        )
+      }
+      settleDone(item)
+    })
+
+  /** Writes settles the writer took, all in one call; on failure each is retried alone, then left to recovery. */
+  const writeSettles = (batch: ReadonlyArray<QueuedSettle>) =>
+    Effect.gen(function*() {
+      const all = yield* Effect.exit(reserveManyInOneCall([], batch))
+      if (Exit.isSuccess(all)) {
+        for (let i = 0; i < batch.length; i++) yield* Effect.orDie(settleOutcome(batch[i]!, all.value.settled[i]!))
+        return
+      }
+      for (const item of batch) {
+        const alone = yield* Effect.exit(Effect.flatMap(reserveManyInOneCall([], [item]), (r) => settleOutcome(item, r.settled[0]!)))
+        if (Exit.isSuccess(alone)) continue
+        item.attempts++
+        if (item.attempts >= SETTLE_ATTEMPTS) {
+          yield* Effect.logError(
+            `Settle of ${item.input.reservationId} could not be written after ${item.attempts} attempts; ` +
+              `left to recovery, which charges the hold at its quote when it expires`,
+            alone.cause
+          )
+          settleDone(item)
+        } else {
+          enqueueSettles([item], true)
         }
+      }
+      // Back off while the database refuses writes.
+      yield* realSleep(Math.min(5_000, 50 * 2 ** Math.min(batch[0]!.attempts, 7)))
+    })
+
+  /** The settle writer: runs for the life of the store (see `settleWriter`). */
+  const settleWriterLoop = Effect.gen(function*() {
+    for (;;) {
+      if (queuedCount === 0) {
+        const wake = Deferred.makeUnsafe<void>()
+        writerWake = wake
+        yield* Deferred.await(wake)
+      }
+      // A moment for the next reserve of the wallet to carry its settles in its own commit.
+      if (!writeNow) yield* realSleep(SETTLE_DELAY_MS)
+      writeNow = false
+      const batch: Array<QueuedSettle> = []
+      for (const accountId of [...queuedSettles.keys()]) {
+        if (batch.length >= MAX_SETTLE_BATCH) break
+        batch.push(...takeSettles(accountId))
+      }
+      if (batch.length > 0) yield* writeSettles(batch)
+    }
+  })
+
+  /** Waits until the account's settles queued before now have landed (or been left to recovery). */
+  const landed = (accountId: string) =>
+    Effect.suspend(() => {
+      const open = unsettled.get(accountId)
+      if (open === undefined) return Effect.void
+      wakeWriter(true)
+      // A read never waits long for a database that does not answer.
+      return Effect.raceFirst(
+        Effect.forEach([...open], (item) => Deferred.await(item.done), { discard: true }),
+        realSleep(2_000)
       )
+    })
+
+  /** Waits until every queued settle has landed (reads by charge id, shutdown), for at most `timeoutMs`. */
+  const allLanded = (timeoutMs: number) =>
+    Effect.suspend(() => {
+      const open = [...unsettled.values()].flatMap((set) => [...set])
+      if (open.length === 0) return Effect.void
+      wakeWriter(true)
+      return Effect.raceFirst(
+        Effect.forEach(open, (item) => Deferred.await(item.done), { discard: true }).pipe(Effect.as(true)),
+        Effect.as(realSleep(timeoutMs), false)
+      ).pipe(
+        Effect.flatMap((done) =>
+          done
+            ? Effect.void
+            : Effect.logError(
+              `${[...unsettled.values()].reduce((n, set) => n + set.size, 0)} settle(s) had not landed after ${timeoutMs} ms; ` +
+                `if the process ends now, recovery charges their holds at their quotes`
+            )
+        )
+      )
+    })
 
   /**
    * The reserves of a batch, decided in order: holds in one call up to the
    * first that is not held, which then takes the general path (recording its
    * refusal's events or kill, or its hold's events) before the rest go on.
+   * The wallet's queued settles ride in the first call; if that call fails,
+   * they go back to the writer and the reserves are tried once without them.
    */
-  const decideInOrder = (inputs: ReadonlyArray<ReserveInput>) =>
+  const decideInOrder = (inputs: ReadonlyArray<ReserveInput>, settles: ReadonlyArray<QueuedSettle>) =>
     Effect.gen(function*() {
       // Each step commits on its own: when one fails, the decisions already committed stand and
       // are handed out; only the failed reserve and those after it fail.
       const results: Array<ReserveResult> = []
       let rest = inputs
+      let carried = settles
       while (rest.length > 0) {
-        const step = yield* Effect.exit(reserveManyInOneCall(rest))
+        let step = yield* Effect.exit(reserveManyInOneCall(rest, carried))
+        if (Exit.isFailure(step) && carried.length > 0) {
+          enqueueSettles(carried, true)
+          carried = []
+          step = yield* Effect.exit(reserveManyInOneCall(rest))
+        }
         if (Exit.isFailure(step)) return { results, failure: step.cause }
-        const held = step.value
+        for (let i = 0; i < carried.length; i++) yield* Effect.orDie(settleOutcome(carried[i]!, step.value.settled[i]!))
+        carried = []
+        const held = step.value.held
         const stop = held.findIndex((h) => h === null)
         if (stop === -1) {
           results.push(...(held as Array<ReserveResult>))
@@ -819,10 +1019,11 @@ export const makeSqlLedger = (
       } else {
         inFlight.set(input.accountId, [me])
       }
-      // Leading: this reserve is first in the queue; the batch is it and those behind it.
+      // Leading: this reserve is first in the queue; the batch is it and those behind it,
+      // with the wallet's settles that were answered before them.
       const queue = inFlight.get(input.accountId)!
       const batch = queue.splice(0, MAX_BATCH)
-      const { results, failure } = yield* decideInOrder(batch.map((waiter) => waiter.input))
+      const { results, failure } = yield* decideInOrder(batch.map((waiter) => waiter.input), takeSettles(input.accountId))
       if (queue.length > 0) yield* Deferred.succeed(queue[0]!.done, { _tag: "Lead" } as const)
       else inFlight.delete(input.accountId)
       for (let i = 1; i < batch.length; i++) {
@@ -938,7 +1139,17 @@ export const makeSqlLedger = (
         } as const
       }))
 
-  return {
+  const settleAny = (input: SettleInput) =>
+    Effect.gen(function*() {
+      if (input.standardRules === true) {
+        const settled = yield* settleInOneCall(input)
+        if (settled !== null) return settled
+      }
+      // A reservation the sweep released while the call ran: settled late, in TypeScript.
+      return yield* settleInTransaction(input)
+    })
+
+  const ledger: LedgerStore & FundingStore = {
     getWallet: (accountId) =>
       sql<WalletRow>`SELECT * FROM wallets WHERE account_id = ${accountId}`.pipe(
         Effect.flatMap((rows) =>
@@ -949,42 +1160,45 @@ export const makeSqlLedger = (
 
     reserve: (input) =>
       Effect.gen(function*() {
-        if (input.standardRules !== true || input.quote !== undefined) return yield* reserveInTransaction(input)
+        if (input.standardRules !== true || input.quote !== undefined) {
+          // Decided on a snapshot: the wallet's settles answered before it are in it.
+          yield* landed(input.accountId)
+          return yield* reserveInTransaction(input)
+        }
         // A refusal (with its events and, for velocity, the kill) or a hold that fires an
         // event is decided again, and recorded, by the general path under its own lock.
         return yield* reserveCoalesced(input)
       }).pipe(Effect.orDie),
 
-    settle: (input) =>
-      Effect.gen(function*() {
-        if (input.standardRules === true) {
-          const settled = yield* settleInOneCall(input)
-          if (settled !== null) return settled
-        }
-        // A reservation the sweep released while the call ran: settled late, in TypeScript.
-        return yield* settleInTransaction(input)
-      }).pipe(Effect.orDie),
+    settle: (input) => Effect.orDie(settleAny(input)),
 
     release,
 
-    sweepExpired: (now, limit) =>
+    sweepExpired: (now, limit, capture) =>
       Effect.gen(function*() {
-        const expired = yield* sql<{ id: string; account_id: string }>`
-          SELECT id, account_id FROM reservations
+        const expired = yield* sql<ReservationRow>`
+          SELECT * FROM reservations
           WHERE status = 'held' AND expires_at < ${now}
           ORDER BY expires_at LIMIT ${limit}`
-        let released = 0
+        let ended = 0
         for (const row of expired) {
+          const reservation = toReservation(row)
+          if (capture !== undefined && capturesOnExpiry(reservation, capture.running)) {
+            // Recovery's rule: the call started and its settle never landed: charged at its quote.
+            const settled = yield* settleAny(captureSettleInput(reservation, now))
+            if (settled._tag === "Settled") ended++
+            continue
+          }
           const outcome = yield* release({
-            reservationId: row.id,
-            accountId: row.account_id as AccountId,
+            reservationId: reservation.id,
+            accountId: reservation.accountId,
             auditId: newAuditId(),
             reason: "expired",
             now
           })
-          if (outcome === "Released") released++
+          if (outcome === "Released") ended++
         }
-        return released
+        return ended
       }).pipe(Effect.orDie),
 
     createQuote: (quote) =>
@@ -1160,5 +1374,39 @@ export const makeSqlLedger = (
       sql<AuditRow>`
         SELECT * FROM audit_log WHERE account_id = ${accountId} AND seq > ${afterSeq}
         ORDER BY seq LIMIT ${limit}`.pipe(Effect.map((rows) => rows.map(toAuditRecord)), Effect.orDie)
+  }
+
+  /** Reads of an account see the settles this instance answered before them (read your own writes). */
+  const afterSettles = <Args extends [AccountId, ...Array<any>], A>(read: (...args: Args) => Effect.Effect<A>) =>
+    (...args: Args) => Effect.andThen(landed(args[0]), read(...args))
+  /** Reads found by a charge's id, whose account is not known: after every settle queued so far. */
+  const afterAllSettles = <Args extends Array<any>, A>(read: (...args: Args) => Effect.Effect<A>) =>
+    (...args: Args) => Effect.andThen(allLanded(2_000), read(...args))
+
+  return {
+    ...ledger,
+    getWallet: afterSettles(ledger.getWallet),
+    getTransaction: afterSettles(ledger.getTransaction),
+    listTransactions: afterSettles(ledger.listTransactions),
+    listReservations: afterSettles(ledger.listReservations),
+    spendGroups: afterSettles(ledger.spendGroups),
+    agentSpend: afterSettles(ledger.agentSpend),
+    recentActivity: afterSettles(ledger.recentActivity),
+    getAudit: afterSettles(ledger.getAudit),
+    listAudit: afterSettles(ledger.listAudit),
+    // A write on the caller's path comes after the account's settles already answered.
+    settle: (input) => Effect.andThen(landed(input.accountId), ledger.settle(input)),
+    release: (input) => Effect.andThen(landed(input.accountId), ledger.release(input)),
+    refund: afterAllSettles(ledger.refund),
+    refundedOf: afterAllSettles(ledger.refundedOf),
+    settleLater: (input) =>
+      Effect.sync(() => {
+        enqueueSettles([{ input, done: Deferred.makeUnsafe<void>(), attempts: 0 }], false)
+      }),
+    /** Runs the settle writer for the life of the scope; at its end, waits (bounded) for queued settles to land. */
+    settleWriter: Effect.gen(function*() {
+      yield* Effect.forkScoped(settleWriterLoop)
+      yield* Effect.addFinalizer(() => allLanded(10_000))
+    })
   }
 }

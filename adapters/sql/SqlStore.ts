@@ -121,7 +121,8 @@ export const makeSqlStore = Effect.gen(function*() {
       (rows) => Option.fromNullishOr(rows[0])
     )
 
-  const ledger = makeSqlLedger(sql, (row: AgentRow) => ({ agent: rowToAgent(row), policy: rowToPolicy(row) }))
+  const { settleWriter, ...ledger } = makeSqlLedger(sql, (row: AgentRow) => ({ agent: rowToAgent(row), policy: rowToPolicy(row) }))
+  yield* settleWriter
 
   const store: StoreShape = {
     ...ledger,

@@ -732,5 +732,51 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
       )`
     yield* sql`CREATE INDEX l402_payments_pending ON l402_payments (created_at) WHERE status = 'pending'`
     yield* sql`CREATE INDEX l402_payments_transaction ON l402_payments (transaction_id) WHERE transaction_id IS NOT NULL`
+  }),
+  "0018_ledger_batch": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // Settles taken off the caller's path (adapters/sql/SqlLedger.ts) are
+    // committed together: with the next reserves of their wallet, or on their
+    // own, several wallets in one call. One transaction, one commit: first
+    // the settles (spendgate_settle, in account order so that two such calls
+    // never wait for each other's locks the other way round), answered with
+    // negative ords; then the reserves in the order given, as
+    // spendgate_reserve_batch decides them, each held one answered with the
+    // wallet's pockets after it (the receipt's balance).
+    yield* sql.unsafe(`
+      CREATE FUNCTION spendgate_ledger_batch(p_settles JSONB, p_requests JSONB, p_known_capabilities TEXT)
+      RETURNS TABLE (ord BIGINT, outcome TEXT, from_usd BIGINT, from_sats BIGINT, wallet_usd BIGINT, wallet_sats BIGINT)
+      LANGUAGE plpgsql AS $$
+      DECLARE
+        req JSONB;
+        i BIGINT;
+      BEGIN
+        FOR req, i IN SELECT e, n FROM jsonb_array_elements(p_settles) WITH ORDINALITY AS t (e, n)
+            ORDER BY e->>'accountId', n LOOP
+          ord := -i;
+          from_usd := NULL;
+          from_sats := NULL;
+          SELECT s.outcome, s.wallet_usd, s.wallet_sats INTO outcome, wallet_usd, wallet_sats
+            FROM spendgate_settle(req->>'accountId', req->>'reservationId', (req->>'actual')::numeric,
+              req->>'transactionId', req->>'auditId', req->>'description', (req->>'now')::timestamptz) AS s;
+          RETURN NEXT;
+        END LOOP;
+        FOR req, i IN SELECT e, n FROM jsonb_array_elements(p_requests) WITH ORDINALITY AS t (e, n) LOOP
+          ord := i;
+          wallet_usd := NULL;
+          wallet_sats := NULL;
+          SELECT r.outcome, r.from_usd, r.from_sats INTO outcome, from_usd, from_sats
+            FROM spendgate_reserve(req->>'accountId', req->>'agentId', req->>'reservationId', req->>'auditId',
+              req->>'capability', req->>'provider', (req->>'quoted')::bigint, (req->>'rate')::bigint, req->>'day',
+              (req->>'now')::timestamptz, (req->>'expiresAt')::timestamptz, p_known_capabilities) AS r;
+          IF outcome = 'held' THEN
+            SELECT w.usd_micro, w.sats_msat INTO wallet_usd, wallet_sats FROM wallets w
+              WHERE w.account_id = req->>'accountId';
+          END IF;
+          RETURN NEXT;
+          EXIT WHEN outcome <> 'held';
+        END LOOP;
+      END
+      $$`)
   })
 }

@@ -198,6 +198,32 @@ export interface SettleInput {
   readonly planLate: (reservation: Reservation, snapshot: LateSettleSnapshot) => LateSettlePlan
 }
 
+/** A hold as `reserve` made it, with the wallet as that hold left it when the store knows it. */
+export interface HeldReservation extends Reservation {
+  readonly walletAfterHold?: Wallet | undefined
+}
+
+/** See `sweepExpired`. */
+export interface SweepCapture {
+  /** Reservations whose calls are running in this process: released, and settled late by their call. */
+  readonly running: ReadonlySet<string>
+}
+
+/**
+ * The ids of a reservation's settle: its charge transaction and its audit
+ * record, derived from the reservation's id. The receipt names them before
+ * the settle lands, and recovery's capture uses the same ids, so the ids a
+ * caller was given always name the charge, whichever wrote it.
+ */
+export const settleIdsOf = (reservationId: string): { readonly transactionId: string; readonly auditId: string } => {
+  const suffix = reservationId.startsWith("rsv_") ? reservationId.slice(4) : reservationId
+  return { transactionId: `txn_${suffix}`, auditId: `aud_${suffix}` }
+}
+
+/** The description of a charge made by recovery's capture. */
+export const capturedDescription = (capability: string, provider: string): string =>
+  `${capability} call via ${provider}: charged at its quote by recovery (its settle did not land)`
+
 export type SettleOutcome =
   | {
     readonly _tag: "Settled"
@@ -324,7 +350,20 @@ export interface LedgerStore {
    * `velocity`) in the same transaction, unless it is the account's last
    * live owner.
    */
-  readonly reserve: (input: ReserveInput) => Effect.Effect<Result.Result<Reservation, SpendRefusal | QuoteRefusal>>
+  readonly reserve: (input: ReserveInput) => Effect.Effect<Result.Result<HeldReservation, SpendRefusal | QuoteRefusal>>
+  /**
+   * Optional: takes a settle off the caller's path. The store answers at
+   * once and commits the settle soon after (batched with other settles, or
+   * with the next reserve of the same wallet), retrying while the database
+   * is unreachable. Only for a reservation whose hold does not expire soon
+   * and with `standardRules`; the caller builds the receipt itself
+   * (`settleIdsOf`, `planSettle`, the hold's `walletAfterHold`). Until it
+   * lands, reads of the account on this instance wait for it (read your own
+   * writes); if the process dies first, the recovery sweep captures the hold
+   * at its quote under the same ids (`sweepExpired` with `capture`).
+   * Stores without it (the in-memory one) settle on the caller's path.
+   */
+  readonly settleLater?: ((input: SettleInput) => Effect.Effect<void>) | undefined
   /** Stores a new, unused quote. */
   readonly createQuote: (quote: StoredQuote) => Effect.Effect<void>
   /** The account's quote of that id (used or not, expired or not); None for another account's. */
@@ -347,8 +386,17 @@ export interface LedgerStore {
   readonly settle: (input: SettleInput) => Effect.Effect<SettleOutcome>
   /** Returns everything a held reservation took; no transaction (nothing was charged). */
   readonly release: (input: ReleaseInput) => Effect.Effect<"Released" | "NotHeld">
-  /** Releases up to `limit` held reservations whose `expiresAt` is before `now`; returns how many. */
-  readonly sweepExpired: (now: Date, limit: number) => Effect.Effect<number>
+  /**
+   * Ends up to `limit` held reservations whose `expiresAt` is before `now`;
+   * returns how many. Without `capture` each is released. With `capture`
+   * (the recovery rule, docs/ledger-recovery.md): a hold whose call runs in
+   * this process (`capture.running`) or of the `pay` capability (its outcome
+   * is read from the Lightning node) is released, as before; any other hold
+   * is one whose upstream call started and whose settle never landed, and is
+   * charged at its quote, under the ids `settleIdsOf` gives, as the answer's
+   * receipt named them.
+   */
+  readonly sweepExpired: (now: Date, limit: number, capture?: SweepCapture) => Effect.Effect<number>
   readonly credit: (input: CreditInput) => Effect.Effect<CreditOutcome>
   /**
    * Refunds a charge, found by id in any account (the operator's refund), in

@@ -2,13 +2,13 @@ import { Cause, Clock, Context, Duration, Effect, Exit, Layer, Option, Result, S
 import type { Principal } from "../domain/Agent.ts"
 import type { Capability } from "../domain/Capability.ts"
 import { AgentKilled, type SpendRefusal } from "../domain/errors.ts"
-import { newAuditId, newReservationId, newTransactionId, utcDay } from "../domain/Ledger.ts"
-import { MicroUsd, msatToMicroUsdValue, usdToMsatForCharge } from "../domain/Money.ts"
+import { newAuditId, newReservationId, newTransactionId, type Reservation, utcDay, type Wallet } from "../domain/Ledger.ts"
+import { MicroUsd, Msat, msatToMicroUsdValue, usdToMsatForCharge } from "../domain/Money.ts"
 import { RateSource } from "../ports/RateSource.ts"
-import { type QuoteClaim, Store } from "../ports/Store.ts"
+import { type QuoteClaim, type SettleInput, settleIdsOf, Store } from "../ports/Store.ts"
 import type { QuoteRefusal } from "../quotes/Quote.ts"
 import * as Metrics from "../observability/Metrics.ts"
-import { type HoldPlan, planHold, planLateSettle, planSettle } from "./decide.ts"
+import { type HoldPlan, planHold, planLateSettle, planSettle, type SettlePlan } from "./decide.ts"
 
 /**
  * The one way money is spent: authorize → quote → reserve (atomic hold) →
@@ -75,6 +75,43 @@ export interface SpendOptions {
   readonly sweepEveryMs: number
   /** Most reservations one sweep pass releases. */
   readonly sweepBatch: number
+}
+
+/**
+ * A settle is taken off the caller's path only while its hold has at least
+ * this long to live, so that it lands long before the recovery sweep could
+ * look at the hold.
+ */
+const DEFER_MARGIN_MS = 60_000
+
+/**
+ * The receipt of a settle the store has not written yet: the charge as
+ * `planSettle` splits it, the wallet as the hold left it plus what the
+ * settle gives back.
+ */
+const receiptOf = (
+  quotedMicroUsd: bigint,
+  provider: string,
+  rate: { readonly microUsdPerBtc: bigint } | null,
+  reservation: Reservation,
+  plan: SettlePlan,
+  walletAfterHold: Wallet,
+  latencyMs: number
+): SpendReceipt => {
+  const usd = walletAfterHold.usdMicroUsd + plan.refundUsdMicroUsd
+  const sats = walletAfterHold.satsMsat + plan.refundSatsMsat
+  return {
+    quotedMicroUsd,
+    chargedMicroUsd: plan.chargedMicroUsd,
+    chargedMsat: rate === null ? null : usdToMsatForCharge(plan.chargedMicroUsd, rate),
+    debitedUsdMicroUsd: plan.chargeUsdMicroUsd,
+    debitedSatsMsat: plan.chargeSatsMsat,
+    balanceAfterMicroUsd: usd + (rate === null ? 0n : msatToMicroUsdValue(Msat.make(sats), rate)),
+    ...settleIdsOf(reservation.id),
+    reservationId: reservation.id,
+    provider,
+    latencyMs
+  }
 }
 
 /** How long an expired quote is kept (so a late call still hears QUOTE_EXPIRED, not 404). */
@@ -147,6 +184,12 @@ export class Spend extends Context.Service<Spend, {
         const rates = yield* RateSource
         const { holdTtlMs, sweepBatch } = { ...defaultSpendOptions, ...options }
         const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms))
+        /**
+         * Reservations whose calls run in this process: the recovery sweep
+         * releases these when they outlive their hold (the call settles late),
+         * and captures any other expired hold at its quote.
+         */
+        const running = new Set<string>()
 
         const spendQuoted = <A, E, R>(principal: Principal, request: SpendRequest<A, E, R>) =>
           Effect.uninterruptibleMask((restore) =>
@@ -195,6 +238,7 @@ export class Spend extends Context.Service<Spend, {
                 return yield* Effect.fail(reserved.failure)
               }
               const reservation = reserved.success
+              running.add(reservation.id)
               yield* Metrics.holdTaken
               request.onHeld?.(reservation.id)
 
@@ -206,6 +250,7 @@ export class Spend extends Context.Service<Spend, {
                 Effect.withSpan("Spend.upstream", { kind: "client", attributes: spanAttributes })
               ))
               const latencyMs = (yield* Clock.currentTimeMillis) - callStartedMs
+              if (Exit.isFailure(exit)) running.delete(reservation.id)
               if (Exit.isFailure(exit) && request.keepHold?.(exit.cause) === true) {
                 // Left to whoever resolves it (resolveHeld): no longer a hold of a call in flight.
                 yield* Metrics.holdEnded
@@ -228,19 +273,42 @@ export class Spend extends Context.Service<Spend, {
               }
 
               const settledAt = yield* now
-              const outcome = yield* store.settle({
+              const settleInput: SettleInput = {
                 reservationId: reservation.id,
                 accountId: agent.accountId,
                 actualMicroUsd: exit.value.actualMicroUsd,
-                transactionId: newTransactionId(),
-                auditId: newAuditId(),
+                // The ids recovery would use too (settleIdsOf): what the receipt names always exists.
+                ...settleIdsOf(reservation.id),
                 description: request.description,
                 now: settledAt,
                 plan: (held) => planSettle(held, exit.value.actualMicroUsd),
                 standardRules: true,
                 // The call outlived its hold and the sweep returned it: charge again or record what is owed.
                 planLate: (swept, snapshot) => planLateSettle(swept, exit.value.actualMicroUsd, snapshot)
-              }).pipe(
+              }
+              const walletAfterHold = reservation.walletAfterHold
+              if (
+                store.settleLater !== undefined && walletAfterHold !== undefined && request.keepHold === undefined &&
+                settledAt.getTime() + DEFER_MARGIN_MS < reservation.expiresAt.getTime()
+              ) {
+                // Off the caller's path: the store commits it right after (batched); the receipt is
+                // what planSettle makes of the hold, the same rule the store applies.
+                const plan = planSettle(reservation, exit.value.actualMicroUsd)
+                yield* store.settleLater(settleInput).pipe(
+                  Effect.withSpan("Spend.settle", {
+                    attributes: { ...spanAttributes, "spendgate.reservation_id": reservation.id, "spendgate.outcome": "queued" }
+                  })
+                )
+                running.delete(reservation.id)
+                yield* Metrics.holdEnded
+                yield* Metrics.countCharge(request.capability, request.provider, plan.chargedMicroUsd)
+                return {
+                  value: exit.value.value,
+                  receipt: receiptOf(request.quotedMicroUsd, request.provider, rate?.rate ?? null, reservation, plan,
+                    walletAfterHold, latencyMs)
+                }
+              }
+              const outcome = yield* store.settle(settleInput).pipe(
                 Effect.tap((settled) =>
                   Effect.annotateCurrentSpan(
                     settled._tag === "Settled"
@@ -255,8 +323,23 @@ export class Spend extends Context.Service<Spend, {
                 Effect.withSpan("Spend.settle", {
                   attributes: { ...spanAttributes, "spendgate.reservation_id": reservation.id }
                 }),
-                Effect.ensuring(Metrics.holdEnded)
+                Effect.ensuring(Effect.andThen(Effect.sync(() => running.delete(reservation.id)), Metrics.holdEnded))
               )
+              if (outcome._tag === "NotHeld" && outcome.reservation?.status === "settled") {
+                // Another instance's recovery sweep captured the hold at its quote (the call outlived
+                // it there): that charge, under this settle's ids, is the call's.
+                yield* Effect.logWarning(
+                  `Reservation ${reservation.id} (${request.provider}) was captured at its quote by recovery before its settle`
+                )
+                const plan = planSettle(reservation, reservation.quotedMicroUsd)
+                const wallet = yield* store.getWallet(agent.accountId)
+                return {
+                  value: exit.value.value,
+                  receipt: receiptOf(request.quotedMicroUsd, request.provider, rate?.rate ?? null, reservation, plan,
+                    { ...wallet, usdMicroUsd: MicroUsd.make(wallet.usdMicroUsd - plan.refundUsdMicroUsd), satsMsat: wallet.satsMsat },
+                    latencyMs)
+                }
+              }
               if (outcome._tag === "NotHeld") {
                 // A reservation is settled once, by the call that made it: nothing else settles it.
                 return yield* Effect.die(new Error(`reservation ${reservation.id} was settled twice`))
@@ -309,7 +392,7 @@ export class Spend extends Context.Service<Spend, {
         const sweep = Effect.gen(function*() {
           let total = 0
           for (let pass = 0; pass < 100; pass++) {
-            const released = yield* store.sweepExpired(yield* now, sweepBatch)
+            const released = yield* store.sweepExpired(yield* now, sweepBatch, { running })
             total += released
             if (released < sweepBatch) break
           }

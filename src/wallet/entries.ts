@@ -1,8 +1,8 @@
 import type { UnhashedAuditRecord } from "../audit/chain.ts"
 import type { Reservation, Transaction } from "../domain/Ledger.ts"
 import { MicroUsd, Msat } from "../domain/Money.ts"
-import type { CreditInput, RefundInput, ReserveInput, SettleInput } from "../ports/Store.ts"
-import type { HoldPlan, LateSettlePlan, SettlePlan } from "./decide.ts"
+import { capturedDescription, type CreditInput, type RefundInput, type ReserveInput, type SettleInput, settleIdsOf } from "../ports/Store.ts"
+import { type HoldPlan, type LateSettlePlan, planLateSettle, planSettle, type SettlePlan } from "./decide.ts"
 import type { RefundPlan } from "./refund.ts"
 
 /**
@@ -235,3 +235,24 @@ export const refundEntries = (
     createdAt: input.now
   }
 })
+
+/**
+ * Recovery's capture of a hold whose settle never landed: the settle of the
+ * call at its quote (all it held is charged), under the ids the call's
+ * receipt named (`settleIdsOf`).
+ */
+export const captureSettleInput = (reservation: Reservation, now: Date): SettleInput => ({
+  reservationId: reservation.id,
+  accountId: reservation.accountId,
+  actualMicroUsd: reservation.quotedMicroUsd,
+  ...settleIdsOf(reservation.id),
+  description: capturedDescription(reservation.capability, reservation.provider),
+  now,
+  plan: (held) => planSettle(held, held.quotedMicroUsd),
+  standardRules: true,
+  planLate: (swept, snapshot) => planLateSettle(swept, swept.quotedMicroUsd, snapshot)
+})
+
+/** Whether recovery captures an expired hold (see `LedgerStore.sweepExpired`). */
+export const capturesOnExpiry = (reservation: Reservation, running: ReadonlySet<string>): boolean =>
+  reservation.capability !== "pay" && !running.has(reservation.id)

@@ -15,7 +15,7 @@ import { Providers } from "../../src/capabilities/Capabilities.ts"
 import * as Gateway from "../../src/Gateway.ts"
 import { RateSource } from "../../src/ports/RateSource.ts"
 import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
-import { Store } from "../../src/ports/Store.ts"
+import { settleIdsOf, Store } from "../../src/ports/Store.ts"
 import { planHold, planLateSettle, planSettle } from "../../src/wallet/decide.ts"
 import { Spend } from "../../src/wallet/Spend.ts"
 import { Wallets } from "../../src/wallet/Wallets.ts"
@@ -463,35 +463,84 @@ export const ledgerContract = (name: string, store: () => Layer.Layer<Store | Id
           assert.strictEqual(ofAgent.lifetimeSpentMicroUsd, 20n * CENT)
         }).pipe(Effect.provide(TestClock.layer())))
 
-      it.effect("a hold left by a crash is released by the sweep exactly once", () =>
+      /** What `spend` does up to the upstream call, and then nothing: the process died. */
+      const holdOfADeadCall = (owner: Principal, capability: Capability, now: Date) =>
         Effect.gen(function*() {
-          yield* TestClock.setTime(Date.parse("2026-06-01T12:00:00.000Z"))
-          const owner = yield* fundedAccount(100n)
           const store = yield* Store
-          const now = new Date(Date.parse("2026-06-01T12:00:00.000Z"))
-          // What `spend` does up to the upstream call, and then nothing: the process died.
+          const reservationId = newReservationId()
           const reserved = yield* store.reserve({
-            reservationId: newReservationId(),
+            reservationId,
             auditId: newAuditId(),
             accountId: owner.agent.accountId,
             agentId: owner.agent.id,
-            capability: "search",
+            capability,
             provider: "test",
             quotedMicroUsd: MicroUsd.make(40n * CENT),
             rate: null,
             day: utcDay(now),
             now,
             expiresAt: new Date(now.getTime() + 60_000),
-            decide: (snapshot) => planHold(snapshot, "search", MicroUsd.make(40n * CENT), null)
+            decide: (snapshot) => planHold(snapshot, capability, MicroUsd.make(40n * CENT), null)
           })
           assert.isTrue(Result.isSuccess(reserved))
+          return reservationId
+        })
+
+      it.effect("recovery: a hold whose call started and never settled is captured at its quote, exactly once, under the ids its receipt named", () =>
+        Effect.gen(function*() {
+          yield* TestClock.setTime(Date.parse("2026-06-01T12:00:00.000Z"))
+          const owner = yield* fundedAccount(100n)
+          const store = yield* Store
+          const reservationId = yield* holdOfADeadCall(owner, "search", new Date(Date.parse("2026-06-01T12:00:00.000Z")))
           const spend = yield* Spend
           assert.strictEqual(yield* spend.sweep, 0)
           assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicroUsd, 60n * CENT)
           yield* TestClock.adjust(60_001)
-          const released = yield* Effect.all([spend.sweep, spend.sweep, spend.sweep], { concurrency: "unbounded" })
-          assert.strictEqual(released.reduce((a, b) => a + b, 0), 1)
+          const ended = yield* Effect.all([spend.sweep, spend.sweep, spend.sweep], { concurrency: "unbounded" })
+          assert.strictEqual(ended.reduce((a, b) => a + b, 0), 1)
           assert.strictEqual(yield* spend.sweep, 0)
+          // Charged its quote: nothing comes back, and the day's spend keeps it.
+          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicroUsd, 60n * CENT)
+          const { transactionId, auditId } = settleIdsOf(reservationId)
+          const charge = Option.getOrThrow(yield* store.getTransaction(owner.agent.accountId, transactionId))
+          assert.strictEqual(charge.type, "charge")
+          assert.strictEqual(charge.amountMicroUsd, 40n * CENT)
+          assert.strictEqual(charge.auditId, auditId)
+          assert.match(charge.description, /charged at its quote by recovery/)
+          const audit = yield* store.listAudit(owner.agent.accountId, 0n, 100)
+          assert.deepStrictEqual(audit.map((r) => r.kind), ["credit", "reserve", "settle"])
+          assert.strictEqual(audit[2]!.id, auditId)
+          assert.strictEqual((yield* (yield* Policies).get(owner, owner.agent.id)).dailySpentMicroUsd, 40n * CENT)
+          assert.strictEqual(yield* (yield* Wallets).verifyChain(owner.agent.accountId), null)
+        }).pipe(Effect.provide(TestClock.layer())))
+
+      it.effect("recovery: an expired hold of a Lightning payment (its outcome is the node's) is released, not captured", () =>
+        Effect.gen(function*() {
+          yield* TestClock.setTime(Date.parse("2026-06-01T12:00:00.000Z"))
+          const owner = yield* fundedAccount(100n)
+          const store = yield* Store
+          yield* holdOfADeadCall(owner, "pay", new Date(Date.parse("2026-06-01T12:00:00.000Z")))
+          yield* TestClock.adjust(60_001)
+          assert.strictEqual(yield* (yield* Spend).sweep, 1)
+          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicroUsd, 100n * CENT)
+          const audit = yield* store.listAudit(owner.agent.accountId, 0n, 100)
+          assert.deepStrictEqual(audit.map((r) => r.kind), ["credit", "reserve", "release"])
+        }).pipe(Effect.provide(TestClock.layer())))
+
+      it.effect("the store's sweep without the capture rule releases an expired hold exactly once", () =>
+        Effect.gen(function*() {
+          yield* TestClock.setTime(Date.parse("2026-06-01T12:00:00.000Z"))
+          const owner = yield* fundedAccount(100n)
+          const store = yield* Store
+          const now = new Date(Date.parse("2026-06-01T12:00:00.000Z"))
+          yield* holdOfADeadCall(owner, "search", now)
+          assert.strictEqual(yield* store.sweepExpired(now, 100), 0)
+          const later = new Date(now.getTime() + 60_001)
+          const released = yield* Effect.all(
+            [store.sweepExpired(later, 100), store.sweepExpired(later, 100), store.sweepExpired(later, 100)],
+            { concurrency: "unbounded" }
+          )
+          assert.strictEqual(released.reduce((a, b) => a + b, 0), 1)
           assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicroUsd, 100n * CENT)
           const audit = yield* store.listAudit(owner.agent.accountId, 0n, 100)
           assert.deepStrictEqual(audit.map((r) => r.kind), ["credit", "reserve", "release"])

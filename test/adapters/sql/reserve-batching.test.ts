@@ -100,10 +100,11 @@ describe.each(backends)("batched holds over %s", (_name, client) => {
       const succeeded = exits.filter(Exit.isSuccess).length
       expect(exits.some(Exit.isFailure)).toBe(true)
       // Every hold made was settled by its call: none is stranded as held, and the wallet paid exactly the successes.
+      // (The wallet is read first: a read waits for the settles this instance answered before it.)
+      expect((yield* (yield* Wallets).get(owner)).usdMicroUsd).toBe(BigInt(100 - 10 * succeeded) * 10_000n)
       const held = yield* sql<{ n: number | string }>`
         SELECT COUNT(*) AS n FROM reservations WHERE account_id = ${accountId} AND status = 'held'`
       expect(Number(held[0]!.n)).toBe(0)
-      expect((yield* (yield* Wallets).get(owner)).usdMicroUsd).toBe(BigInt(100 - 10 * succeeded) * 10_000n)
       expect(yield* verifyChainSegment(null, yield* store.listAudit(accountId, 0n, 1000))).toBeNull()
     }))
   }, 60_000)
