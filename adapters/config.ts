@@ -129,6 +129,12 @@ export interface ServerConfig {
    * running then are interrupted, which releases their holds.
    */
   readonly shutdownGraceSeconds: number
+  /**
+   * How long an answered call's settle waits for the next reserve of its
+   * wallet to share that commit before it is written on its own, in
+   * milliseconds (SETTLE_DELAY_MS, default 2; SQL storage).
+   */
+  readonly settleDelayMs: number
 }
 
 const MIN_ADMIN_TOKEN_LENGTH = 24
@@ -166,6 +172,10 @@ export const serverConfig: Config.Config<ServerConfig> = Config.all({
   shutdownGraceSeconds: Config.Int("SHUTDOWN_GRACE_SECONDS").pipe(
     check("SHUTDOWN_GRACE_SECONDS", (seconds) => (seconds >= 0 && seconds <= 3600) || "must be a whole number of seconds from 0 to 3600"),
     Config.withDefault(10)
+  ),
+  settleDelayMs: Config.Int("SETTLE_DELAY_MS").pipe(
+    check("SETTLE_DELAY_MS", (ms) => (ms >= 0 && ms <= 60_000) || "must be a whole number of milliseconds from 0 to 60000"),
+    Config.withDefault(2)
   )
 })
 

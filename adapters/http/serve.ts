@@ -210,7 +210,7 @@ const serveWith = (config: ServerConfig, otlp: Option.Option<OtlpConfig>) => Eff
   if (payments.devRailsPublic) yield* Effect.logWarning(devRailsPublicWarning(payments, config.host))
 
   yield* checkPortFree(config.host, config.port)
-  const storage = yield* Layer.build(storeLayer(database))
+  const storage = yield* Layer.build(storeLayer(database, { settleDelayMs: config.settleDelayMs }))
 
   const app = serverLayer({
     port: config.port,

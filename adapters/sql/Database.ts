@@ -69,6 +69,8 @@ export interface StoreOptions {
    * invalidation alone on PGlite.
    */
   readonly cache?: CacheMode | undefined
+  /** See `SqlStoreOptions.settleDelayMs` (SETTLE_DELAY_MS). */
+  readonly settleDelayMs?: number | undefined
 }
 
 /**
@@ -81,7 +83,7 @@ export const storeOverClientWith = (options: StoreOptions = {}): Layer.Layer<
   SqlClient.SqlClient
 > =>
   Layer.mergeAll(
-    SqlStore.layer,
+    SqlStore.layerWith({ settleDelayMs: options.settleDelayMs }),
     SqlL402Store.layer,
     SqlL402PaymentStore.layer,
     SqlRegistryStore.layer,
@@ -102,9 +104,10 @@ export const storeOverClient: Layer.Layer<
 > = storeOverClientWith()
 
 export const storeLayer = (
-  options: DatabaseOptions
+  options: DatabaseOptions,
+  storeOptions: StoreOptions = {}
 ): Layer.Layer<Store | AdminStore | IdempotencyStore | RegistryStore | L402Store | L402PaymentStore, unknown> =>
-  storeOverClient.pipe(Layer.provide(sqlClientLayer(options)))
+  storeOverClientWith(storeOptions).pipe(Layer.provide(sqlClientLayer(options)))
 
 /** Lets callers fail fast with a clear message when storage cannot be opened. */
 export const describeStorage = (options: DatabaseOptions): string =>

@@ -334,8 +334,10 @@ type Signal =
 
 export const makeSqlLedger = (
   sql: SqlClient.SqlClient,
-  readAgent: (row: any) => { agent: Agent; policy: Policy }
+  readAgent: (row: any) => { agent: Agent; policy: Policy },
+  options: { readonly settleDelayMs?: number | undefined } = {}
 ): LedgerStore & FundingStore & { readonly settleWriter: Effect.Effect<void, never, Scope.Scope> } => {
+  const settleDelayMs = options.settleDelayMs ?? SETTLE_DELAY_MS
   const lockWallet = (accountId: AccountId) =>
     Effect.flatMap(
       sql<WalletRow>`SELECT * FROM wallets WHERE account_id = ${accountId} FOR UPDATE`,
@@ -816,9 +818,14 @@ export const makeSqlLedger = (
   let queuedCount = 0
   let writerWake: Deferred.Deferred<void> | undefined
   let writeNow = false
+  /** Cuts the writer's wait short when a read or shutdown needs the settles now. */
+  let hurry: Deferred.Deferred<void> | undefined
 
   const wakeWriter = (now: boolean) => {
-    if (now) writeNow = true
+    if (now) {
+      writeNow = true
+      if (hurry !== undefined) Deferred.doneUnsafe(hurry, Effect.void)
+    }
     if (writerWake !== undefined) {
       const wake = writerWake
       writerWake = undefined
@@ -910,7 +917,12 @@ export const makeSqlLedger = (
         yield* Deferred.await(wake)
       }
       // A moment for the next reserve of the wallet to carry its settles in its own commit.
-      if (!writeNow) yield* realSleep(SETTLE_DELAY_MS)
+      if (!writeNow) {
+        const cut = Deferred.makeUnsafe<void>()
+        hurry = cut
+        yield* Effect.raceFirst(realSleep(settleDelayMs), Deferred.await(cut))
+        hurry = undefined
+      }
       writeNow = false
       const batch: Array<QueuedSettle> = []
       for (const accountId of [...queuedSettles.keys()]) {

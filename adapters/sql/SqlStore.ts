@@ -86,7 +86,12 @@ const keyFinds = (entry: CachedAgent, keyHash: string, now: Date): boolean =>
     (entry.prevKeyHash === keyHash && entry.prevKeyExpiresAt !== null && entry.prevKeyExpiresAt.getTime() > now.getTime())
   )
 
-export const makeSqlStore = Effect.gen(function*() {
+export interface SqlStoreOptions {
+  /** How long an answered call's settle waits for its wallet's next reserve before it is written alone (ms, default 2). */
+  readonly settleDelayMs?: number | undefined
+}
+
+export const makeSqlStoreWith = (options: SqlStoreOptions = {}) => Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const cache = yield* ReadCache
   /** Runs once the change has committed (or failed), before the store call returns. */
@@ -121,7 +126,11 @@ export const makeSqlStore = Effect.gen(function*() {
       (rows) => Option.fromNullishOr(rows[0])
     )
 
-  const { settleWriter, ...ledger } = makeSqlLedger(sql, (row: AgentRow) => ({ agent: rowToAgent(row), policy: rowToPolicy(row) }))
+  const { settleWriter, ...ledger } = makeSqlLedger(
+    sql,
+    (row: AgentRow) => ({ agent: rowToAgent(row), policy: rowToPolicy(row) }),
+    { settleDelayMs: options.settleDelayMs }
+  )
   yield* settleWriter
 
   const store: StoreShape = {
@@ -253,4 +262,9 @@ export const makeSqlStore = Effect.gen(function*() {
   return store
 })
 
-export const layer: Layer.Layer<Store, never, SqlClient.SqlClient | ReadCache> = Layer.effect(Store, makeSqlStore)
+export const makeSqlStore = makeSqlStoreWith()
+
+export const layerWith = (options: SqlStoreOptions = {}): Layer.Layer<Store, never, SqlClient.SqlClient | ReadCache> =>
+  Layer.effect(Store, makeSqlStoreWith(options))
+
+export const layer: Layer.Layer<Store, never, SqlClient.SqlClient | ReadCache> = layerWith()

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { storeLayer } from "../../adapters/sql/Database.ts"
 import { devRails } from "../../adapters/rails/dev.ts"
 import type { AccountId } from "../../src/domain/ids.ts"
-import { Store } from "../../src/ports/Store.ts"
+import { settleIdsOf, Store } from "../../src/ports/Store.ts"
 import { Wallets } from "../../src/wallet/Wallets.ts"
 import { Providers } from "../../src/capabilities/Capabilities.ts"
 import * as Gateway from "../../src/Gateway.ts"
@@ -14,9 +14,11 @@ import { RateSource } from "../../src/ports/RateSource.ts"
 import { freshDatabaseUrl } from "../support/postgres.ts"
 
 /**
- * A gateway process on PostgreSQL is killed (SIGKILL) between reserve and
- * settle. The hold it leaves is released by the recovery sweep of another
- * process exactly once, and the wallet is whole again.
+ * A gateway process on PostgreSQL is killed (SIGKILL) while its call waits
+ * on the upstream: the call started, so the recovery sweep of another
+ * process (the rule of docs/ledger-recovery.md) charges the hold at its
+ * quote, exactly once, under the ids the call's receipt would have named;
+ * the store's plain sweep (no capture) would release it instead.
  */
 describe("a process killed mid-call on PostgreSQL", () => {
   const scope = Effect.runSync(Scope.make())
@@ -27,7 +29,7 @@ describe("a process killed mid-call on PostgreSQL", () => {
   })
   afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)))
 
-  it("leaves a hold that the sweep releases once", async () => {
+  it("leaves a hold that recovery charges at its quote, once", async () => {
     const child = spawn(process.execPath, [join(import.meta.dirname, "..", "support", "crash-child.ts")], {
       env: { PATH: process.env["PATH"] ?? "", DATABASE_URL: url },
       stdio: ["ignore", "pipe", "pipe"]
@@ -68,16 +70,22 @@ describe("a process killed mid-call on PostgreSQL", () => {
         // Before the hold expires the sweep leaves it alone.
         expect(yield* store.sweepExpired(new Date(), 100)).toBe(0)
         const later = new Date(held.items[0]!.expiresAt.getTime() + 1)
-        const released = yield* Effect.all(
-          [store.sweepExpired(later, 100), store.sweepExpired(later, 100), store.sweepExpired(later, 100)],
+        const capture = { running: new Set<string>() }
+        const ended = yield* Effect.all(
+          [store.sweepExpired(later, 100, capture), store.sweepExpired(later, 100, capture), store.sweepExpired(later, 100, capture)],
           { concurrency: "unbounded" }
         )
-        expect(released.reduce((a, b) => a + b, 0)).toBe(1)
-        expect(yield* store.sweepExpired(later, 100)).toBe(0)
-        expect((yield* store.getWallet(accountId)).usdMicroUsd).toBe(1_000_000n)
+        expect(ended.reduce((a, b) => a + b, 0)).toBe(1)
+        expect(yield* store.sweepExpired(later, 100, capture)).toBe(0)
+        // Charged its quote (40 cents): nothing comes back.
+        expect((yield* store.getWallet(accountId)).usdMicroUsd).toBe(600_000n)
         expect(yield* wallets.verifyChain(accountId)).toBeNull()
         const audit = yield* store.listAudit(accountId, 0n, 10)
-        expect(audit.map((r) => r.kind)).toEqual(["credit", "reserve", "release"])
+        expect(audit.map((r) => r.kind)).toEqual(["credit", "reserve", "settle"])
+        const { transactionId, auditId } = settleIdsOf(held.items[0]!.id)
+        expect(audit[2]!.id).toBe(auditId)
+        const charge = Option.getOrThrow(yield* store.getTransaction(accountId, transactionId))
+        expect(charge.amountMicroUsd).toBe(400_000n)
       }))
     } finally {
       await runtime.dispose()

@@ -1,0 +1,116 @@
+import { Effect, Layer, ManagedRuntime, Option } from "effect"
+import { SqlClient } from "effect/sql"
+import { afterAll, describe, expect, it } from "vitest"
+import { storeOverClientWith } from "../../../adapters/sql/Database.ts"
+import * as PgliteClient from "../../../adapters/sql/PgliteClient.ts"
+import { settleIdsOf, Store } from "../../../src/ports/Store.ts"
+import { Wallets } from "../../../src/wallet/Wallets.ts"
+import { freshPostgresLayer } from "../../support/postgres.ts"
+import { call, fundedAccount, testLayer } from "../../wallet/ledger.contract.ts"
+
+/**
+ * Settles off the caller's path (docs/ledger-recovery.md): a paid call answers
+ * after its hold's commit; its settle rides in the next reserve of the wallet
+ * or is written by the settle writer. The settle delay is long here (60 s), so
+ * that only a carrying reserve, a read or the writer's explicit wake lands a
+ * settle: what each test counts is then exact. `xmin` names the transaction
+ * that wrote an audit record (they are never updated).
+ */
+
+const backends = [
+  ["PGlite", () => PgliteClient.layer({ dataDir: undefined })],
+  ["PostgreSQL", () => freshPostgresLayer(8)]
+] as const
+
+const CENT = 10_000n
+
+describe.each(backends)("settles after the answer over %s", (_name, client) => {
+  const runtime = ManagedRuntime.make(
+    Layer.provideMerge(
+      testLayer(storeOverClientWith({ settleDelayMs: 60_000 })),
+      client() as Layer.Layer<SqlClient.SqlClient, unknown>
+    )
+  )
+  afterAll(() => runtime.dispose())
+
+  const transactionsOf = (accountId: string, kind?: string) =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const rows = yield* sql<{ n: number | string }>`
+        SELECT COUNT(DISTINCT xmin::text) AS n FROM audit_log
+        WHERE account_id = ${accountId} ${kind === undefined ? sql`` : sql`AND kind = ${kind}`}`
+      return Number(rows[0]!.n)
+    })
+
+  it("a hot wallet's calls one after another: each settle rides in the next call's commit, and every read sees every answer", async () => {
+    await runtime.runPromise(Effect.gen(function*() {
+      const owner = yield* fundedAccount(100n)
+      const accountId = owner.agent.accountId
+      for (let i = 0; i < 10; i++) yield* call(owner, 5n, { actual: 2n * CENT })
+      // Ten calls: one transaction each (the hold, carrying the settle before it), and the
+      // last settle, landed by this read. The credit is one more.
+      expect((yield* (yield* Wallets).get(owner)).usdMicroUsd).toBe(80n * CENT)
+      expect(yield* transactionsOf(accountId)).toBe(1 + 10 + 1)
+      // Read your own writes after each call.
+      for (let i = 1; i <= 5; i++) {
+        const result = yield* call(owner, 5n, { actual: 1n * CENT })
+        expect((yield* (yield* Wallets).get(owner)).usdMicroUsd).toBe((80n - BigInt(i)) * CENT)
+        const { transactionId, auditId } = settleIdsOf(result.receipt.reservationId)
+        expect(result.receipt.transactionId).toBe(transactionId)
+        expect(result.receipt.auditId).toBe(auditId)
+        expect(result.receipt.balanceAfterMicroUsd).toBe((80n - BigInt(i)) * CENT)
+        const charge = Option.getOrThrow(yield* (yield* Store).getTransaction(accountId, transactionId))
+        expect(charge.amountMicroUsd).toBe(1n * CENT)
+        expect(charge.auditId).toBe(auditId)
+      }
+      expect(yield* (yield* Wallets).verifyChain(accountId)).toBeNull()
+    }))
+  }, 60_000)
+
+  it("the settle writer sends the settles of several wallets in one call", async () => {
+    await runtime.runPromise(Effect.gen(function*() {
+      const owners = [yield* fundedAccount(50n), yield* fundedAccount(50n), yield* fundedAccount(50n)]
+      for (const owner of owners) yield* call(owner, 10n, { actual: 3n * CENT })
+      // A read of the first account wakes the writer, which takes every queued settle.
+      expect((yield* (yield* Wallets).get(owners[0]!)).usdMicroUsd).toBe(47n * CENT)
+      const sql = yield* SqlClient.SqlClient
+      const rows = yield* sql<{ n: number | string; settles: number | string }>`
+        SELECT COUNT(DISTINCT xmin::text) AS n, COUNT(*) AS settles FROM audit_log
+        WHERE kind = 'settle' AND account_id IN (${owners[0]!.agent.accountId}, ${owners[1]!.agent.accountId}, ${owners[2]!.agent.accountId})`
+      expect(Number(rows[0]!.settles)).toBe(3)
+      expect(Number(rows[0]!.n)).toBe(1)
+      for (const owner of owners.slice(1)) expect((yield* (yield* Wallets).get(owner)).usdMicroUsd).toBe(47n * CENT)
+    }))
+  }, 60_000)
+
+  it("a settle the database refuses once is written again, and a read waits for it", async () => {
+    await runtime.runPromise(Effect.gen(function*() {
+      const owner = yield* fundedAccount(100n)
+      const accountId = owner.agent.accountId
+      const sql = yield* SqlClient.SqlClient
+      yield* sql.unsafe(`CREATE SEQUENCE IF NOT EXISTS settle_fault_seq`)
+      yield* sql.unsafe(`SELECT setval('settle_fault_seq', 1, false)`)
+      yield* sql.unsafe(`
+        CREATE OR REPLACE FUNCTION settle_fault() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF NEW.account_id = '${accountId}' AND NEW.type = 'charge' AND nextval('settle_fault_seq') = 1 THEN
+            RAISE EXCEPTION 'injected fault';
+          END IF;
+          RETURN NEW;
+        END $$`)
+      yield* sql.unsafe(`CREATE TRIGGER settle_fault BEFORE INSERT ON transactions FOR EACH ROW EXECUTE FUNCTION settle_fault()`)
+      try {
+        const result = yield* call(owner, 10n, { actual: 4n * CENT })
+        expect((yield* (yield* Wallets).get(owner)).usdMicroUsd).toBe(96n * CENT)
+        const charge = yield* (yield* Store).getTransaction(accountId, result.receipt.transactionId)
+        expect(Option.getOrThrow(charge).amountMicroUsd).toBe(4n * CENT)
+        const faults = yield* sql<{ n: number | string }>`SELECT last_value AS n FROM settle_fault_seq`
+        expect(Number(faults[0]!.n)).toBeGreaterThanOrEqual(2)
+      } finally {
+        yield* Effect.orDie(sql.unsafe(`DROP TRIGGER settle_fault ON transactions`))
+      }
+      expect(yield* transactionsOf(accountId, "settle")).toBe(1)
+      expect(yield* (yield* Wallets).verifyChain(accountId)).toBeNull()
+    }))
+  }, 60_000)
+})
