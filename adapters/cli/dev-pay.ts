@@ -8,11 +8,11 @@
  * is --url, else SPENDGATE_URL, else port PORT (default 8080) on 127.0.0.1.
  * The server only accepts this while its Lightning rail is the dev rail.
  */
-import { readFileSync } from "node:fs"
+import { packageVersion } from "../packageVersion.ts"
 import { main } from "./main.ts"
 
 if (process.env["SPENDGATE_URL"] === undefined && process.env["PORT"] !== undefined) {
   process.env["SPENDGATE_URL"] = `http://127.0.0.1:${process.env["PORT"]}`
 }
-const version = (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version
-main(["dev", "pay", ...process.argv.slice(2)], version)
+// The package's version, found from the sources (adapters/cli/) and from the build (dist/adapters/cli/) alike.
+main(["dev", "pay", ...process.argv.slice(2)], packageVersion(import.meta.url) ?? "unknown")

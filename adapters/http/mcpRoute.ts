@@ -2,6 +2,7 @@ import { ByteSize, Effect, Layer } from "effect"
 import { HttpIncomingMessage, HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { DEFAULT_BODY_LIMIT_BYTES, fromCause } from "./envelope.ts"
 import { envelopeResponse } from "./errors.ts"
+import { loadOnceUnlessFailed } from "../lazyLoad.ts"
 import { type Backend, httpBackend } from "../mcp/backend.ts"
 
 /**
@@ -41,18 +42,15 @@ const onlyToolCalls = (body: Uint8Array): boolean => {
     messages.every((m) => typeof m === "object" && m !== null && (m as { readonly method?: unknown }).method === "tools/call")
 }
 
-/**
- * The MCP SDK (and its schema libraries), loaded by the first /mcp request:
- * a server nobody reaches over MCP never loads them.
- */
-let sdk:
-  | Promise<{
-    readonly Transport: typeof import("@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js").WebStandardStreamableHTTPServerTransport
-    readonly makeMcpServer: typeof import("../mcp/server.ts").makeMcpServer
-  }>
-  | undefined
-const loadSdk = () =>
-  sdk ??= Promise.all([
+/** What /mcp needs of the MCP SDK. */
+export interface McpSdk {
+  readonly Transport: typeof import("@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js").WebStandardStreamableHTTPServerTransport
+  readonly makeMcpServer: typeof import("../mcp/server.ts").makeMcpServer
+}
+
+/** The MCP SDK's import. */
+export const importMcpSdk = (): Promise<McpSdk> =>
+  Promise.all([
     import("@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"),
     import("../mcp/server.ts")
   ]).then(([transport, server]) => ({
@@ -60,7 +58,12 @@ const loadSdk = () =>
     makeMcpServer: server.makeMcpServer
   }))
 
-const handle = (selfUrl: string, limitBytes: number, backendFor: (key: string) => Backend) =>
+const handle = (
+  selfUrl: string,
+  limitBytes: number,
+  backendFor: (key: string) => Backend,
+  sdk: () => Promise<McpSdk>
+) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const key = bearerOf(request.headers["authorization"])
@@ -88,7 +91,7 @@ const handle = (selfUrl: string, limitBytes: number, backendFor: (key: string) =
     for (const [name, value] of Object.entries(request.headers)) if (typeof value === "string") headers.set(name, value)
     const webRequest = new Request(`${selfUrl}${MCP_PATH}`, { method: "POST", headers, body })
     const response = yield* Effect.promise(async () => {
-      const { Transport, makeMcpServer } = await loadSdk()
+      const { Transport, makeMcpServer } = await sdk()
       const transport = new Transport({ enableJsonResponse: true })
       const server = makeMcpServer(backend)
       await server.connect(transport)
@@ -118,16 +121,22 @@ const selfUrlOf = (address: Parameters<typeof HttpServer.formatAddress>[0]): str
   return HttpServer.formatAddress(address).replace("//0.0.0.0:", "//127.0.0.1:").replace("//[::]:", "//[::1]:").replace(/\/+$/, "")
 }
 
-/** Mounts /mcp on the server's router. */
+/**
+ * Mounts /mcp on the server's router. The MCP SDK (and its schema libraries)
+ * is loaded by the first /mcp request, so a server nobody reaches over MCP
+ * never loads it; a failed load is not kept: that request answers 500 and
+ * the next one loads again. `importSdk` (for tests) stands for the import.
+ */
 export const mountMcp = (
-  options: { readonly bodyLimitBytes?: number } = {}
+  options: { readonly bodyLimitBytes?: number; readonly importSdk?: () => Promise<McpSdk> } = {}
 ): Layer.Layer<never, never, HttpRouter.HttpRouter | HttpServer.HttpServer> =>
   HttpRouter.use((router) =>
     Effect.gen(function*() {
       const server = yield* HttpServer.HttpServer
       const selfUrl = selfUrlOf(server.address)
       const limitBytes = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES
-      yield* router.add("POST", MCP_PATH, handle(selfUrl, limitBytes, (key) => httpBackend(selfUrl, key)))
+      const loadSdk = loadOnceUnlessFailed(options.importSdk ?? importMcpSdk)
+      yield* router.add("POST", MCP_PATH, handle(selfUrl, limitBytes, (key) => httpBackend(selfUrl, key), loadSdk))
       yield* router.add("GET", MCP_PATH, Effect.succeed(notAllowed))
       yield* router.add("DELETE", MCP_PATH, Effect.succeed(notAllowed))
     })

@@ -7,8 +7,7 @@ import * as OtlpLogger from "effect/observability/OtlpLogger"
 import * as OtlpMetrics from "effect/observability/OtlpMetrics"
 import * as OtlpSerialization from "effect/observability/OtlpSerialization"
 import * as OtlpTracer from "effect/observability/OtlpTracer"
-import { readFileSync } from "node:fs"
-import { join } from "node:path"
+import { packageVersion } from "../packageVersion.ts"
 import type { OtlpConfig } from "./otlpConfig.ts"
 
 /**
@@ -30,20 +29,17 @@ import type { OtlpConfig } from "./otlpConfig.ts"
  * upstream call's span (`Spend.upstream`) stands for them.
  */
 
-const version = (): string | undefined => {
-  try {
-    const json = JSON.parse(readFileSync(join(import.meta.dirname, "..", "..", "package.json"), "utf8")) as { version?: unknown }
-    return typeof json.version === "string" ? json.version : undefined
-  } catch {
-    return undefined
-  }
-}
+/**
+ * The resource's `service.version`: the package's version, from the sources
+ * (adapters/http/) and from the build (dist/adapters/http/) alike.
+ */
+export const serviceVersion = (): string | undefined => packageVersion(import.meta.url)
 
 const interval = (ms: number | undefined) => ms === undefined ? undefined : Duration.millis(ms)
 
 export const otlpLayer = (config: OtlpConfig): Layer.Layer<OtlpExporter.Flusher> => {
-  const serviceVersion = version()
-  const resource = { serviceName: config.serviceName, ...(serviceVersion === undefined ? {} : { serviceVersion }) }
+  const version = serviceVersion()
+  const resource = { serviceName: config.serviceName, ...(version === undefined ? {} : { serviceVersion: version }) }
   const headers = config.headers === undefined ? undefined : Redacted.value(config.headers)
   const signals: Array<Layer.Layer<OtlpExporter.Flusher, never, HttpClient.HttpClient | OtlpSerialization.OtlpSerialization>> = [
     OtlpExporter.layerFlusher

@@ -61,7 +61,13 @@ export const signalUrl = (base: URL, signal: "traces" | "metrics" | "logs"): str
   return copy.href
 }
 
-/** `a=1,b=x%20y` -> `{ a: "1", b: "x y" }`; an entry without a name or `=` is refused. */
+/**
+ * `a=1,b=x%20y` -> `{ a: "1", b: "x y" }`; an entry without a name or `=` is
+ * refused, and so is a value (as written or once percent-decoded) that an
+ * HTTP header cannot carry: a control character (CR, LF, NUL, … ; a tab is
+ * allowed) or a character beyond Latin-1. Accepted, such a value would make
+ * every export fail, or split into headers of its own.
+ */
 export const parseOtlpHeaders = (value: string): Result.Result<Record<string, string>, string> => {
   const headers: Record<string, string> = {}
   for (const entry of value.split(",")) {
@@ -71,11 +77,19 @@ export const parseOtlpHeaders = (value: string): Result.Result<Record<string, st
     if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) {
       return Result.fail("must be a comma-separated list of name=value")
     }
+    let decoded: string
     try {
-      headers[name.toLowerCase()] = decodeURIComponent(entry.slice(at + 1).trim())
+      decoded = decodeURIComponent(entry.slice(at + 1).trim())
     } catch {
       return Result.fail("has a value that is not valid percent-encoding")
     }
+    if (/[\x00-\x08\x0a-\x1f\x7f]/.test(decoded)) {
+      return Result.fail(`has a control character (such as CR, LF or NUL) in the value of ${name}, which an HTTP header cannot carry`)
+    }
+    if (/[^\x00-\xff]/.test(decoded)) {
+      return Result.fail(`has a character beyond Latin-1 in the value of ${name}, which an HTTP header cannot carry`)
+    }
+    headers[name.toLowerCase()] = decoded
   }
   return Result.succeed(headers)
 }

@@ -237,6 +237,15 @@ export const makeMemoryStore = (): StoreShape & { readonly admin: AdminStore["Se
           ? Option.none()
           : Option.some<AgentWithPolicy>({ agent: entry.agent, policy: entry.policy })
       }),
+    agentNames: (accountId, agentIds) =>
+      Effect.sync(() => {
+        const names = new Map<AgentId, string>()
+        for (const agentId of agentIds) {
+          const entry = entryIn(accountId, agentId)
+          if (entry !== undefined) names.set(agentId, entry.agent.name)
+        }
+        return names
+      }),
     listAgents: (accountId, page) =>
       Effect.sync((): Page<Agent> => {
         const all = [...agents.values()].map((e) => e.agent)

@@ -11,6 +11,7 @@ import {
   RailRouteRefused,
   railJson
 } from "../../src/ports/Rails.ts"
+import { loadOnceUnlessFailed } from "../lazyLoad.ts"
 
 /**
  * The Stripe Checkout card rail.
@@ -52,12 +53,13 @@ const MAX_NETWORK_RETRIES = 1
 // Client and error messages
 
 /**
- * The SDK, loaded the first time this rail is used: a server on the dev card
- * rail never loads it (it is a large module tree).
+ * The SDK's import. The rail loads it the first time it is used, so a server
+ * on the dev card rail never loads it (it is a large module tree); a failed
+ * load is not kept, the next use loads again (`make` and `handleWebhook`
+ * take another import, for tests).
  */
 type Sdk = typeof Stripe
-let sdk: Promise<Sdk> | undefined
-const loadSdk = (): Promise<Sdk> => sdk ??= import("stripe").then((module) => module.default)
+export const importStripe = (): Promise<Sdk> => import("stripe").then((module) => module.default)
 
 const makeClient = (Sdk: Sdk, config: StripeConfig): Stripe =>
   new Sdk(Redacted.value(config.secretKey), {
@@ -134,15 +136,15 @@ const wholeCents = (amountMicroUsd: bigint): Effect.Effect<number, RailError> =>
  */
 export const EXPIRY_MARGIN_SECONDS = 120
 
-export const make = (config: StripeConfig): (typeof CardRail)["Service"] => {
+export const make = (config: StripeConfig, importSdk: () => Promise<Sdk> = importStripe): (typeof CardRail)["Service"] => {
   const secrets = [Redacted.value(config.secretKey), Redacted.value(config.webhookSecret)]
   let loaded: Sdk | undefined
-  let client: Promise<Stripe> | undefined
-  const clientOf = (): Promise<Stripe> =>
-    client ??= loadSdk().then((Sdk) => {
+  const clientOf = loadOnceUnlessFailed((): Promise<Stripe> =>
+    importSdk().then((Sdk) => {
       loaded = Sdk
       return makeClient(Sdk, config)
     })
+  )
 
   const createCheckout = Effect.fn("StripeRail.createCheckout")(function*(request: CheckoutRequest) {
     const unitAmount = yield* wholeCents(request.amountMicroUsd)
@@ -252,8 +254,9 @@ const rejectionMessage = (Sdk: Sdk, error: unknown): string => {
  * so a body parsed and re-serialised (even with only different spacing) is
  * rejected.
  */
-export const handleWebhook = (config: StripeConfig) => {
+export const handleWebhook = (config: StripeConfig, importSdk: () => Promise<Sdk> = importStripe) => {
   const secret = Redacted.value(config.webhookSecret)
+  const loadSdk = loadOnceUnlessFailed(importSdk)
   return Effect.fn("StripeRail.handleWebhook")(function*(
     rawBody: Uint8Array,
     signatureHeader: string | undefined

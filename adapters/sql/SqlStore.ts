@@ -180,6 +180,14 @@ export const makeSqlStoreWith = (options: SqlStoreOptions = {}) => Effect.gen(fu
           entry.agent.accountId === accountId ? Option.some({ agent: entry.agent, policy: entry.policy }) : Option.none()
         ))
       ),
+    agentNames: (accountId, agentIds) =>
+      agentIds.length === 0
+        ? Effect.succeed(new Map<AgentId, string>())
+        : sql<{ readonly id: string; readonly name: string }>`
+            SELECT id, name FROM agents WHERE account_id = ${accountId} AND ${sql.in("id", [...new Set(agentIds)])}`.pipe(
+            Effect.map((rows) => new Map(rows.map((row) => [row.id as AgentId, row.name]))),
+            Effect.orDie
+          ),
     rotateKey: (accountId, agentId, rotation) =>
       (rotation.previousExpiresAt === null
         ? sql<AgentRow>`

@@ -108,6 +108,12 @@ export interface StoreShape extends LedgerStore, FundingStore, WebhookStoreShape
    */
   readonly getAgent: (accountId: AccountId, agentId: AgentId) => Effect.Effect<Option.Option<AgentWithPolicy>>
   /**
+   * The names of these agents of the account, in one read: deleted agents
+   * are named too (history names them); an id not in the account is left
+   * out of the map.
+   */
+  readonly agentNames: (accountId: AccountId, agentIds: ReadonlyArray<AgentId>) => Effect.Effect<ReadonlyMap<AgentId, string>>
+  /**
    * Atomically: the current key becomes the previous one (valid until
    * `previousExpiresAt`; with null it is revoked at once) and `keyHash` the
    * current one. A previous key still in its grace is revoked: an agent has

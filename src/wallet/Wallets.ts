@@ -235,12 +235,11 @@ export class Wallets extends Context.Service<Wallets, {
         const accountId = principal.agent.accountId
         const window = spendWindow(yield* Clock.currentTimeMillis, days)
         const groups = yield* store.spendGroups(accountId, { ...window, agentId })
-        const names = new Map<string, string>()
-        for (const row of groups.byAgent) {
-          if (row.key === null) continue
-          const found = yield* store.getAgent(accountId, row.key as AgentId)
-          if (Option.isSome(found)) names.set(row.key, found.value.agent.name)
-        }
+        // Every agent of the summary named in one read, however many there are.
+        const names: ReadonlyMap<string, string> = yield* store.agentNames(
+          accountId,
+          groups.byAgent.flatMap((row) => row.key === null ? [] : [row.key as AgentId])
+        )
         return summarizeSpend({ window, days, agentId: agentId ?? null, groups, names })
       })
 

@@ -93,4 +93,32 @@ describe("OTLP settings", () => {
     )
     expect(parseOtlpHeaders("a=%E0%A4%A")._tag).toBe("Failure")
   })
+
+  it("refuses a header value an HTTP header cannot carry: a control character, as written or percent-encoded", async () => {
+    const control = "Invalid configuration: OTEL_EXPORTER_OTLP_HEADERS has a control character (such as CR, LF or NUL) in the value of"
+    for (
+      const headers of [
+        "api-key=abc%0D%0AX-Injected: 1",
+        "api-key=abc\r\nX-Injected: 1",
+        "api-key=abc\nX-Injected: 1",
+        "api-key=abc%0Adef",
+        "api-key=abc%0Ddef",
+        "api-key=abc%00def",
+        "api-key=abc\u0000def",
+        "api-key=abc%1Bdef",
+        "api-key=abc%7Fdef",
+        "x-tenant=t1,api-key=%0A"
+      ]
+    ) {
+      expect(await refusal({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://c", OTEL_EXPORTER_OTLP_HEADERS: headers }), headers).toBe(
+        `${control} api-key, which an HTTP header cannot carry`
+      )
+    }
+    expect(await refusal({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://c", OTEL_EXPORTER_OTLP_HEADERS: "api-key=%E2%82%AC1" })).toBe(
+      "Invalid configuration: OTEL_EXPORTER_OTLP_HEADERS has a character beyond Latin-1 in the value of api-key, which an HTTP header cannot carry"
+    )
+    // What a header may carry: a tab inside the value, Latin-1, percent-encoded spaces and commas.
+    const config = await some({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://c", OTEL_EXPORTER_OTLP_HEADERS: "a=x%09y,b=caf%C3%A9,c=1%2C2%203" })
+    expect(Redacted.value(config.headers!)).toEqual({ a: "x\ty", b: "café", c: "1,2 3" })
+  })
 })

@@ -166,6 +166,20 @@ console.log(JSON.stringify({ ok: read.ok, title: read.output?.title, prices: pri
     expect(JSON.parse(run(process.execPath, ["internals.mjs"], dir).trim())).toEqual({ ok: true, title: "Packed", prices: true })
   }, 60_000)
 
+  it("the built code finds the package's version: the OTLP service.version and dev:pay's --version", () => {
+    // dist/ sits one folder deeper than the sources: a path fixed relative to the module misses package.json.
+    expect(run(process.execPath, ["node_modules/spendgate/dist/adapters/cli/dev-pay.js", "--version"], dir).trim()).toBe(
+      `spendgate v${pkg.version}`
+    )
+    writeFileSync(
+      join(dir, "version.mjs"),
+      `const { serviceVersion } = await import(new URL("./node_modules/spendgate/dist/adapters/http/otlp.js", import.meta.url).href)
+console.log(JSON.stringify({ serviceVersion: serviceVersion() }))
+`
+    )
+    expect(JSON.parse(run(process.execPath, ["version.mjs"], dir).trim())).toEqual({ serviceVersion: pkg.version })
+  }, 60_000)
+
   it("TypeScript on the Effect API type-checks against the installed declarations and runs", () => {
     writeFileSync(
       join(dir, "app.ts"),

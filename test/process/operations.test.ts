@@ -217,7 +217,11 @@ describe("the new settings", () => {
       [{ TRUST_PROXY: "yes" }, "TRUST_PROXY must be the number of reverse proxies"],
       [{ TRUST_PROXY: "11" }, "TRUST_PROXY must be the number of reverse proxies"],
       [{ TRUST_PROXY: "-1" }, "TRUST_PROXY must be the number of reverse proxies"],
-      [{ DEV_RAILS_PUBLIC: "1" }, "DEV_RAILS_PUBLIC must be on or off"]
+      [{ DEV_RAILS_PUBLIC: "1" }, "DEV_RAILS_PUBLIC must be on or off"],
+      [
+        { OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:4318", OTEL_EXPORTER_OTLP_HEADERS: "api-key=abc%0D%0AX-Injected: 1" },
+        "OTEL_EXPORTER_OTLP_HEADERS has a control character (such as CR, LF or NUL) in the value of api-key"
+      ]
     ]
     // One at a time: the machine running the tests may be small.
     for (const [env, message] of cases) {

@@ -22,6 +22,17 @@ const baseConfig = {
 
 const nowSeconds = () => Math.floor(Date.now() / 1000)
 
+/** The SDK's import, failing the first time as a missing package does, then the real one; counts its calls. */
+const flakyImport = () => {
+  const state = { calls: 0, load: (): ReturnType<typeof StripeRail.importStripe> => {
+    state.calls += 1
+    return state.calls === 1
+      ? Promise.reject(Object.assign(new Error("Cannot find package 'stripe'"), { code: "ERR_MODULE_NOT_FOUND" }))
+      : StripeRail.importStripe()
+  } }
+  return state
+}
+
 describe("Stripe card rail: createCheckout against a local Stripe API", () => {
   let fake: FakeStripe
   beforeAll(async () => {
@@ -205,6 +216,21 @@ describe("Stripe card rail: createCheckout against a local Stripe API", () => {
     // Two attempts of 250 ms and one back-off of at most 500 ms.
     expect(elapsed).toBeLessThan(3_000)
     expect(fake.requests).toHaveLength(2)
+  })
+
+  it("a failed load of the SDK is not kept: the next checkout loads it again and succeeds", async () => {
+    const importSdk = flakyImport()
+    const rail = StripeRail.make(configFor(fake.port), importSdk.load)
+    const failed = await Effect.runPromiseExit(rail.createCheckout(checkoutRequest(5_000_000n)))
+    if (Exit.isSuccess(failed)) throw new Error("expected the first checkout to fail")
+    expect(String(failed.cause)).toContain("Cannot find package 'stripe'")
+    expect(fake.requests).toHaveLength(0)
+    const created = await Effect.runPromise(rail.createCheckout(checkoutRequest(5_000_000n)))
+    expect(created.sessionId).toMatch(/^cs_/)
+    expect(importSdk.calls).toBe(2)
+    // Loaded, it is kept: a third checkout imports nothing.
+    await Effect.runPromise(rail.createCheckout(checkoutRequest(5_000_000n)))
+    expect(importSdk.calls).toBe(2)
   })
 
   it("refuses a session that comes back without a URL", async () => {
@@ -561,6 +587,20 @@ describe("handleWebhook", () => {
       Effect.flip(handle(new TextEncoder().encode(paid), undefined)).pipe(Effect.provide(sink.layer))
     )
     expect(rejected).toBeInstanceOf(StripeRail.WebhookRejected)
+  })
+
+  it("a failed load of the SDK is not kept: the delivery fails (500, Stripe retries) and the next one is verified", async () => {
+    const sink = recordingSink()
+    const importSdk = flakyImport()
+    const handle = StripeRail.handleWebhook(baseConfig, importSdk.load)
+    const payload = eventPayload("checkout.session.completed", sessionObject(), { id: "evt_1RetriedLoad" })
+    const run = () => Effect.runPromiseExit(handle(new TextEncoder().encode(payload), sign(payload)).pipe(Effect.provide(sink.layer)))
+    const first = await run()
+    expect(Exit.isSuccess(first)).toBe(false)
+    expect(sink.notices).toHaveLength(0)
+    const second = await run()
+    expect(second).toEqual(Exit.succeed(expect.objectContaining({ eventId: "evt_1RetriedLoad", action: "payment", outcome: "credited" })))
+    expect(importSdk.calls).toBe(2)
   })
 
   it("takes the USD total from currency_conversion for older Adaptive Pricing sessions", async () => {
