@@ -296,7 +296,13 @@ export class Spend extends Context.Service<Spend, {
                 const plan = planSettle(reservation, exit.value.actualMicroUsd)
                 yield* store.settleLater(settleInput).pipe(
                   Effect.withSpan("Spend.settle", {
-                    attributes: { ...spanAttributes, "spendgate.reservation_id": reservation.id, "spendgate.outcome": "queued" }
+                    attributes: {
+                      ...spanAttributes,
+                      "spendgate.reservation_id": reservation.id,
+                      "spendgate.outcome": "queued",
+                      "spendgate.charged_micro_usd": Number(plan.chargedMicroUsd),
+                      "spendgate.transaction_id": settleInput.transactionId
+                    }
                   })
                 )
                 running.delete(reservation.id)

@@ -433,7 +433,8 @@ describe("OTLP export from the server process", () => {
         expect(upstream.attributes).toMatchObject(pipeline)
         expect(settle.attributes).toMatchObject({
           ...pipeline,
-          "spendgate.outcome": "settled",
+          // SQL storage commits the settle after the answer (docs/ledger-recovery.md): "queued".
+          "spendgate.outcome": "queued",
           "spendgate.reservation_id": reserve.attributes["spendgate.reservation_id"],
           "spendgate.transaction_id": expect.stringMatching(/^txn_/)
         })

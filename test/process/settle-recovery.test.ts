@@ -98,7 +98,7 @@ describe("settles after the answer, and recovery (PostgreSQL, real server proces
       BUILTIN_READ: "off",
       BUILTIN_SCRAPE: "off",
       SETTLE_DELAY_MS: "60000",
-      LOG_LEVEL: "Warn"
+      LOG_LEVEL: "Info"
     })
     running = server
     const api = client(server.baseUrl)
