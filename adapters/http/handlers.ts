@@ -10,6 +10,7 @@ import { microUsdToCents } from "../../src/domain/Money.ts"
 import { remainingUnder } from "../../src/wallet/Spend.ts"
 import type { PolicyPatch } from "../../src/ports/Store.ts"
 import { Health } from "../../src/Health.ts"
+import { SpanStackTraces, spanTraceOptions } from "../../src/observability/Tracing.ts"
 import {
   Api,
   Authentication,
@@ -198,7 +199,7 @@ export const AuthenticationLive = Layer.effect(
             Effect.mapError(toHttpError),
             Effect.withSpan("Authentication", {
               attributes: { "spendgate.auth.scheme": bearer === "" && request.headers["authorization"] === undefined ? "x-api-key" : "bearer" }
-            })
+            }, spanTraceOptions(yield* SpanStackTraces))
           )
           return yield* Effect.provideService(httpEffect, CurrentPrincipal, principal)
         })

@@ -6,6 +6,8 @@ import * as PrometheusMetrics from "effect/observability/PrometheusMetrics"
 import { createHash, randomUUID, timingSafeEqual } from "node:crypto"
 import { Providers } from "../../src/capabilities/Capabilities.ts"
 import { ProviderHealth } from "../../src/capabilities/ProviderHealth.ts"
+import { seriesCache } from "../../src/observability/Metrics.ts"
+import { SpanStackTraces, spanTraceOptions } from "../../src/observability/Tracing.ts"
 import { DatabasePool } from "../sql/DatabasePool.ts"
 import { envelopeResponse } from "./errors.ts"
 
@@ -171,15 +173,33 @@ export const elideIds = (path: string): string =>
 
 // ---- metrics ------------------------------------------------------------------
 
-export const httpRequestsTotal = Metric.counter("spendgate_http_requests_total", {
+const httpRequestsOptions = {
   description: "HTTP requests answered, by route template, method and status",
   incremental: true
-})
+} as const
 
-export const httpRequestDuration = Metric.histogram("spendgate_http_request_duration_seconds", {
+const httpRequestDurationOptions = {
   description: "Time to answer (until the response head is ready), by route template",
   boundaries: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
-})
+} as const
+
+export const httpRequestsTotal = Metric.counter("spendgate_http_requests_total", httpRequestsOptions)
+
+export const httpRequestDuration = Metric.histogram("spendgate_http_request_duration_seconds", httpRequestDurationOptions)
+
+// One metric per label set, made at its first request (see seriesCache): the same series as
+// `Metric.withAttributes(httpRequestsTotal, labels)`, without merging the labels and rebuilding
+// the series key at every request.
+const requestsByLabels = seriesCache((attributes) =>
+  Metric.counter("spendgate_http_requests_total", { ...httpRequestsOptions, attributes })
+)
+const requestsSeries = (route: string, method: string, status: number) =>
+  requestsByLabels(`${route}\u0000${method}\u0000${status}`, () => ({ route, method, status: String(status) }))
+
+const durationByLabels = seriesCache((attributes) =>
+  Metric.histogram("spendgate_http_request_duration_seconds", { ...httpRequestDurationOptions, attributes })
+)
+const durationSeries = (route: string) => durationByLabels(route, () => ({ route }))
 
 // ---- the middleware -------------------------------------------------------------
 
@@ -235,7 +255,8 @@ export const observe = (options: ObserveOptions) =>
 <E, R>(
   app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | HttpServerRequest.HttpServerRequest> =>
-  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+  Effect.contextWith((context: Context.Context<HttpServerRequest.HttpServerRequest>) => {
+    const request = Context.get(context, HttpServerRequest.HttpServerRequest)
     const requestId = requestIdFor(request.headers[REQUEST_ID_HEADER])
     const facts: RequestFacts = { agentId: undefined }
     const started = performance.now()
@@ -252,11 +273,8 @@ export const observe = (options: ObserveOptions) =>
       const seconds = (performance.now() - started) / 1000
       // Unknown paths share one series, so a scan cannot grow the metrics without bound.
       const metricRoute = template ?? "unmatched"
-      yield* Metric.update(
-        Metric.withAttributes(httpRequestsTotal, { route: metricRoute, method: request.method, status: String(status) }),
-        1
-      )
-      yield* Metric.update(Metric.withAttributes(httpRequestDuration, { route: metricRoute }), seconds)
+      yield* Metric.update(requestsSeries(metricRoute, request.method, status), 1)
+      yield* Metric.update(durationSeries(metricRoute), seconds)
       yield* Effect.annotateCurrentSpan({
         "http.response.status_code": status,
         ...(facts.agentId === undefined ? {} : { "spendgate.agent_id": facts.agentId })
@@ -286,7 +304,7 @@ export const observe = (options: ObserveOptions) =>
           ...(template === undefined ? {} : { "http.route": template }),
           "spendgate.request_id": requestId
         }
-      })
+      }, spanTraceOptions(Context.get(context, SpanStackTraces)))
     )
   })
 

@@ -7,23 +7,29 @@ import { Effect, Metric } from "effect"
  * (adapters/http/observability.ts). Counts are per process: a fleet sums them.
  */
 
-/** Settled charges, by capability and provider. */
-export const chargesTotal = Metric.counter("spendgate_charges_total", {
+const chargesOptions = {
   description: "Calls charged (settled), by capability and provider",
   incremental: true
-})
+} as const
 
-/** What the settled charges came to, in micro-dollars, by capability and provider. */
-export const chargedMicroUsdTotal = Metric.counter("spendgate_charged_micro_usd_total", {
+const chargedMicroUsdOptions = {
   description: "Amount charged in micro-dollars (1e-6 USD), by capability and provider",
   incremental: true
-})
+} as const
 
-/** Spend refused by the pipeline (budget, per-call limit, balance, kill switch, quotes), by error code. */
-export const spendRefusalsTotal = Metric.counter("spendgate_spend_refusals_total", {
+const spendRefusalsOptions = {
   description: "Calls refused by the spend pipeline (budget, limits, balance, kill switch, quotes), by error code",
   incremental: true
-})
+} as const
+
+/** Settled charges, by capability and provider. */
+export const chargesTotal = Metric.counter("spendgate_charges_total", chargesOptions)
+
+/** What the settled charges came to, in micro-dollars, by capability and provider. */
+export const chargedMicroUsdTotal = Metric.counter("spendgate_charged_micro_usd_total", chargedMicroUsdOptions)
+
+/** Spend refused by the pipeline (budget, per-call limit, balance, kill switch, quotes), by error code. */
+export const spendRefusalsTotal = Metric.counter("spendgate_spend_refusals_total", spendRefusalsOptions)
 
 /** Holds taken and not yet settled or released by this process. */
 export const holdsInFlight = Metric.gauge("spendgate_holds_in_flight", {
@@ -36,16 +42,47 @@ export const rateLimitedTotal = Metric.counter("spendgate_rate_limited_total", {
   incremental: true
 })
 
+/**
+ * A metric per label set, made by `make` the first time the set (named by
+ * `key`) is seen, and kept: the same series as `Metric.withAttributes(metric,
+ * labels)`, whose every update merges the labels and rebuilds the series key
+ * (a sort and a JSON text), and whose metric caches one key only, so label
+ * sets that alternate rebuild it each time. At most `max` sets are kept; past
+ * that a set's metric is made at each use (the same series, only slower).
+ */
+export const seriesCache = <M>(make: (attributes: Record<string, string>) => M, max = 1000) => {
+  const made = new Map<string, M>()
+  return (key: string, attributes: () => Record<string, string>): M => {
+    let metric = made.get(key)
+    if (metric === undefined) {
+      metric = make(attributes())
+      if (made.size < max) made.set(key, metric)
+    }
+    return metric
+  }
+}
+
+const chargesSeries = seriesCache((attributes) =>
+  Metric.counter("spendgate_charges_total", { ...chargesOptions, attributes })
+)
+const chargedMicroUsdSeries = seriesCache((attributes) =>
+  Metric.counter("spendgate_charged_micro_usd_total", { ...chargedMicroUsdOptions, attributes })
+)
+const spendRefusalsSeries = seriesCache((attributes) =>
+  Metric.counter("spendgate_spend_refusals_total", { ...spendRefusalsOptions, attributes })
+)
+
 export const countCharge = (capability: string, provider: string, microUsd: bigint): Effect.Effect<void> => {
-  const attributes = { capability, provider }
+  const key = `${capability}\u0000${provider}`
+  const attributes = () => ({ capability, provider })
   return Effect.andThen(
-    Metric.update(Metric.withAttributes(chargesTotal, attributes), 1),
-    Metric.update(Metric.withAttributes(chargedMicroUsdTotal, attributes), Number(microUsd))
+    Metric.update(chargesSeries(key, attributes), 1),
+    Metric.update(chargedMicroUsdSeries(key, attributes), Number(microUsd))
   )
 }
 
 export const countSpendRefusal = (code: string): Effect.Effect<void> =>
-  Metric.update(Metric.withAttributes(spendRefusalsTotal, { code }), 1)
+  Metric.update(spendRefusalsSeries(code, () => ({ code })), 1)
 
 export const countRateLimited = (scope: string): Effect.Effect<void> =>
   Metric.update(Metric.withAttributes(rateLimitedTotal, { scope }), 1)

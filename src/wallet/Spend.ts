@@ -8,6 +8,7 @@ import { RateSource } from "../ports/RateSource.ts"
 import { type QuoteClaim, type SettleInput, settleIdsOf, Store } from "../ports/Store.ts"
 import type { QuoteRefusal } from "../quotes/Quote.ts"
 import * as Metrics from "../observability/Metrics.ts"
+import { SpanStackTraces, spanTraceOptions } from "../observability/Tracing.ts"
 import { type HoldPlan, planHold, planLateSettle, planSettle, type SettlePlan } from "./decide.ts"
 
 /**
@@ -202,6 +203,8 @@ export class Spend extends Context.Service<Spend, {
                 "spendgate.provider": request.provider,
                 "spendgate.agent_id": agent.id
               }
+              // Off when the host exports no spans (src/observability/Tracing.ts).
+              const traceOptions = spanTraceOptions(yield* SpanStackTraces)
               // Quotes are never negative: a negative one is a bug, refused here as a defect.
               const quotedMicroUsd = MicroUsd.make(request.quotedMicroUsd)
               const rate = Option.getOrNull(yield* rates.current)
@@ -231,7 +234,7 @@ export class Spend extends Context.Service<Spend, {
                 ),
                 Effect.withSpan("Spend.reserve", {
                   attributes: { ...spanAttributes, "spendgate.quoted_micro_usd": Number(quotedMicroUsd) }
-                })
+                }, traceOptions)
               )
               if (Result.isFailure(reserved)) {
                 yield* Metrics.countSpendRefusal(reserved.failure.code)
@@ -247,7 +250,7 @@ export class Spend extends Context.Service<Spend, {
                 Effect.tap((done) =>
                   Effect.annotateCurrentSpan("spendgate.actual_micro_usd", Number(done.actualMicroUsd))
                 ),
-                Effect.withSpan("Spend.upstream", { kind: "client", attributes: spanAttributes })
+                Effect.withSpan("Spend.upstream", { kind: "client", attributes: spanAttributes }, traceOptions)
               ))
               const latencyMs = (yield* Clock.currentTimeMillis) - callStartedMs
               if (Exit.isFailure(exit)) running.delete(reservation.id)
@@ -266,7 +269,7 @@ export class Spend extends Context.Service<Spend, {
                   reason,
                   now: yield* now
                 }).pipe(
-                  Effect.withSpan("Spend.release", { attributes: { ...spanAttributes, "spendgate.release_reason": reason } }),
+                  Effect.withSpan("Spend.release", { attributes: { ...spanAttributes, "spendgate.release_reason": reason } }, traceOptions),
                   Effect.ensuring(Metrics.holdEnded)
                 )
                 return yield* Effect.failCause(exit.cause)
@@ -303,7 +306,7 @@ export class Spend extends Context.Service<Spend, {
                       "spendgate.charged_micro_usd": Number(plan.chargedMicroUsd),
                       "spendgate.transaction_id": settleInput.transactionId
                     }
-                  })
+                  }, traceOptions)
                 )
                 running.delete(reservation.id)
                 yield* Metrics.holdEnded
@@ -328,7 +331,7 @@ export class Spend extends Context.Service<Spend, {
                 ),
                 Effect.withSpan("Spend.settle", {
                   attributes: { ...spanAttributes, "spendgate.reservation_id": reservation.id }
-                }),
+                }, traceOptions),
                 Effect.ensuring(Effect.andThen(Effect.sync(() => running.delete(reservation.id)), Metrics.holdEnded))
               )
               if (outcome._tag === "NotHeld" && outcome.reservation?.status === "settled") {

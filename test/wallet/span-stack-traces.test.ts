@@ -1,0 +1,47 @@
+import { assert, describe, layer } from "@effect/vitest"
+import { Effect, References } from "effect"
+import * as MemoryStore from "../../adapters/memory/MemoryStore.ts"
+import { SpanStackTraces } from "../../src/observability/Tracing.ts"
+import { Spend } from "../../src/wallet/Spend.ts"
+import { fundedAccount, testLayer } from "./ledger.contract.ts"
+
+/**
+ * The spend pipeline's spans capture their caller's stack frame (Effect's
+ * default) unless SpanStackTraces is off, as the server sets it when it
+ * exports no spans. Seen from inside the upstream call: the stack frame of
+ * its `Spend.upstream` span.
+ */
+
+const upstreamFrameStack = Effect.gen(function*() {
+  const owner = yield* fundedAccount(100n)
+  const spend = yield* Spend
+  const { value } = yield* spend.spend(owner, {
+    capability: "search",
+    provider: "test",
+    quotedMicroUsd: 10_000n,
+    description: "test call",
+    run: Effect.map(References.CurrentStackFrame, (frame) => ({
+      value: { name: frame?.name, stack: frame?.stack() },
+      actualMicroUsd: 10_000n
+    }))
+  })
+  return value
+})
+
+describe("span stack traces", () => {
+  layer(testLayer(MemoryStore.layer))((it) => {
+    it.effect("are captured by default", () =>
+      Effect.gen(function*() {
+        const frame = yield* upstreamFrameStack
+        assert.strictEqual(frame.name, "Spend.upstream")
+        assert.isString(frame.stack)
+      }))
+
+    it.effect("are not captured with SpanStackTraces off; the spans are still made", () =>
+      Effect.gen(function*() {
+        const frame = yield* upstreamFrameStack.pipe(Effect.provideService(SpanStackTraces, false))
+        assert.strictEqual(frame.name, "Spend.upstream")
+        assert.isUndefined(frame.stack)
+      }))
+  })
+})
