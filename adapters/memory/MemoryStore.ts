@@ -583,7 +583,7 @@ const makeMemoryLedger = (shared: {
         if (reservation === undefined || reservation.accountId !== input.accountId) {
           return { _tag: "NotHeld", reservation: null } as const
         }
-        if (reservation.status === "released" && reservation.settledMicroUsd === null) {
+        if (reservation.status === "released" && reservation.settledMicroUsd === null && input.onlyHeld !== true) {
           // The sweep returned the hold while the call ran: settle late.
           const entry = shared.agentEntry(reservation.accountId, reservation.agentId)
           if (entry === undefined) return yield* Effect.die(new Error("settle: unknown agent"))

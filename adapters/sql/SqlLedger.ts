@@ -311,7 +311,7 @@ const realSleep = (ms: number) =>
 const SETTLE_DELAY_MS = 2
 /** The most settles the writer sends in one call. */
 const MAX_SETTLE_BATCH = 256
-/** Attempts at writing one settle before it is left to recovery. */
+/** Failed attempts at writing one settle between two error logs. */
 const SETTLE_ATTEMPTS = 12
 
 /** A settle taken off the caller's path, waiting to be written. */
@@ -744,13 +744,15 @@ export const makeSqlLedger = (
     reservationId: input.reservationId,
     auditId: input.auditId,
     capability: input.capability,
-    provider: input.provider,
+    provider: wellFormed(input.provider),
     quoted: input.quotedMicroUsd.toString(),
     rate: input.rate === null ? null : input.rate.rate.microUsdPerBtc.toString(),
     day: input.day,
     now: input.now.toISOString(),
     expiresAt: input.expiresAt.toISOString()
   })
+  /** Text as jsonb takes it: a lone UTF-16 surrogate (which jsonb refuses) becomes U+FFFD, as a text parameter would. */
+  const wellFormed = (text: string) => text.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, "\uFFFD")
   /** A settle as `spendgate_ledger_batch` takes it. */
   const settleJson = (input: SettleInput) => ({
     accountId: input.accountId,
@@ -758,7 +760,7 @@ export const makeSqlLedger = (
     actual: clampActual(input.actualMicroUsd),
     transactionId: input.transactionId,
     auditId: input.auditId,
-    description: input.description,
+    description: wellFormed(input.description),
     now: input.now.toISOString()
   })
 
@@ -807,9 +809,8 @@ export const makeSqlLedger = (
   // within SETTLE_DELAY_MS are written by the settle writer, several wallets
   // in one call. Until a settle has landed, reads of its account on this
   // instance wait for it (`landed`). A settle that cannot be written is
-  // retried; one that keeps failing alone is given up after
-  // SETTLE_ATTEMPTS and left to recovery, which captures its hold at the
-  // quote under the same ids (docs/ledger-recovery.md).
+  // retried while the process lives; if the process dies first, recovery
+  // captures its hold at the quote under the same ids (docs/ledger-recovery.md).
 
   /** Pending settles of each account, oldest first, not yet sent. */
   const queuedSettles = new Map<string, Array<QueuedSettle>>()
@@ -864,15 +865,35 @@ export const makeSqlLedger = (
       if (open.size === 0) unsettled.delete(item.input.accountId)
     }
     Deferred.doneUnsafe(item.done, Effect.void)
+    item.input.onLanded?.()
   }
 
-  /** A settle's outcome from a batch: logged when it was not the plain settle it was queued as. */
-  const settleOutcome = (item: QueuedSettle, outcome: string) =>
+  /**
+   * Puts a settle that could not be written back in the queue: it is tried
+   * for as long as the process lives (its call stays `running` meanwhile, so
+   * an expired hold is released by this process's sweep and the settle, once
+   * it lands, charges it late). Logged from the SETTLE_ATTEMPTS-th attempt.
+   */
+  const retryLater = (item: QueuedSettle, cause: unknown) =>
+    Effect.gen(function*() {
+      item.attempts++
+      if (item.attempts % SETTLE_ATTEMPTS === 0) {
+        yield* Effect.logError(
+          `Settle of ${item.input.reservationId} could not be written after ${item.attempts} attempts; still trying ` +
+            `(if the process ends first, recovery charges the hold at its quote)`,
+          cause
+        )
+      }
+      enqueueSettles([item], true)
+    })
+
+  /** A settle's outcome from a batch: logged when it was not the plain settle it was queued as. Never fails. */
+  const settleOutcome = (item: QueuedSettle, outcome: string): Effect.Effect<void> =>
     Effect.gen(function*() {
       if (outcome === "slow") {
         // The hold was swept as its call's (released) while this settle waited: a late settle.
         const late = yield* Effect.exit(settleInTransaction(item.input))
-        if (Exit.isFailure(late)) return yield* Effect.failCause(late.cause)
+        if (Exit.isFailure(late)) return yield* retryLater(item, late.cause)
       } else if (outcome !== "Settled") {
         yield* Effect.logWarning(
           `Settle of ${item.input.reservationId} found nothing held (${outcome}): recovery captured it at its quote first`
@@ -886,23 +907,13 @@ export const makeSqlLedger = (
     Effect.gen(function*() {
       const all = yield* Effect.exit(reserveManyInOneCall([], batch))
       if (Exit.isSuccess(all)) {
-        for (let i = 0; i < batch.length; i++) yield* Effect.orDie(settleOutcome(batch[i]!, all.value.settled[i]!))
+        for (let i = 0; i < batch.length; i++) yield* settleOutcome(batch[i]!, all.value.settled[i]!)
         return
       }
       for (const item of batch) {
-        const alone = yield* Effect.exit(Effect.flatMap(reserveManyInOneCall([], [item]), (r) => settleOutcome(item, r.settled[0]!)))
-        if (Exit.isSuccess(alone)) continue
-        item.attempts++
-        if (item.attempts >= SETTLE_ATTEMPTS) {
-          yield* Effect.logError(
-            `Settle of ${item.input.reservationId} could not be written after ${item.attempts} attempts; ` +
-              `left to recovery, which charges the hold at its quote when it expires`,
-            alone.cause
-          )
-          settleDone(item)
-        } else {
-          enqueueSettles([item], true)
-        }
+        const alone = yield* Effect.exit(reserveManyInOneCall([], [item]))
+        if (Exit.isSuccess(alone)) yield* settleOutcome(item, alone.value.settled[0]!)
+        else yield* retryLater(item, alone.cause)
       }
       // Back off while the database refuses writes.
       yield* realSleep(Math.min(5_000, 50 * 2 ** Math.min(batch[0]!.attempts, 7)))
@@ -929,9 +940,22 @@ export const makeSqlLedger = (
         if (batch.length >= MAX_SETTLE_BATCH) break
         batch.push(...takeSettles(accountId))
       }
-      if (batch.length > 0) yield* writeSettles(batch)
+      if (batch.length > 0) {
+        yield* writeSettles(batch).pipe(
+          // The writer must outlive anything one batch does: what was not done goes back.
+          Effect.catchCause((cause) =>
+            Effect.gen(function*() {
+              yield* Effect.logError("Settle writer: a batch failed", cause)
+              for (const item of batch) if (!Deferred.isDoneUnsafe(item.done) && !queueHas(item)) yield* retryLater(item, cause)
+              yield* realSleep(100)
+            })
+          )
+        )
+      }
     }
   })
+
+  const queueHas = (item: QueuedSettle) => queuedSettles.get(item.input.accountId)?.includes(item) === true
 
   /** Waits until the account's settles queued before now have landed (or been left to recovery). */
   const landed = (accountId: string) =>
@@ -946,16 +970,33 @@ export const makeSqlLedger = (
       )
     })
 
+  /**
+   * Waits until the account's settles already being written (taken by the
+   * writer, not queued) have landed: a reserve batch then decides on a view
+   * that has them (it carries the queued ones itself).
+   */
+  const written = (accountId: string) =>
+    Effect.suspend(() => {
+      const open = unsettled.get(accountId)
+      if (open === undefined) return Effect.void
+      const queued = queuedSettles.get(accountId)
+      const writing = [...open].filter((item) => queued === undefined || !queued.includes(item))
+      if (writing.length === 0) return Effect.void
+      return Effect.raceFirst(Effect.forEach(writing, (item) => Deferred.await(item.done), { discard: true }), realSleep(2_000))
+    })
+
   /** Waits until every queued settle has landed (reads by charge id, shutdown), for at most `timeoutMs`. */
   const allLanded = (timeoutMs: number) =>
     Effect.suspend(() => {
-      const open = [...unsettled.values()].flatMap((set) => [...set])
-      if (open.length === 0) return Effect.void
-      wakeWriter(true)
-      return Effect.raceFirst(
-        Effect.forEach(open, (item) => Deferred.await(item.done), { discard: true }).pipe(Effect.as(true)),
-        Effect.as(realSleep(timeoutMs), false)
-      ).pipe(
+      if (unsettled.size === 0) return Effect.void
+      // Settles queued meanwhile (a call that finished during the wait) are waited for too.
+      const untilEmpty: Effect.Effect<boolean> = Effect.suspend(() => {
+        const open = [...unsettled.values()].flatMap((set) => [...set])
+        if (open.length === 0) return Effect.succeed(true)
+        wakeWriter(true)
+        return Effect.andThen(Effect.forEach(open, (item) => Deferred.await(item.done), { discard: true }), untilEmpty)
+      })
+      return Effect.raceFirst(untilEmpty, Effect.as(realSleep(timeoutMs), false)).pipe(
         Effect.flatMap((done) =>
           done
             ? Effect.void
@@ -989,7 +1030,7 @@ export const makeSqlLedger = (
           step = yield* Effect.exit(reserveManyInOneCall(rest))
         }
         if (Exit.isFailure(step)) return { results, failure: step.cause }
-        for (let i = 0; i < carried.length; i++) yield* Effect.orDie(settleOutcome(carried[i]!, step.value.settled[i]!))
+        for (let i = 0; i < carried.length; i++) yield* settleOutcome(carried[i]!, step.value.settled[i]!)
         carried = []
         const held = step.value.held
         const stop = held.findIndex((h) => h === null)
@@ -998,7 +1039,7 @@ export const makeSqlLedger = (
           break
         }
         results.push(...(held.slice(0, stop) as Array<ReserveResult>))
-        const general = yield* Effect.exit(reserveInTransaction(rest[stop]!))
+        const general = yield* Effect.exit(Effect.andThen(landed(rest[stop]!.accountId), reserveInTransaction(rest[stop]!)))
         if (Exit.isFailure(general)) return { results, failure: general.cause }
         results.push(general.value)
         rest = rest.slice(stop + 1)
@@ -1021,7 +1062,10 @@ export const makeSqlLedger = (
       const waiting = inFlight.get(input.accountId)
       // A queue this long is a burst the batches cannot absorb: this reserve takes its wallet's
       // lock on its own (still exact: the lock orders it), rather than waiting without bound.
-      if (waiting !== undefined && waiting.length >= MAX_QUEUED) return yield* reserveInTransaction(input)
+      if (waiting !== undefined && waiting.length >= MAX_QUEUED) {
+        yield* landed(input.accountId)
+        return yield* reserveInTransaction(input)
+      }
       const done = yield* Deferred.make<Signal, unknown>()
       const me: Waiter = { input, done }
       if (waiting !== undefined) {
@@ -1033,6 +1077,7 @@ export const makeSqlLedger = (
       }
       // Leading: this reserve is first in the queue; the batch is it and those behind it,
       // with the wallet's settles that were answered before them.
+      yield* written(input.accountId)
       const queue = inFlight.get(input.accountId)!
       const batch = queue.splice(0, MAX_BATCH)
       const { results, failure } = yield* decideInOrder(batch.map((waiter) => waiter.input), takeSettles(input.accountId))
@@ -1089,7 +1134,7 @@ export const makeSqlLedger = (
         const locked = yield* lockHeld(input.accountId, input.reservationId)
         if (locked === null) return { _tag: "NotHeld", reservation: null } as const
         const { reservation, wallet } = locked
-        if (reservation.status === "released" && reservation.settledMicroUsd === null) {
+        if (reservation.status === "released" && reservation.settledMicroUsd === null && input.onlyHeld !== true) {
           // The sweep returned the hold while the call ran: settle late, under the same lock.
           const rows = yield* sql<Record<string, unknown>>`
             SELECT a.*, COALESCE(d.spent_micro_usd, 0) AS daily_spent,
@@ -1156,6 +1201,8 @@ export const makeSqlLedger = (
       if (input.standardRules === true) {
         const settled = yield* settleInOneCall(input)
         if (settled !== null) return settled
+        // Released, never settled: recovery's capture leaves it alone.
+        if (input.onlyHeld === true) return { _tag: "NotHeld", reservation: null } as const
       }
       // A reservation the sweep released while the call ran: settled late, in TypeScript.
       return yield* settleInTransaction(input)

@@ -202,6 +202,14 @@ export interface SettleInput {
   readonly standardRules?: boolean | undefined
   /** For a reservation the recovery sweep already released (src/wallet/decide.ts `planLateSettle`). */
   readonly planLate: (reservation: Reservation, snapshot: LateSettleSnapshot) => LateSettlePlan
+  /**
+   * Recovery's capture: act only on a hold still `held`; a hold the sweep
+   * released (or that was released after its call failed) is `NotHeld`,
+   * never charged late.
+   */
+  readonly onlyHeld?: boolean | undefined
+  /** `settleLater` only: told once the settle has landed (or the store stopped trying). */
+  readonly onLanded?: (() => void) | undefined
 }
 
 /** A hold as `reserve` made it, with the wallet as that hold left it when the store knows it. */

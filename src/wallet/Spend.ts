@@ -253,8 +253,8 @@ export class Spend extends Context.Service<Spend, {
                 Effect.withSpan("Spend.upstream", { kind: "client", attributes: spanAttributes }, traceOptions)
               ))
               const latencyMs = (yield* Clock.currentTimeMillis) - callStartedMs
-              if (Exit.isFailure(exit)) running.delete(reservation.id)
               if (Exit.isFailure(exit) && request.keepHold?.(exit.cause) === true) {
+                running.delete(reservation.id)
                 // Left to whoever resolves it (resolveHeld): no longer a hold of a call in flight.
                 yield* Metrics.holdEnded
                 yield* Effect.logWarning(`Reservation ${reservation.id} (${request.provider}) kept held: outcome unknown`)
@@ -270,7 +270,8 @@ export class Spend extends Context.Service<Spend, {
                   now: yield* now
                 }).pipe(
                   Effect.withSpan("Spend.release", { attributes: { ...spanAttributes, "spendgate.release_reason": reason } }, traceOptions),
-                  Effect.ensuring(Metrics.holdEnded)
+                  // Still `running` until the release has landed: recovery must never charge a failed call.
+                  Effect.ensuring(Effect.andThen(Effect.sync(() => running.delete(reservation.id)), Metrics.holdEnded))
                 )
                 return yield* Effect.failCause(exit.cause)
               }
@@ -297,7 +298,9 @@ export class Spend extends Context.Service<Spend, {
                 // Off the caller's path: the store commits it right after (batched); the receipt is
                 // what planSettle makes of the hold, the same rule the store applies.
                 const plan = planSettle(reservation, exit.value.actualMicroUsd)
-                yield* store.settleLater(settleInput).pipe(
+                // The call stays `running` until its settle lands: should the hold expire first, this
+                // process's sweep releases it and the settle charges it late — never at the quote.
+                yield* store.settleLater({ ...settleInput, onLanded: () => running.delete(reservation.id) }).pipe(
                   Effect.withSpan("Spend.settle", {
                     attributes: {
                       ...spanAttributes,
@@ -308,7 +311,6 @@ export class Spend extends Context.Service<Spend, {
                     }
                   }, traceOptions)
                 )
-                running.delete(reservation.id)
                 yield* Metrics.holdEnded
                 yield* Metrics.countCharge(request.capability, request.provider, plan.chargedMicroUsd)
                 return {
@@ -340,13 +342,28 @@ export class Spend extends Context.Service<Spend, {
                 yield* Effect.logWarning(
                   `Reservation ${reservation.id} (${request.provider}) was captured at its quote by recovery before its settle`
                 )
-                const plan = planSettle(reservation, reservation.quotedMicroUsd)
+                const captured = yield* store.getTransaction(agent.accountId, settleInput.transactionId)
+                if (Option.isNone(captured)) {
+                  return yield* Effect.die(new Error(`reservation ${reservation.id} was settled, and not under its own ids`))
+                }
+                const charge = captured.value
                 const wallet = yield* store.getWallet(agent.accountId)
+                const snapshot = rate?.rate ?? null
                 return {
                   value: exit.value.value,
-                  receipt: receiptOf(request.quotedMicroUsd, request.provider, rate?.rate ?? null, reservation, plan,
-                    { ...wallet, usdMicroUsd: MicroUsd.make(wallet.usdMicroUsd - plan.refundUsdMicroUsd), satsMsat: wallet.satsMsat },
-                    latencyMs)
+                  receipt: {
+                    quotedMicroUsd: request.quotedMicroUsd,
+                    chargedMicroUsd: charge.amountMicroUsd,
+                    chargedMsat: snapshot === null ? null : usdToMsatForCharge(charge.amountMicroUsd, snapshot),
+                    debitedUsdMicroUsd: charge.usdMicroUsd,
+                    debitedSatsMsat: charge.satsMsat,
+                    balanceAfterMicroUsd: wallet.usdMicroUsd + (snapshot === null ? 0n : msatToMicroUsdValue(wallet.satsMsat, snapshot)),
+                    auditId: charge.auditId,
+                    transactionId: charge.id,
+                    reservationId: reservation.id,
+                    provider: request.provider,
+                    latencyMs
+                  }
                 }
               }
               if (outcome._tag === "NotHeld") {

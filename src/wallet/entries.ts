@@ -250,6 +250,7 @@ export const captureSettleInput = (reservation: Reservation, now: Date): SettleI
   now,
   plan: (held) => planSettle(held, held.quotedMicroUsd),
   standardRules: true,
+  onlyHeld: true,
   planLate: (swept, snapshot) => planLateSettle(swept, swept.quotedMicroUsd, snapshot)
 })
 

@@ -86,7 +86,8 @@ interface Observed {
   /** Card sessions the checkout answered 200 for. */
   readonly paidSessions: Set<string>
   /** Audit ids of charges a caller got a receipt for. */
-  readonly receipts: Set<string>
+  /** Audit id of each receipt a caller got → its charge in USD cents. */
+  readonly receipts: Map<string, number>
   /** Lightning payment requests of invoices already paid (to pay again: duplicates). */
   readonly paidRequests: Array<string>
   /** Answers of 500 (none may happen). */
@@ -170,7 +171,9 @@ describe.each(backends)("kill -9 under mixed load over %s", (backend, cycles) =>
               ...(key === undefined ? {} : { headers: { "idempotency-key": key } })
             })
             note("reason", res)
-            if (res.status === 200 && typeof res.body?.metadata?.auditId === "string") seen.receipts.add(res.body.metadata.auditId)
+            if (res.status === 200 && typeof res.body?.metadata?.auditId === "string") {
+              seen.receipts.set(res.body.metadata.auditId, res.body.metadata.chargedUsdCents)
+            }
             break
           }
           case "lightning": {
@@ -218,12 +221,13 @@ describe.each(backends)("kill -9 under mixed load over %s", (backend, cycles) =>
     const seen: Observed = {
       creditedInvoices: new Set(),
       paidSessions: new Set(),
-      receipts: new Set(),
+      receipts: new Map(),
       paidRequests: [],
       internalErrors: [],
       requests: 0
     }
     let sweptTotal = 0
+    const checkedCaptures = new Set<string>()
     let server = await startServerProcess(env())
     const api = client(server.baseUrl)
     const signup = await api.post("/v1/signup", { name: "crash load" })
@@ -262,8 +266,29 @@ describe.each(backends)("kill -9 under mixed load over %s", (backend, cycles) =>
           for (const id of seen.creditedInvoices) if (!paid.has(id)) problems.push(`invoice ${id} was credited to the payer but is not paid`)
           const paidSessions = new Set(snapshot.invoices.filter((i) => i.status === "paid").map((i) => i.externalId))
           for (const s of seen.paidSessions) if (!paidSessions.has(s)) problems.push(`card session ${s} answered paid but is not`)
-          const auditIds = new Set(snapshot.audit.filter((a) => a.kind === "settle").map((a) => a.id))
-          for (const a of seen.receipts) if (!auditIds.has(a)) problems.push(`receipt ${a} has no settle record`)
+          // Every receipt names its settle, which charged what the receipt says — unless the process died
+          // before the settle landed and recovery charged the hold at its quote (at most the calls of the
+          // moment of the kill).
+          const settles = new Map(snapshot.audit.filter((a) => a.kind === "settle").map((a) => [a.id, a]))
+          const transactions = new Map(snapshot.transactions.map((t) => [t.id, t]))
+          let capturedNow = 0
+          for (const [auditId, charged] of seen.receipts) {
+            const settle = settles.get(auditId)
+            if (settle === undefined) {
+              problems.push(`receipt ${auditId} has no settle record`)
+              continue
+            }
+            const transaction = settle.transactionId === null ? undefined : transactions.get(settle.transactionId)
+            if (transaction !== undefined && /charged at its quote by recovery/.test(transaction.description)) {
+              if (!checkedCaptures.has(auditId)) capturedNow++
+              checkedCaptures.add(auditId)
+              continue
+            }
+            if (Number(settle.amountMicroUsd) / 10_000 !== charged) {
+              problems.push(`receipt ${auditId} says ${charged} cents, its settle charged ${Number(settle.amountMicroUsd) / 10_000}`)
+            }
+          }
+          if (capturedNow > WORKERS * 2) problems.push(`${capturedNow} answered calls were captured after one kill (workers: ${WORKERS})`)
           return { problems, open: snapshot.reservations.filter((r) => r.status === "held").length }
         }))
         expect(problems, `cycle ${cycle}, CRASH_SEED=${SEED}`).toEqual([])

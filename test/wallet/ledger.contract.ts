@@ -17,6 +17,7 @@ import { RateSource } from "../../src/ports/RateSource.ts"
 import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
 import { settleIdsOf, Store } from "../../src/ports/Store.ts"
 import { planHold, planLateSettle, planSettle } from "../../src/wallet/decide.ts"
+import { captureSettleInput } from "../../src/wallet/entries.ts"
 import { Spend } from "../../src/wallet/Spend.ts"
 import { Wallets } from "../../src/wallet/Wallets.ts"
 
@@ -523,6 +524,28 @@ export const ledgerContract = (name: string, store: () => Layer.Layer<Store | Id
           yield* TestClock.adjust(60_001)
           assert.strictEqual(yield* (yield* Spend).sweep, 1)
           assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicroUsd, 100n * CENT)
+          const audit = yield* store.listAudit(owner.agent.accountId, 0n, 100)
+          assert.deepStrictEqual(audit.map((r) => r.kind), ["credit", "reserve", "release"])
+        }).pipe(Effect.provide(TestClock.layer())))
+
+      it.effect("recovery: a hold released after its call failed (after the sweep read it) is never captured", () =>
+        Effect.gen(function*() {
+          yield* TestClock.setTime(Date.parse("2026-06-01T12:00:00.000Z"))
+          const owner = yield* fundedAccount(100n)
+          const store = yield* Store
+          const now = new Date(Date.parse("2026-06-01T12:00:00.000Z"))
+          const reservationId = yield* holdOfADeadCall(owner, "search", now)
+          const held = (yield* store.listReservations(owner.agent.accountId, { limit: 10, offset: 0 })).items
+            .find((r) => r.id === reservationId)!
+          // The call failed and released its hold; a sweep that read the hold as held before then captures it.
+          assert.strictEqual(
+            yield* store.release({ reservationId, accountId: owner.agent.accountId, auditId: newAuditId(), reason: "upstream failed", now }),
+            "Released"
+          )
+          const captured = yield* store.settle(captureSettleInput(held, new Date(now.getTime() + 60_001)))
+          assert.strictEqual(captured._tag, "NotHeld")
+          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicroUsd, 100n * CENT)
+          assert.isTrue(Option.isNone(yield* store.getTransaction(owner.agent.accountId, settleIdsOf(reservationId).transactionId)))
           const audit = yield* store.listAudit(owner.agent.accountId, 0n, 100)
           assert.deepStrictEqual(audit.map((r) => r.kind), ["credit", "reserve", "release"])
         }).pipe(Effect.provide(TestClock.layer())))
