@@ -87,6 +87,23 @@ for (const backend of backends) {
 // Children and clean-up
 
 const children = new Set<ChildProcess>()
+/**
+ * The Node flags the measured checkout's `npm start` passes (the words
+ * between `node` and the script in package.json's "start"), so that the
+ * server is measured as `npm start` runs it.
+ */
+const startFlags = (checkout: string): Array<string> => {
+  const start: unknown = JSON.parse(readFileSync(join(checkout, "package.json"), "utf8"))?.scripts?.start
+  if (typeof start !== "string") return []
+  const words = start.split(/\s+/)
+  const flags: Array<string> = []
+  for (const word of words.slice(words.indexOf("node") + 1)) {
+    if (!word.startsWith("--")) break
+    flags.push(word)
+  }
+  return flags
+}
+
 const spawned: Array<number> = []
 const cleanups: Array<() => Promise<void> | void> = []
 
@@ -384,7 +401,7 @@ const startServer = async (backend: "pg" | "pglite", upstreamPort: number) => {
   const base = `http://127.0.0.1:${port}`
   const started = performance.now()
   const profile = profileDir === "" ? [] : ["--cpu-prof", `--cpu-prof-dir=${resolve(profileDir)}`, `--cpu-prof-name=${backend}-${Date.now()}.cpuprofile`]
-  const server = start([...profile, join(serverRoot, "adapters/http/main.ts")], env, serverRoot)
+  const server = start([...startFlags(serverRoot), ...profile, join(serverRoot, "adapters/http/main.ts")], env, serverRoot)
   for (;;) {
     if (server.child.exitCode !== null || server.child.signalCode !== null) {
       throw new Error(`the ${backend} server exited before it was healthy:\n${server.output()}`)
