@@ -5,6 +5,7 @@ import { storeOverClientWith } from "../../../adapters/sql/Database.ts"
 import * as PgliteClient from "../../../adapters/sql/PgliteClient.ts"
 import { settleIdsOf, Store } from "../../../src/ports/Store.ts"
 import { Wallets } from "../../../src/wallet/Wallets.ts"
+import { checkAccount } from "../../support/ledger-check.ts"
 import { freshPostgresLayer } from "../../support/postgres.ts"
 import { call, fundedAccount, testLayer } from "../../wallet/ledger.contract.ts"
 
@@ -23,6 +24,55 @@ const backends = [
 ] as const
 
 const CENT = 10_000n
+
+describe.each(backends)("settles after the answer under concurrency over %s (default delay)", (_name, client) => {
+  const runtime = ManagedRuntime.make(
+    Layer.provideMerge(testLayer(storeOverClientWith()), client() as Layer.Layer<SqlClient.SqlClient, unknown>)
+  )
+  afterAll(() => runtime.dispose())
+
+  it("200 calls over 3 wallets with reads among them: every receipt is the charge the books hold, once, and the books add up", async () => {
+    await runtime.runPromise(Effect.gen(function*() {
+      const owners = [yield* fundedAccount(300n), yield* fundedAccount(300n), yield* fundedAccount(300n)]
+      let seed = 7
+      const random = (n: number) => {
+        seed = (seed * 1103515245 + 12345) % 2147483648
+        return seed % n
+      }
+      const wallets = yield* Wallets
+      const plans = Array.from({ length: 200 }, () => ({ owner: owners[random(3)]!, quote: BigInt(1 + random(5)), actual: BigInt(random(6)) }))
+      const results = yield* Effect.all(
+        plans.map((plan, i) =>
+          i % 10 === 0
+            ? Effect.andThen(wallets.get(plan.owner), Effect.exit(call(plan.owner, plan.quote, { actual: plan.actual * CENT / 2n })))
+            : Effect.exit(call(plan.owner, plan.quote, { actual: plan.actual * CENT / 2n }))
+        ),
+        { concurrency: 16 }
+      )
+      const store = yield* Store
+      for (const owner of owners) {
+        const accountId = owner.agent.accountId
+        const wallet = yield* (yield* Wallets).get(owner)
+        const charges = (yield* store.listTransactions(accountId, { type: "charge" }, { limit: 1000, offset: 0 })).items
+        const receipts = results.flatMap((exit, i) =>
+          exit._tag === "Success" && plans[i]!.owner === owner ? [exit.value.receipt] : []
+        )
+        expect(charges.length).toBe(receipts.length)
+        const byId = new Map(charges.map((t) => [t.id, t]))
+        for (const receipt of receipts) {
+          const charge = byId.get(receipt.transactionId)
+          expect(charge?.amountMicroUsd).toBe(receipt.chargedMicroUsd)
+          expect(charge?.auditId).toBe(receipt.auditId)
+        }
+        const spent = receipts.reduce((sum, r) => sum + r.chargedMicroUsd, 0n)
+        expect(wallet.usdMicroUsd).toBe(300n * CENT - spent)
+        const { problems, snapshot } = yield* checkAccount(accountId)
+        expect(problems).toEqual([])
+        expect(snapshot.reservations.filter((r) => r.status === "held")).toEqual([])
+      }
+    }))
+  }, 120_000)
+})
 
 describe.each(backends)("settles after the answer over %s", (_name, client) => {
   const runtime = ManagedRuntime.make(
