@@ -48,6 +48,7 @@ import { Reactivity } from "effect/reactivity"
 import { SqlClient, SqlConnection, SqlError, Statement } from "effect/sql"
 import { mkdir } from "node:fs/promises"
 import * as DataDirLock from "./dataDirLock.ts"
+import { isNewDataDir, loadTemplate } from "./pgliteTemplate.ts"
 
 // -----------------------------------------------------------------------------
 // Configuration and services
@@ -115,9 +116,18 @@ const makeInstance = Effect.fnUntraced(function*(options: PgliteClientConfig) {
     })
   }
 
+  // A new database starts from the template made at install (pgliteTemplate.ts) when there is one.
+  const template = dataDir === undefined || isNewDataDir(dataDir)
+    ? yield* Effect.promise(() => loadTemplate())
+    : undefined
   const pglite = yield* Effect.acquireRelease(
     Effect.tryPromise({
-      try: () => PGlite.create({ ...(dataDir === undefined ? {} : { dataDir }), parsers: resultParsers }),
+      try: () =>
+        PGlite.create({
+          ...(dataDir === undefined ? {} : { dataDir }),
+          ...(template === undefined ? {} : { loadDataDir: template }),
+          parsers: resultParsers
+        }),
       catch: (cause) => connectionError(cause, "PgliteClient: failed to open the database", "connect")
     }),
     (db) =>
