@@ -27,7 +27,8 @@ export const migrate: Effect.Effect<MigrateResult, CliFailure> = Effect.gen(func
   )
   const storage = describeStorage(options)
   const applied = yield* Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: "spendgate_migrations" }).pipe(
-    Effect.provide(sqlClientLayer(options)),
+    // Without the PGlite template: a new directory gets every migration from here, listed.
+    Effect.provide(sqlClientLayer({ ...options, pgliteTemplate: false })),
     Effect.catchCause((cause) => {
       const error = Cause.squash(cause)
       const message = typeof error === "object" && error !== null && "message" in error && typeof error.message === "string" && error.message !== ""

@@ -30,6 +30,8 @@ export interface DatabaseOptions {
   readonly dataDir: string | undefined
   /** Upper bound of pooled connections to PostgreSQL. */
   readonly maxConnections?: number
+  /** PGlite: whether a new database opens from the install-time template (default true; see pgliteTemplate.ts). */
+  readonly pgliteTemplate?: boolean
 }
 
 const runMigrations = Layer.effectDiscard(
@@ -59,7 +61,7 @@ export const sqlClientLayer = (options: DatabaseOptions): Layer.Layer<SqlClient.
         maxConnections: options.maxConnections ?? 10,
         ...(hasApplicationName(Redacted.value(url)) ? {} : { applicationName: poolApplicationName() })
       }),
-    onNone: () => PgliteClient.layer({ dataDir: options.dataDir })
+    onNone: () => PgliteClient.layer({ dataDir: options.dataDir, template: options.pgliteTemplate })
   })
 
 export interface StoreOptions {

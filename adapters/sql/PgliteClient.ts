@@ -61,6 +61,12 @@ import { isNewDataDir, loadTemplate } from "./pgliteTemplate.ts"
  */
 export interface PgliteClientConfig {
   /**
+   * Whether a new database opens from the template made at install
+   * (pgliteTemplate.ts), already migrated; default true. `spendgate migrate`
+   * opens without it, so that it applies, and reports, every migration itself.
+   */
+  readonly template?: boolean | undefined
+  /**
    * Directory holding the database files. Created if missing. When
    * undefined, the database lives in memory and is lost when the client's
    * scope closes. A directory is held by one process at a time (see
@@ -117,7 +123,7 @@ const makeInstance = Effect.fnUntraced(function*(options: PgliteClientConfig) {
   }
 
   // A new database starts from the template made at install (pgliteTemplate.ts) when there is one.
-  const template = dataDir === undefined || isNewDataDir(dataDir)
+  const template = options.template !== false && (dataDir === undefined || isNewDataDir(dataDir))
     ? yield* Effect.promise(() => loadTemplate())
     : undefined
   const pglite = yield* Effect.acquireRelease(
