@@ -6,11 +6,11 @@ import { requireOwner } from "../agents/Access.ts"
 import { type Forbidden, RateUnavailable, type ValidationError } from "../domain/errors.ts"
 import type { AccountId } from "../domain/ids.ts"
 import { L402PaymentStore } from "../ports/L402PaymentStore.ts"
-import { FetchFailed, OutboundHttp, type OutboundResponse } from "../ports/Net.ts"
+import { FetchFailed, OutboundHttp, type OutboundResponse, type UnsafeUrl } from "../ports/Net.ts"
 import { type DecodedLightningInvoice, LightningRail, type LightningPayer, type LightningPaymentStatus } from "../ports/Rails.ts"
 import { RateSource } from "../ports/RateSource.ts"
 import { Spend, type SpendReceipt } from "../wallet/Spend.ts"
-import { msatToSats } from "../domain/Money.ts"
+import { microUsdToCents, msatToSats } from "../domain/Money.ts"
 import { payFailed, paySucceeded } from "../webhooks/events.ts"
 import { authorizationHeader, findL402Challenge, type L402Challenge } from "./challenge.ts"
 
@@ -199,7 +199,12 @@ export class L402Payments extends Context.Service<L402Payments, {
           return { _tag: "InFlight" } as const
         })
 
-      const send = (url: URL, method: string, headers: Record<string, string>, body: string | undefined) => {
+      const send = (
+        url: URL,
+        method: string,
+        headers: Record<string, string>,
+        body: string | undefined
+      ): Effect.Effect<OutboundResponse, L402Refused | UnsafeUrl | UpstreamFailed> => {
         const request = Option.isSome(outbound) ? outbound.value.request : undefined
         if (request === undefined) {
           return Effect.fail(refused("L402_UNAVAILABLE", "outbound requests to caller-chosen URLs are not configured"))
@@ -386,7 +391,26 @@ export class L402Payments extends Context.Service<L402Payments, {
           const paid = yield* payInvoice(principal, payer, url, challenge, maxMsat)
           const token: CachedToken = { scheme: challenge.scheme, macaroon: challenge.macaroon, preimage: paid.payment.preimage }
           remember(key, token)
-          const retried = yield* send(url, method, withToken(token), body)
+          const retried = yield* send(url, method, withToken(token), body).pipe(
+            // Paid, then the paid request failed: the payment and its charge stand and the token is
+            // kept for the next call; the caller hears what it paid, not only that the host failed.
+            Effect.catchIf((error): error is UpstreamFailed => error instanceof UpstreamFailed, (failed) =>
+              Effect.fail(
+                new UpstreamFailed({
+                  host: failed.host,
+                  message: `${failed.message} (after the invoice was paid: the payment stands and its token is kept for the next call)`,
+                  paid: {
+                    paymentHash: paid.payment.paymentHash,
+                    amountSats: msatToSats(paid.payment.amountMsat),
+                    routingFeeSats: msatToSats(paid.payment.routingFeeMsat),
+                    chargedUsdCents: microUsdToCents(paid.receipt.chargedMicroUsd),
+                    transactionId: paid.receipt.transactionId,
+                    auditId: paid.receipt.auditId
+                  }
+                })
+              )
+            )
+          )
           if (retried.status === 402) tokens.delete(key)
           return answer(retried, "paid", paid)
         })

@@ -72,11 +72,24 @@ export class L402Refused extends Schema.TaggedError<L402Refused>()("L402Refused"
 /** The upstream could not be reached or did not answer in time. */
 export class UpstreamFailed extends Schema.TaggedError<UpstreamFailed>()("UpstreamFailed", {
   host: Schema.String,
-  message: Schema.String
+  message: Schema.String,
+  /**
+   * Set when the request failed after its invoice was paid: the payment and
+   * its charge stand (the token is kept for the next call), and the caller is
+   * told what it paid.
+   */
+  paid: Schema.optional(Schema.Struct({
+    paymentHash: Schema.String,
+    amountSats: Schema.Number,
+    routingFeeSats: Schema.Number,
+    chargedUsdCents: Schema.Number,
+    transactionId: Schema.String,
+    auditId: Schema.String
+  }))
 }) {
   readonly code = "PROVIDER_ERROR"
   get details() {
-    return { provider: this.host }
+    return this.paid === undefined ? { provider: this.host } : { provider: this.host, paid: this.paid }
   }
 }
 

@@ -197,6 +197,34 @@ describe("paying L402 paywalls (POST /v1/capabilities/pay)", () => {
     expect(await balanceCents(owner)).toBe(before)
   })
 
+  it("a paid request that then fails answers 502 with what was paid; the charge stands and the token serves the next call", async () => {
+    const { agent, owner } = await account()
+    const before = await balanceCents(owner)
+    const paymentsBefore = fake.payments.length
+    paywall.options.dropPaid = true
+    let failed
+    try {
+      failed = await pay(agent, "/api/dropped/1")
+    } finally {
+      paywall.options.dropPaid = false
+    }
+    expect(failed.status).toBe(502)
+    expect(errorCode(failed)).toBe("PROVIDER_ERROR")
+    const paid = failed.body.error.details.paid
+    expect(paid).toMatchObject({ amountSats: 50, routingFeeSats: 1, chargedUsdCents: 5.1 })
+    expect(paid.paymentHash).toMatch(/^[0-9a-f]{64}$/)
+    expect(fake.payments.length).toBe(paymentsBefore + 1)
+    expect(await balanceCents(owner)).toBeCloseTo(before - 5.1, 6)
+    const transactions = await api.get("/v1/wallet/transactions", owner)
+    const charge = transactions.body.transactions.find((t: { id: string }) => t.id === paid.transactionId)
+    expect(charge.description).toContain(paid.paymentHash)
+    // The token was kept: the next call is served with it, with no second payment.
+    const again = await pay(agent, "/api/dropped/1")
+    expect(again.status).toBe(200)
+    expect(again.body.l402).toBe("token")
+    expect(fake.payments.length).toBe(paymentsBefore + 1)
+  })
+
   it("a failed payment charges nothing and releases the hold", async () => {
     const { accountId, agent, owner } = await account()
     const before = await balanceCents(owner)

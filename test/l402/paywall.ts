@@ -112,6 +112,8 @@ export interface PaywallOptions {
   paramName?: "macaroon" | "token"
   /** A refused token is answered 402 with no new challenge (as some servers do; a request without one gets it). */
   bareRefusal?: boolean
+  /** A request with a valid token has its connection cut before any answer (the paid request fails). */
+  dropPaid?: boolean
 }
 
 export interface Paywall {
@@ -187,6 +189,10 @@ export const startPaywall = async (options: PaywallOptions): Promise<Paywall> =>
     const authorization = request.headers["authorization"]
     paywall.seen.push({ path: request.url ?? "", authorization, body })
     const paid = verify(authorization)
+    if (paid !== undefined && paywall.options.dropPaid === true) {
+      response.socket?.destroy()
+      return
+    }
     if (paid !== undefined) {
       paywall.accepted.push(paid)
       response.writeHead(200, { "content-type": "application/json", "set-cookie": "session=secret" })
