@@ -155,8 +155,16 @@ describe("BOLT #11 decoding", () => {
       expect(decodeInvoice(bad)).toBeInstanceOf(InvalidInvoice)
     }
     fc.assert(
+      // No random text is an invoice (a checksum and a signature would have to hold): each is a typed refusal.
       fc.property(fc.string({ maxLength: 400 }), (text) => {
-        expect(() => decodeInvoice(text)).not.toThrow()
+        expect(decodeInvoice(text)).toBeInstanceOf(InvalidInvoice)
+      }),
+      { numRuns: 300 }
+    )
+    // Nor is random text that looks like one: the prefix and the alphabet right, the rest random.
+    fc.assert(
+      fc.property(fc.stringMatching(/^lnbcrt[0-9]{0,6}1[qpzry9x8gf2tvdw0s3jn54khce6mua7l]{100,300}$/), (text) => {
+        expect(decodeInvoice(text)).toBeInstanceOf(InvalidInvoice)
       }),
       { numRuns: 300 }
     )
