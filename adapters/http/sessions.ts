@@ -59,6 +59,12 @@ export interface SessionOptions {
   readonly trustProxyHops?: number
   /** Sessions kept at most; the least recently used goes first (default 10,000). */
   readonly maxSessions?: number
+  /**
+   * Sessions of one credential (key or admin token) kept at most; opening
+   * one more ends that credential's least recently used session, never
+   * another credential's (default 20).
+   */
+  readonly maxPerCredential?: number
 }
 
 export const DEFAULT_IDLE_MINUTES = 30
@@ -101,9 +107,11 @@ export const SessionsLive = (options: SessionOptions = {}): Layer.Layer<Sessions
   positive("idleMinutes", options.idleMinutes)
   positive("absoluteHours", options.absoluteHours)
   positive("maxSessions", options.maxSessions)
+  positive("maxPerCredential", options.maxPerCredential)
   const idleMs = (options.idleMinutes ?? DEFAULT_IDLE_MINUTES) * 60_000
   const absoluteMs = (options.absoluteHours ?? DEFAULT_ABSOLUTE_HOURS) * 3_600_000
   const maxSessions = options.maxSessions ?? 10_000
+  const maxPerCredential = options.maxPerCredential ?? 20
   return Layer.sync(Sessions, () => {
     // Keyed by SHA-256 of the cookie value; Map order is least recently used first.
     const sessions = new Map<string, Session>()
@@ -114,8 +122,15 @@ export const SessionsLive = (options: SessionOptions = {}): Layer.Layer<Sessions
       absoluteMs,
       open: ({ role, credentialHash }) =>
         Effect.map(Clock.currentTimeMillis, (now) => {
+          let ofCredential: Array<string> = []
           for (const [id, session] of sessions) {
             if (!live(session, now)) sessions.delete(id)
+            else if (session.credentialHash === credentialHash) ofCredential.push(id)
+          }
+          // One credential signing in again and again ends its own oldest sessions, not others'.
+          while (ofCredential.length >= maxPerCredential) {
+            sessions.delete(ofCredential[0]!)
+            ofCredential = ofCredential.slice(1)
           }
           while (sessions.size >= maxSessions) sessions.delete(sessions.keys().next().value!)
           const cookie = randomBytes(32).toString("base64url")
