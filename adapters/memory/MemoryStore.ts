@@ -13,6 +13,7 @@ import {
   refundEntries,
   captureSettleInput,
   capturesOnExpiry,
+  settleQueuedHere,
   releaseAudit,
   reserveAudit,
   settleEntries,
@@ -640,6 +641,7 @@ const makeMemoryLedger = (shared: {
         ))
         let ended = 0
         for (const reservation of expired) {
+          if (settleQueuedHere(reservation, capture)) continue
           if (capture !== undefined && capturesOnExpiry(reservation, capture.running)) {
             const settled = yield* store.settle(captureSettleInput(reservation, now))
             if (settled._tag === "Settled") ended++

@@ -48,7 +48,7 @@ import { Reactivity } from "effect/reactivity"
 import { SqlClient, SqlConnection, SqlError, Statement } from "effect/sql"
 import { mkdir } from "node:fs/promises"
 import * as DataDirLock from "./dataDirLock.ts"
-import { isNewDataDir, loadTemplate } from "./pgliteTemplate.ts"
+import { clearFailedStart, isNewDataDir, loadTemplate } from "./pgliteTemplate.ts"
 
 // -----------------------------------------------------------------------------
 // Configuration and services
@@ -128,12 +128,18 @@ const makeInstance = Effect.fnUntraced(function*(options: PgliteClientConfig) {
     : undefined
   const pglite = yield* Effect.acquireRelease(
     Effect.tryPromise({
-      try: () =>
-        PGlite.create({
-          ...(dataDir === undefined ? {} : { dataDir }),
-          ...(template === undefined ? {} : { loadDataDir: template }),
-          parsers: resultParsers
-        }),
+      try: async () => {
+        const plain = () => PGlite.create({ ...(dataDir === undefined ? {} : { dataDir }), parsers: resultParsers })
+        if (template === undefined) return plain()
+        try {
+          return await PGlite.create({ ...(dataDir === undefined ? {} : { dataDir }), loadDataDir: template, parsers: resultParsers })
+        } catch {
+          // A template that does not open (damaged, or of another build): the directory held no
+          // database before, so what the attempt left is removed and initdb makes it as before.
+          if (dataDir !== undefined) await clearFailedStart(dataDir, [DataDirLock.LOCK_FILE])
+          return plain()
+        }
+      },
       catch: (cause) => connectionError(cause, "PgliteClient: failed to open the database", "connect")
     }),
     (db) =>

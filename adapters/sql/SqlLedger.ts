@@ -36,6 +36,7 @@ import type { StoredQuote } from "../../src/quotes/Quote.ts"
 import {
   captureSettleInput,
   capturesOnExpiry,
+  settleQueuedHere,
   creditEntries,
   heldReservation,
   lateSettleEntries,
@@ -317,9 +318,12 @@ const SETTLE_ATTEMPTS = 12
 /** A settle taken off the caller's path, waiting to be written. */
 interface QueuedSettle {
   readonly input: SettleInput
-  /** Done once it has landed (or was left to recovery). */
+  /** Done once it has landed, or once reads stop waiting for it (`detached`). */
   readonly done: Deferred.Deferred<void>
   attempts: number
+  /** Failed SETTLE_ATTEMPTS times: still retried, no longer waited for by reads. */
+  detached: boolean
+  landed: boolean
 }
 
 /** A reserve waiting for its wallet's batch in flight: told its outcome, or to lead the next batch. */
@@ -842,6 +846,7 @@ export const makeSqlLedger = (
       if (front) queue.unshift(item)
       else queue.push(item)
       queuedCount++
+      if (item.detached) continue
       let open = unsettled.get(accountId)
       if (open === undefined) unsettled.set(accountId, open = new Set())
       open.add(item)
@@ -849,22 +854,38 @@ export const makeSqlLedger = (
     wakeWriter(false)
   }
 
-  /** Takes the account's queued settles (they stay `unsettled` until `settleDone`). */
-  const takeSettles = (accountId: string): Array<QueuedSettle> => {
+  /**
+   * Takes the account's queued settles (they stay `unsettled` until
+   * `settleDone`): all of them for the writer; for a reserve batch only those
+   * never tried before (one that failed is retried by the writer alone, so it
+   * cannot fail a batch of reserves again and again).
+   */
+  const takeSettles = (accountId: string, fresh = false): Array<QueuedSettle> => {
     const queue = queuedSettles.get(accountId)
     if (queue === undefined) return []
-    queuedSettles.delete(accountId)
-    queuedCount -= queue.length
-    return queue
+    const taken = fresh ? queue.filter((item) => item.attempts === 0) : queue
+    const left = fresh ? queue.filter((item) => item.attempts > 0) : []
+    if (left.length > 0) queuedSettles.set(accountId, left)
+    else queuedSettles.delete(accountId)
+    queuedCount -= taken.length
+    return taken
   }
 
-  const settleDone = (item: QueuedSettle) => {
+  /** Reads stop waiting for the item (it still lands when it can; its call's `onLanded` is told then). */
+  const detach = (item: QueuedSettle) => {
+    item.detached = true
     const open = unsettled.get(item.input.accountId)
     if (open !== undefined) {
       open.delete(item)
       if (open.size === 0) unsettled.delete(item.input.accountId)
     }
     Deferred.doneUnsafe(item.done, Effect.void)
+  }
+
+  const settleDone = (item: QueuedSettle) => {
+    if (item.landed) return
+    item.landed = true
+    detach(item)
     item.input.onLanded?.()
   }
 
@@ -884,7 +905,19 @@ export const makeSqlLedger = (
           cause
         )
       }
-      enqueueSettles([item], true)
+      // After SETTLE_ATTEMPTS failures reads of the account stop waiting for it.
+      if (item.attempts >= SETTLE_ATTEMPTS && !item.detached) detach(item)
+      // Back in the queue after a pause that grows with its failures (the writer goes on meanwhile).
+      yield* Effect.forkDetach(
+        Effect.andThen(
+          realSleep(Math.min(5_000, 50 * 2 ** Math.min(item.attempts, 7))),
+          // A retry does not wait for a reserve to carry it.
+          Effect.sync(() => {
+            enqueueSettles([item], true)
+            wakeWriter(true)
+          })
+        )
+      )
     })
 
   /** A settle's outcome from a batch: logged when it was not the plain settle it was queued as. Never fails. */
@@ -915,8 +948,6 @@ export const makeSqlLedger = (
         if (Exit.isSuccess(alone)) yield* settleOutcome(item, alone.value.settled[0]!)
         else yield* retryLater(item, alone.cause)
       }
-      // Back off while the database refuses writes.
-      yield* realSleep(Math.min(5_000, 50 * 2 ** Math.min(batch[0]!.attempts, 7)))
     })
 
   /** The settle writer: runs for the life of the store (see `settleWriter`). */
@@ -938,6 +969,9 @@ export const makeSqlLedger = (
       const batch: Array<QueuedSettle> = []
       for (const accountId of [...queuedSettles.keys()]) {
         if (batch.length >= MAX_SETTLE_BATCH) break
+        // A wallet with a reserve batch in flight: its leader carries these (it took, or will
+        // take, them under the wallet's lock, in order with its reserves).
+        if (inFlight.has(accountId)) continue
         batch.push(...takeSettles(accountId))
       }
       if (batch.length > 0) {
@@ -946,7 +980,7 @@ export const makeSqlLedger = (
           Effect.catchCause((cause) =>
             Effect.gen(function*() {
               yield* Effect.logError("Settle writer: a batch failed", cause)
-              for (const item of batch) if (!Deferred.isDoneUnsafe(item.done) && !queueHas(item)) yield* retryLater(item, cause)
+              for (const item of batch) if (!item.landed && !queueHas(item)) yield* retryLater(item, cause)
               yield* realSleep(100)
             })
           )
@@ -958,16 +992,31 @@ export const makeSqlLedger = (
   const queueHas = (item: QueuedSettle) => queuedSettles.get(item.input.accountId)?.includes(item) === true
 
   /** Waits until the account's settles queued before now have landed (or been left to recovery). */
+  /**
+   * Waits until the account's settles answered before now have landed: those
+   * still queued are written at once, here, in one call (the writer leaves
+   * the wallet of a reserve batch in flight to that batch, so waiting for it
+   * could take as long as the wallet stays busy); those being written
+   * elsewhere are waited for. A read never waits more than 2 s for a
+   * database that does not answer.
+   */
   const landed = (accountId: string) =>
-    Effect.suspend(() => {
-      const open = unsettled.get(accountId)
-      if (open === undefined) return Effect.void
-      wakeWriter(true)
-      // A read never waits long for a database that does not answer.
-      return Effect.raceFirst(
-        Effect.forEach([...open], (item) => Deferred.await(item.done), { discard: true }),
-        realSleep(2_000)
-      )
+    Effect.gen(function*() {
+      if (!unsettled.has(accountId)) return
+      const mine = takeSettles(accountId, true)
+      // Written on a fiber of its own: a read that stops waiting never strands what it took.
+      if (mine.length > 0) {
+        yield* Effect.forkDetach(
+          Effect.exit(reserveManyInOneCall([], mine)).pipe(
+            Effect.flatMap((result) =>
+              Exit.isSuccess(result)
+                ? Effect.forEach(mine, (item, i) => settleOutcome(item, result.value.settled[i]!), { discard: true })
+                : Effect.forEach(mine, (item) => retryLater(item, result.cause), { discard: true })
+            )
+          )
+        )
+      }
+      yield* written(accountId)
     })
 
   /**
@@ -1025,6 +1074,8 @@ export const makeSqlLedger = (
       while (rest.length > 0) {
         let step = yield* Effect.exit(reserveManyInOneCall(rest, carried))
         if (Exit.isFailure(step) && carried.length > 0) {
+          // Retried by the writer alone from now on (one of them may be what failed the batch).
+          for (const item of carried) item.attempts++
           enqueueSettles(carried, true)
           carried = []
           step = yield* Effect.exit(reserveManyInOneCall(rest))
@@ -1080,7 +1131,7 @@ export const makeSqlLedger = (
       yield* written(input.accountId)
       const queue = inFlight.get(input.accountId)!
       const batch = queue.splice(0, MAX_BATCH)
-      const { results, failure } = yield* decideInOrder(batch.map((waiter) => waiter.input), takeSettles(input.accountId))
+      const { results, failure } = yield* decideInOrder(batch.map((waiter) => waiter.input), takeSettles(input.accountId, true))
       if (queue.length > 0) yield* Deferred.succeed(queue[0]!.done, { _tag: "Lead" } as const)
       else inFlight.delete(input.accountId)
       for (let i = 1; i < batch.length; i++) {
@@ -1242,6 +1293,8 @@ export const makeSqlLedger = (
         let ended = 0
         for (const row of expired) {
           const reservation = toReservation(row)
+          // Its settle is queued here (the caller has its receipt): it lands as the receipt says.
+          if (settleQueuedHere(reservation, capture)) continue
           if (capture !== undefined && capturesOnExpiry(reservation, capture.running)) {
             // Recovery's rule: the call started and its settle never landed: charged at its quote.
             const settled = yield* settleAny(captureSettleInput(reservation, now))
@@ -1438,9 +1491,13 @@ export const makeSqlLedger = (
   /** Reads of an account see the settles this instance answered before them (read your own writes). */
   const afterSettles = <Args extends [AccountId, ...Array<any>], A>(read: (...args: Args) => Effect.Effect<A>) =>
     (...args: Args) => Effect.andThen(landed(args[0]), read(...args))
+  /** Every settle queued when it is called has landed (each account's at most 2 s). */
+  const landedSoFar = Effect.suspend(() =>
+    Effect.forEach([...unsettled.keys()], landed, { concurrency: "unbounded", discard: true })
+  )
   /** Reads found by a charge's id, whose account is not known: after every settle queued so far. */
   const afterAllSettles = <Args extends Array<any>, A>(read: (...args: Args) => Effect.Effect<A>) =>
-    (...args: Args) => Effect.andThen(allLanded(2_000), read(...args))
+    (...args: Args) => Effect.andThen(landedSoFar, read(...args))
 
   return {
     ...ledger,
@@ -1460,7 +1517,7 @@ export const makeSqlLedger = (
     refundedOf: afterAllSettles(ledger.refundedOf),
     settleLater: (input) =>
       Effect.sync(() => {
-        enqueueSettles([{ input, done: Deferred.makeUnsafe<void>(), attempts: 0 }], false)
+        enqueueSettles([{ input, done: Deferred.makeUnsafe<void>(), attempts: 0, detached: false, landed: false }], false)
       }),
     /** Runs the settle writer for the life of the scope; at its end, waits (bounded) for queued settles to land. */
     settleWriter: Effect.gen(function*() {

@@ -1,6 +1,7 @@
+import { createHash, randomBytes } from "node:crypto"
 import { existsSync, readFileSync } from "node:fs"
-import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises"
-import { dirname, join } from "node:path"
+import { mkdir, open, readdir, readFile, rename, rm } from "node:fs/promises"
+import { dirname, extname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { migrations } from "./migrations.ts"
 
@@ -54,6 +55,20 @@ const nearestNodeModules = (): string | undefined => {
   }
 }
 
+/**
+ * A digest of the migrations' source (migrations.ts, or migrations.js in a
+ * build): a migration edited under the same id names another template.
+ */
+const migrationsDigest = (): string => {
+  try {
+    const own = fileURLToPath(import.meta.url)
+    const source = readFileSync(join(dirname(own), `migrations${extname(own)}`))
+    return createHash("sha256").update(source).digest("hex").slice(0, 12)
+  } catch {
+    return "unknown"
+  }
+}
+
 /** Where the template of the installed PGlite lives (SPENDGATE_CACHE_DIR overrides the folder); undefined when there is no place. */
 export const templateFile = (): string | undefined => {
   const version = pgliteVersion()
@@ -63,7 +78,7 @@ export const templateFile = (): string | undefined => {
     return modules === undefined ? undefined : join(modules, ".cache", "spendgate")
   })()
   const latest = Object.keys(migrations).sort().at(-1) ?? "none"
-  return folder === undefined ? undefined : join(folder, `pglite-${version}-${latest}.tar.gz`)
+  return folder === undefined ? undefined : join(folder, `pglite-${version}-${latest}-${migrationsDigest()}.tar.gz`)
 }
 
 /** Whether `dataDir` holds no database yet (PostgreSQL's PG_VERSION marks one). */
@@ -92,15 +107,32 @@ export const makeTemplate = async (): Promise<string> => {
       const { pglite } = yield* PgliteClient.PgliteClient
       yield* Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: "spendgate_migrations" })
       return yield* Effect.promise(async () => Buffer.from(await (await pglite.dumpDataDir("gzip")).arrayBuffer()))
-    }).pipe(Effect.provide(PgliteClient.layer({ dataDir: undefined })), Effect.scoped)
+    }).pipe(Effect.provide(PgliteClient.layer({ dataDir: undefined, template: false })), Effect.scoped)
   )
   await mkdir(dirname(file), { recursive: true })
-  // Written aside, then renamed: a reader never sees half a file.
-  const partial = `${file}.${process.pid}.partial`
-  await writeFile(partial, packed)
+  // Written aside under a name no other writer uses, flushed, then renamed: a reader never
+  // sees half a file, even after a crash.
+  const partial = `${file}.${randomBytes(8).toString("hex")}.partial`
+  const handle = await open(partial, "wx")
+  try {
+    await handle.writeFile(packed)
+    await handle.sync()
+  } finally {
+    await handle.close()
+  }
   await rename(partial, file).catch(async (error) => {
     await rm(partial, { force: true })
     throw error
   })
   return file
+}
+
+/**
+ * Empties a directory a failed open from the template left behind (it held no
+ * database before), keeping the directory's lock file, so that initdb can run.
+ */
+export const clearFailedStart = async (dataDir: string, keep: ReadonlyArray<string>): Promise<void> => {
+  for (const entry of await readdir(dataDir)) {
+    if (!keep.includes(entry)) await rm(join(dataDir, entry), { recursive: true, force: true })
+  }
 }

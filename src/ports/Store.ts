@@ -221,6 +221,11 @@ export interface HeldReservation extends Reservation {
 export interface SweepCapture {
   /** Reservations whose calls are running in this process: released, and settled late by their call. */
   readonly running: ReadonlySet<string>
+  /**
+   * Reservations whose settle this process has queued (their caller has its
+   * receipt): left alone, neither released nor captured, until the settle lands.
+   */
+  readonly settling?: ReadonlySet<string> | undefined
 }
 
 /**

@@ -191,6 +191,8 @@ export class Spend extends Context.Service<Spend, {
          * and captures any other expired hold at its quote.
          */
         const running = new Set<string>()
+        /** Reservations whose settle is queued in the store (`settleLater`) and has not landed yet. */
+        const settling = new Set<string>()
 
         const spendQuoted = <A, E, R>(principal: Principal, request: SpendRequest<A, E, R>) =>
           Effect.uninterruptibleMask((restore) =>
@@ -270,8 +272,10 @@ export class Spend extends Context.Service<Spend, {
                   now: yield* now
                 }).pipe(
                   Effect.withSpan("Spend.release", { attributes: { ...spanAttributes, "spendgate.release_reason": reason } }, traceOptions),
-                  // Still `running` until the release has landed: recovery must never charge a failed call.
-                  Effect.ensuring(Effect.andThen(Effect.sync(() => running.delete(reservation.id)), Metrics.holdEnded))
+                  // Still `running` until the release has landed (and if it never does, this process's
+                  // sweep releases the hold at its expiry): recovery must never charge a failed call.
+                  Effect.tap(() => Effect.sync(() => running.delete(reservation.id))),
+                  Effect.ensuring(Metrics.holdEnded)
                 )
                 return yield* Effect.failCause(exit.cause)
               }
@@ -298,9 +302,11 @@ export class Spend extends Context.Service<Spend, {
                 // Off the caller's path: the store commits it right after (batched); the receipt is
                 // what planSettle makes of the hold, the same rule the store applies.
                 const plan = planSettle(reservation, exit.value.actualMicroUsd)
-                // The call stays `running` until its settle lands: should the hold expire first, this
-                // process's sweep releases it and the settle charges it late — never at the quote.
-                yield* store.settleLater({ ...settleInput, onLanded: () => running.delete(reservation.id) }).pipe(
+                // Until the settle lands the sweep leaves the hold alone (`settling`): it lands as the
+                // receipt says, however late.
+                settling.add(reservation.id)
+                running.delete(reservation.id)
+                yield* store.settleLater({ ...settleInput, onLanded: () => settling.delete(reservation.id) }).pipe(
                   Effect.withSpan("Spend.settle", {
                     attributes: {
                       ...spanAttributes,
@@ -334,7 +340,9 @@ export class Spend extends Context.Service<Spend, {
                 Effect.withSpan("Spend.settle", {
                   attributes: { ...spanAttributes, "spendgate.reservation_id": reservation.id }
                 }, traceOptions),
-                Effect.ensuring(Effect.andThen(Effect.sync(() => running.delete(reservation.id)), Metrics.holdEnded))
+                // Still `running` if the settle failed: this process's sweep then releases the hold.
+                Effect.tap(() => Effect.sync(() => running.delete(reservation.id))),
+                Effect.ensuring(Metrics.holdEnded)
               )
               if (outcome._tag === "NotHeld" && outcome.reservation?.status === "settled") {
                 // Another instance's recovery sweep captured the hold at its quote (the call outlived
@@ -418,7 +426,7 @@ export class Spend extends Context.Service<Spend, {
         const sweep = Effect.gen(function*() {
           let total = 0
           for (let pass = 0; pass < 100; pass++) {
-            const released = yield* store.sweepExpired(yield* now, sweepBatch, { running })
+            const released = yield* store.sweepExpired(yield* now, sweepBatch, { running, settling })
             total += released
             if (released < sweepBatch) break
           }

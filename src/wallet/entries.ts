@@ -254,6 +254,10 @@ export const captureSettleInput = (reservation: Reservation, now: Date): SettleI
   planLate: (swept, snapshot) => planLateSettle(swept, swept.quotedMicroUsd, snapshot)
 })
 
+/** Whether the sweep leaves an expired hold alone: its settle is queued in this process (see `SweepCapture.settling`). */
+export const settleQueuedHere = (reservation: Reservation, capture: { readonly settling?: ReadonlySet<string> | undefined } | undefined): boolean =>
+  capture?.settling?.has(reservation.id) === true
+
 /** Whether recovery captures an expired hold (see `LedgerStore.sweepExpired`). */
 export const capturesOnExpiry = (reservation: Reservation, running: ReadonlySet<string>): boolean =>
   reservation.capability !== "pay" && !running.has(reservation.id)

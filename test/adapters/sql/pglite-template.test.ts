@@ -1,6 +1,7 @@
 import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { existsSync, mkdtempSync, rmSync } from "node:fs"
+import { writeFile } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -43,7 +44,7 @@ describe("the PGlite template", () => {
     const file = templateFile()!
     const latest = Object.keys(migrations).sort().at(-1)!
     expect(file.startsWith(join(root, "cache"))).toBe(true)
-    expect(file).toMatch(new RegExp(`pglite-\\d+\\.\\d+\\.\\d+-${latest}\\.tar\\.gz$`))
+    expect(file).toMatch(new RegExp(`pglite-\\d+\\.\\d+\\.\\d+-${latest}-[0-9a-f]{12}\\.tar\\.gz$`))
     expect(existsSync(file)).toBe(false)
     const fresh = join(root, "before")
     // Without a template a new directory is made by initdb: no migration is applied yet.
@@ -62,4 +63,16 @@ describe("the PGlite template", () => {
     const notes = await open(dataDir, (sql) => sql<{ note: string }>`SELECT note FROM kept_row`)
     expect(notes.map((row) => row.note)).toEqual(["mine"])
   }, 60_000)
+
+  it("a damaged template: a new directory is made by initdb as before, and the template can be made again", async () => {
+    const file = templateFile()!
+    await writeFile(file, Buffer.from("not a PGlite data directory"))
+    const dataDir = join(root, "damaged")
+    expect(await open(dataDir, latestApplied)).toBeNull()
+    expect(isNewDataDir(dataDir)).toBe(false)
+    // Made again without opening the damaged one; new directories are migrated again.
+    expect(await makeTemplate()).toBe(file)
+    const latest = Object.keys(migrations).sort().at(-1)!
+    expect(await open(join(root, "after"), latestApplied)).toBe(latest.slice(5))
+  }, 90_000)
 })

@@ -74,6 +74,35 @@ describe.each(backends)("settles after the answer under concurrency over %s (def
   }, 120_000)
 })
 
+describe.each(backends)("the settle writer over %s", (_name, client) => {
+  const runtime = ManagedRuntime.make(
+    Layer.provideMerge(
+      testLayer(storeOverClientWith({ settleDelayMs: 300 })),
+      client() as Layer.Layer<SqlClient.SqlClient, unknown>
+    )
+  )
+  afterAll(() => runtime.dispose())
+
+  it("sends the queued settles of several wallets in one call, once no reserve carried them", async () => {
+    await runtime.runPromise(Effect.gen(function*() {
+      const owners = [yield* fundedAccount(50n), yield* fundedAccount(50n), yield* fundedAccount(50n)]
+      // Three calls well within the writer's 300 ms wait, no read among them.
+      for (const owner of owners) yield* call(owner, 10n, { actual: 3n * CENT })
+      const sql = yield* SqlClient.SqlClient
+      const ids = owners.map((owner) => owner.agent.accountId)
+      const count = sql<{ n: number | string; settles: number | string }>`
+        SELECT COUNT(DISTINCT xmin::text) AS n, COUNT(*) AS settles FROM audit_log
+        WHERE kind = 'settle' AND account_id IN (${ids[0]!}, ${ids[1]!}, ${ids[2]!})`
+      for (let i = 0; i < 100 && Number((yield* count)[0]!.settles) < 3; i++) {
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 50)))
+      }
+      const rows = yield* count
+      expect(Number(rows[0]!.settles)).toBe(3)
+      expect(Number(rows[0]!.n)).toBe(1)
+    }))
+  }, 60_000)
+})
+
 describe.each(backends)("settles after the answer over %s", (_name, client) => {
   const runtime = ManagedRuntime.make(
     Layer.provideMerge(
@@ -117,19 +146,21 @@ describe.each(backends)("settles after the answer over %s", (_name, client) => {
     }))
   }, 60_000)
 
-  it("the settle writer sends the settles of several wallets in one call", async () => {
+  it("a read writes its account's queued settles itself, and only those", async () => {
     await runtime.runPromise(Effect.gen(function*() {
-      const owners = [yield* fundedAccount(50n), yield* fundedAccount(50n), yield* fundedAccount(50n)]
+      const owners = [yield* fundedAccount(50n), yield* fundedAccount(50n)]
       for (const owner of owners) yield* call(owner, 10n, { actual: 3n * CENT })
-      // A read of the first account wakes the writer, which takes every queued settle.
       expect((yield* (yield* Wallets).get(owners[0]!)).usdMicroUsd).toBe(47n * CENT)
       const sql = yield* SqlClient.SqlClient
-      const rows = yield* sql<{ n: number | string; settles: number | string }>`
-        SELECT COUNT(DISTINCT xmin::text) AS n, COUNT(*) AS settles FROM audit_log
-        WHERE kind = 'settle' AND account_id IN (${owners[0]!.agent.accountId}, ${owners[1]!.agent.accountId}, ${owners[2]!.agent.accountId})`
-      expect(Number(rows[0]!.settles)).toBe(3)
-      expect(Number(rows[0]!.n)).toBe(1)
-      for (const owner of owners.slice(1)) expect((yield* (yield* Wallets).get(owner)).usdMicroUsd).toBe(47n * CENT)
+      const settles = (accountId: string) =>
+        sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM audit_log WHERE kind = 'settle' AND account_id = ${accountId}`.pipe(
+          Effect.map((rows) => Number(rows[0]!.n))
+        )
+      expect(yield* settles(owners[0]!.agent.accountId)).toBe(1)
+      // The other wallet's settle is still queued (the writer waits 60 s here), and lands when read.
+      expect(yield* settles(owners[1]!.agent.accountId)).toBe(0)
+      expect((yield* (yield* Wallets).get(owners[1]!)).usdMicroUsd).toBe(47n * CENT)
+      expect(yield* settles(owners[1]!.agent.accountId)).toBe(1)
     }))
   }, 60_000)
 
