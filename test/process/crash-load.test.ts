@@ -3,15 +3,9 @@ import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { Effect, Exit, Layer, ManagedRuntime, Option, Redacted, Scope } from "effect"
+import { Effect, Exit, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { registryOnly } from "../../adapters/services/transport.ts"
-import { devRails } from "../../adapters/rails/dev.ts"
-import { storeLayer } from "../../adapters/sql/Database.ts"
-import { Providers } from "../../src/capabilities/Capabilities.ts"
 import type { AccountId } from "../../src/domain/ids.ts"
-import * as Gateway from "../../src/Gateway.ts"
-import { RateSource } from "../../src/ports/RateSource.ts"
 import { Store } from "../../src/ports/Store.ts"
 import { chatCompletion } from "../providers/fakeLlm.ts"
 import { checkAccount } from "../support/ledger-check.ts"
@@ -19,6 +13,7 @@ import { freshDatabaseUrl } from "../support/postgres.ts"
 import { prng, seedFrom } from "../support/prng.ts"
 import { startServerProcess, type ServerProcess } from "../support/server-process.ts"
 import { client } from "../support/server.ts"
+import { openBooks } from "../support/books.ts"
 
 /**
  * The real server process under mixed load (paid `reason` calls against a
@@ -130,21 +125,7 @@ describe.each(backends)("kill -9 under mixed load over %s", (backend, cycles) =>
   })
 
   /** The same storage, opened by the test while the server is down. */
-  const openStorage = () =>
-    ManagedRuntime.make(
-      Gateway.layer.pipe(
-        Layer.provideMerge(storeLayer({
-          databaseUrl: databaseUrl === undefined ? Option.none() : Option.some(Redacted.make(databaseUrl)),
-          dataDir
-        })),
-        Layer.provideMerge(Layer.mergeAll(
-          RateSource.none,
-          Providers.make([]),
-          registryOnly,
-          devRails({ dataDir: undefined, publicUrl: "http://spendgate.test" })
-        ))
-      )
-    )
+  const openStorage = () => openBooks(databaseUrl, dataDir)
 
   const load = async (
     server: ServerProcess,

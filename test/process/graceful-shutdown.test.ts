@@ -3,21 +3,16 @@ import { type AddressInfo, connect } from "node:net"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { Effect, Exit, Layer, ManagedRuntime, Option, Redacted, Scope } from "effect"
+import { Effect, Exit, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { registryOnly } from "../../adapters/services/transport.ts"
-import { devRails } from "../../adapters/rails/dev.ts"
-import { storeLayer } from "../../adapters/sql/Database.ts"
-import { Providers } from "../../src/capabilities/Capabilities.ts"
 import type { AccountId } from "../../src/domain/ids.ts"
-import * as Gateway from "../../src/Gateway.ts"
-import { RateSource } from "../../src/ports/RateSource.ts"
 import { Store } from "../../src/ports/Store.ts"
 import { chatCompletion } from "../providers/fakeLlm.ts"
 import { checkAccount } from "../support/ledger-check.ts"
 import { freshDatabaseUrl } from "../support/postgres.ts"
 import { type ServerProcess, startServerProcess } from "../support/server-process.ts"
 import { client } from "../support/server.ts"
+import { openBooks } from "../support/books.ts"
 
 /**
  * SIGTERM on the real server process (adapters/http/main.ts, what
@@ -131,17 +126,7 @@ describe("graceful shutdown of the server process (PostgreSQL)", () => {
 
   /** The same storage, opened by the test once the server is gone. */
   const books = (accountId: AccountId) => {
-    const storage = ManagedRuntime.make(
-      Gateway.layer.pipe(
-        Layer.provideMerge(storeLayer({ databaseUrl: Option.some(Redacted.make(databaseUrl)), dataDir })),
-        Layer.provideMerge(Layer.mergeAll(
-          RateSource.none,
-          Providers.make([]),
-          registryOnly,
-          devRails({ dataDir: undefined, publicUrl: "http://spendgate.test" })
-        ))
-      )
-    )
+    const storage = openBooks(databaseUrl, dataDir)
     return storage.runPromise(Effect.gen(function*() {
       const store = yield* Store
       const reservations = (yield* store.listReservations(accountId, { limit: 100, offset: 0 })).items

@@ -3,15 +3,9 @@ import type { AddressInfo } from "node:net"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { Effect, Exit, Layer, ManagedRuntime, Option, Redacted, Scope } from "effect"
+import { Effect, Exit, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { registryOnly } from "../../adapters/services/transport.ts"
-import { devRails } from "../../adapters/rails/dev.ts"
-import { storeLayer } from "../../adapters/sql/Database.ts"
-import { Providers } from "../../src/capabilities/Capabilities.ts"
 import type { AccountId } from "../../src/domain/ids.ts"
-import * as Gateway from "../../src/Gateway.ts"
-import { RateSource } from "../../src/ports/RateSource.ts"
 import { Store } from "../../src/ports/Store.ts"
 import { Spend } from "../../src/wallet/Spend.ts"
 import { chatCompletion } from "../providers/fakeLlm.ts"
@@ -19,6 +13,7 @@ import { checkAccount } from "../support/ledger-check.ts"
 import { freshDatabaseUrl } from "../support/postgres.ts"
 import { type ServerProcess, startServerProcess } from "../support/server-process.ts"
 import { client } from "../support/server.ts"
+import { openBooks } from "../support/books.ts"
 
 /**
  * The settle of a paid call is committed after its answer (docs/ledger-recovery.md).
@@ -75,18 +70,7 @@ describe("settles after the answer, and recovery (PostgreSQL, real server proces
   })
 
   /** The same database, opened by the test once the server is gone. */
-  const storage = () =>
-    ManagedRuntime.make(
-      Gateway.layer.pipe(
-        Layer.provideMerge(storeLayer({ databaseUrl: Option.some(Redacted.make(databaseUrl)), dataDir })),
-        Layer.provideMerge(Layer.mergeAll(
-          RateSource.none,
-          Providers.make([]),
-          registryOnly,
-          devRails({ dataDir: undefined, publicUrl: "http://spendgate.test" })
-        ))
-      )
-    )
+  const storage = () => openBooks(databaseUrl, dataDir)
 
   /** A funded account on a fresh server with settles held back; then `calls` paid calls, one after another. */
   const callsOnServer = async (calls: number) => {

@@ -1,17 +1,12 @@
-import { registryOnly } from "../../adapters/services/transport.ts"
 import { spawn } from "node:child_process"
 import { join } from "node:path"
-import { Effect, Exit, Layer, ManagedRuntime, Option, Redacted, Scope } from "effect"
+import { Effect, Exit, Option, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { storeLayer } from "../../adapters/sql/Database.ts"
-import { devRails } from "../../adapters/rails/dev.ts"
 import type { AccountId } from "../../src/domain/ids.ts"
 import { settleIdsOf, Store } from "../../src/ports/Store.ts"
 import { Wallets } from "../../src/wallet/Wallets.ts"
-import { Providers } from "../../src/capabilities/Capabilities.ts"
-import * as Gateway from "../../src/Gateway.ts"
-import { RateSource } from "../../src/ports/RateSource.ts"
 import { freshDatabaseUrl } from "../support/postgres.ts"
+import { openBooks } from "../support/books.ts"
 
 /**
  * A gateway process on PostgreSQL is killed (SIGKILL) while its call waits
@@ -53,12 +48,7 @@ describe("a process killed mid-call on PostgreSQL", () => {
     child.kill("SIGKILL")
     await exited
 
-    const runtime = ManagedRuntime.make(
-      Gateway.layer.pipe(
-        Layer.provideMerge(storeLayer({ databaseUrl: Option.some(Redacted.make(url)), dataDir: undefined })),
-        Layer.provideMerge(Layer.mergeAll(RateSource.none, Providers.make([]), registryOnly, devRails({ dataDir: undefined, publicUrl: "http://spendgate.test" })))
-      )
-    )
+    const runtime = openBooks(url, undefined)
     try {
       const accountId = ids.accountId as AccountId
       await runtime.runPromise(Effect.gen(function*() {
