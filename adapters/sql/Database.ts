@@ -73,6 +73,10 @@ export interface StoreOptions {
   readonly cache?: CacheMode | undefined
   /** See `SqlStoreOptions.settleDelayMs` (SETTLE_DELAY_MS). */
   readonly settleDelayMs?: number | undefined
+  /** See `SqlStoreOptions.settleRetryMaxPauseMs`. */
+  readonly settleRetryMaxPauseMs?: number | undefined
+  /** See `SqlStoreOptions.settleShutdownTimeoutMs`. */
+  readonly settleShutdownTimeoutMs?: number | undefined
 }
 
 /**
@@ -85,7 +89,11 @@ export const storeOverClientWith = (options: StoreOptions = {}): Layer.Layer<
   SqlClient.SqlClient
 > =>
   Layer.mergeAll(
-    SqlStore.layerWith({ settleDelayMs: options.settleDelayMs }),
+    SqlStore.layerWith({
+      settleDelayMs: options.settleDelayMs,
+      settleRetryMaxPauseMs: options.settleRetryMaxPauseMs,
+      settleShutdownTimeoutMs: options.settleShutdownTimeoutMs
+    }),
     SqlL402Store.layer,
     SqlL402PaymentStore.layer,
     SqlRegistryStore.layer,

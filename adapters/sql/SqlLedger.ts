@@ -314,6 +314,10 @@ const SETTLE_DELAY_MS = 2
 const MAX_SETTLE_BATCH = 256
 /** Failed attempts at writing one settle between two error logs. */
 const SETTLE_ATTEMPTS = 12
+/** The longest pause before a failed settle is tried again (ms). */
+const SETTLE_RETRY_MAX_PAUSE_MS = 5_000
+/** How long closing the store waits for queued settles to land (ms). */
+const SETTLE_SHUTDOWN_TIMEOUT_MS = 10_000
 
 /** A settle taken off the caller's path, waiting to be written. */
 interface QueuedSettle {
@@ -339,9 +343,15 @@ type Signal =
 export const makeSqlLedger = (
   sql: SqlClient.SqlClient,
   readAgent: (row: any) => { agent: Agent; policy: Policy },
-  options: { readonly settleDelayMs?: number | undefined } = {}
+  options: {
+    readonly settleDelayMs?: number | undefined
+    readonly settleRetryMaxPauseMs?: number | undefined
+    readonly settleShutdownTimeoutMs?: number | undefined
+  } = {}
 ): LedgerStore & FundingStore & { readonly settleWriter: Effect.Effect<void, never, Scope.Scope> } => {
   const settleDelayMs = options.settleDelayMs ?? SETTLE_DELAY_MS
+  const settleRetryMaxPauseMs = options.settleRetryMaxPauseMs ?? SETTLE_RETRY_MAX_PAUSE_MS
+  const settleShutdownTimeoutMs = options.settleShutdownTimeoutMs ?? SETTLE_SHUTDOWN_TIMEOUT_MS
   const lockWallet = (accountId: AccountId) =>
     Effect.flatMap(
       sql<WalletRow>`SELECT * FROM wallets WHERE account_id = ${accountId} FOR UPDATE`,
@@ -910,7 +920,7 @@ export const makeSqlLedger = (
       // Back in the queue after a pause that grows with its failures (the writer goes on meanwhile).
       yield* Effect.forkDetach(
         Effect.andThen(
-          realSleep(Math.min(5_000, 50 * 2 ** Math.min(item.attempts, 7))),
+          realSleep(Math.min(settleRetryMaxPauseMs, 50 * 2 ** Math.min(item.attempts, 7))),
           // A retry does not wait for a reserve to carry it.
           Effect.sync(() => {
             enqueueSettles([item], true)
@@ -1522,7 +1532,7 @@ export const makeSqlLedger = (
     /** Runs the settle writer for the life of the scope; at its end, waits (bounded) for queued settles to land. */
     settleWriter: Effect.gen(function*() {
       yield* Effect.forkScoped(settleWriterLoop)
-      yield* Effect.addFinalizer(() => allLanded(10_000))
+      yield* Effect.addFinalizer(() => allLanded(settleShutdownTimeoutMs))
     })
   }
 }

@@ -89,6 +89,10 @@ const keyFinds = (entry: CachedAgent, keyHash: string, now: Date): boolean =>
 export interface SqlStoreOptions {
   /** How long an answered call's settle waits for its wallet's next reserve before it is written alone (ms, default 2). */
   readonly settleDelayMs?: number | undefined
+  /** The longest pause before a settle the database refused is tried again (ms, default 5000). */
+  readonly settleRetryMaxPauseMs?: number | undefined
+  /** How long closing the store waits for queued settles to land before it logs and gives up (ms, default 10000). */
+  readonly settleShutdownTimeoutMs?: number | undefined
 }
 
 export const makeSqlStoreWith = (options: SqlStoreOptions = {}) => Effect.gen(function*() {
@@ -129,7 +133,11 @@ export const makeSqlStoreWith = (options: SqlStoreOptions = {}) => Effect.gen(fu
   const { settleWriter, ...ledger } = makeSqlLedger(
     sql,
     (row: AgentRow) => ({ agent: rowToAgent(row), policy: rowToPolicy(row) }),
-    { settleDelayMs: options.settleDelayMs }
+    {
+      settleDelayMs: options.settleDelayMs,
+      settleRetryMaxPauseMs: options.settleRetryMaxPauseMs,
+      settleShutdownTimeoutMs: options.settleShutdownTimeoutMs
+    }
   )
   yield* settleWriter
 
