@@ -1,0 +1,260 @@
+import { Effect, Exit, Layer, Logger, ManagedRuntime, Option, Scope } from "effect"
+import { SqlClient } from "effect/sql"
+import { afterAll, describe, expect, it } from "vitest"
+import { storeOverClientWith, type StoreOptions } from "../../../adapters/sql/Database.ts"
+import * as PgliteClient from "../../../adapters/sql/PgliteClient.ts"
+import type { AccountId } from "../../../src/domain/ids.ts"
+import { Store } from "../../../src/ports/Store.ts"
+import { Wallets } from "../../../src/wallet/Wallets.ts"
+import { checkAccount } from "../../support/ledger-check.ts"
+import { freshPostgresLayer } from "../../support/postgres.ts"
+import { call, fundedAccount, testLayer } from "../../wallet/ledger.contract.ts"
+
+/**
+ * The error paths of the settles written after the answer
+ * (docs/ledger-recovery.md): the settle writer outliving a batch whose
+ * handling fails, a settle refused again and again that stops holding up
+ * reads, and a shutdown that gives up on a settle that cannot land.
+ */
+
+const backends = [
+  ["PGlite", () => PgliteClient.layer({ dataDir: undefined })],
+  ["PostgreSQL", () => freshPostgresLayer(8)]
+] as const
+
+const CENT = 10_000n
+
+/** A logger that keeps every line (level and text) for the test to read. */
+const captureLogs = () => {
+  const lines: Array<string> = []
+  const logger = Logger.make<unknown, void>(({ logLevel, message }) => {
+    const parts = Array.isArray(message) ? message : [message]
+    lines.push(`${logLevel}: ${parts.map((part) => (typeof part === "string" ? part : String(part))).join(" ")}`)
+  })
+  return { lines, layer: Logger.layer([logger]) }
+}
+
+const pause = (ms: number) => Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, ms)))
+
+/** Polls `check` every 20 ms until it holds, for at most `ms`; answers whether it held. */
+const eventually = <E, R>(check: Effect.Effect<boolean, E, R>, ms: number) =>
+  Effect.gen(function*() {
+    const deadline = Date.now() + ms
+    for (;;) {
+      if (yield* check) return true
+      if (Date.now() > deadline) return false
+      yield* pause(20)
+    }
+  })
+
+const storeLayer = (client: () => Layer.Layer<SqlClient.SqlClient, unknown>, options: StoreOptions, logs: Layer.Layer<never>) =>
+  Layer.provideMerge(testLayer(storeOverClientWith(options)), Layer.merge(client(), logs))
+
+/** Settle audit records of the account, read straight from the database (a read of the store would write them). */
+const settleRecords = (accountId: AccountId) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const rows = yield* sql<{ n: number | string }>`
+      SELECT COUNT(*) AS n FROM audit_log WHERE kind = 'settle' AND account_id = ${accountId}`
+    return Number(rows[0]!.n)
+  })
+
+/**
+ * A trigger that refuses every charge row of `accountId` (a settle's insert)
+ * while it exists, counting its refusals in the sequence `<name>_seq`
+ * (sequences do not roll back with the refused transaction).
+ */
+const refuseCharges = (name: string, accountId: AccountId) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql.unsafe(`CREATE SEQUENCE ${name}_seq`)
+    yield* sql.unsafe(`
+      CREATE FUNCTION ${name}() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF NEW.account_id = '${accountId}' AND NEW.type = 'charge' THEN
+          PERFORM nextval('${name}_seq');
+          RAISE EXCEPTION 'injected fault';
+        END IF;
+        RETURN NEW;
+      END $$`)
+    yield* sql.unsafe(`CREATE TRIGGER ${name} BEFORE INSERT ON transactions FOR EACH ROW EXECUTE FUNCTION ${name}()`)
+    return {
+      /** How many times the database refused the settle so far. */
+      refusals: Effect.map(
+        sql<{ n: number | string; called: boolean }>`SELECT last_value AS n, is_called AS called FROM ${sql(`${name}_seq`)}`,
+        (rows) => (rows[0]!.called ? Number(rows[0]!.n) : 0)
+      ),
+      lift: Effect.orDie(sql.unsafe(`DROP TRIGGER IF EXISTS ${name} ON transactions`))
+    }
+  })
+
+describe.each(backends)("the settle writer's catch-all over %s", (_name, client) => {
+  const logs = captureLogs()
+  /** Accounts whose next settle's `onLanded` throws once (after the settle committed). */
+  const armed = new Set<string>()
+  // The store's own settleLater, with the caller's `onLanded` made to throw once for an armed
+  // account: the writer then fails while handing out a batch's outcomes, after its commit.
+  const throwingOnLanded = Layer.effect(
+    Store,
+    Effect.gen(function*() {
+      const store = yield* Store
+      const settleLater = store.settleLater!
+      return Store.of({
+        ...store,
+        settleLater: (input) =>
+          Effect.suspend(() => {
+            if (!armed.delete(input.accountId)) return settleLater(input)
+            return settleLater({
+              ...input,
+              onLanded: () => {
+                input.onLanded?.()
+                throw new Error("injected: onLanded threw")
+              }
+            })
+          })
+      })
+    })
+  )
+  const runtime = ManagedRuntime.make(
+    Layer.provideMerge(
+      testLayer(Layer.provideMerge(throwingOnLanded, storeOverClientWith({ settleDelayMs: 300 }))),
+      Layer.merge(client() as Layer.Layer<SqlClient.SqlClient, unknown>, logs.layer)
+    )
+  )
+  afterAll(() => runtime.dispose())
+
+  it("a batch whose handling dies after its commit: the writer logs it, goes on writing later settles, and every settle lands once", async () => {
+    await runtime.runPromise(Effect.gen(function*() {
+      const [a, b, c] = [yield* fundedAccount(50n), yield* fundedAccount(50n), yield* fundedAccount(50n)]
+      const accounts = [a, b, c].map((owner) => owner.agent.accountId)
+      armed.add(accounts[0]!)
+      // Two settles well within the writer's 300 ms wait, no read among them: one batch, a's first.
+      const first = yield* call(a, 10n, { actual: 3n * CENT })
+      const second = yield* call(b, 10n, { actual: 3n * CENT })
+      expect(yield* eventually(Effect.sync(() => logs.lines.some((l) => l.includes("Settle writer: a batch failed"))), 5_000))
+        .toBe(true)
+      expect(armed.size).toBe(0)
+      const sql = yield* SqlClient.SqlClient
+      // Both settles committed in the one call whose handling then died.
+      const together = yield* sql<{ n: number | string }>`
+        SELECT COUNT(DISTINCT xmin::text) AS n FROM audit_log
+        WHERE kind = 'settle' AND account_id IN (${accounts[0]!}, ${accounts[1]!})`
+      expect(Number(together[0]!.n)).toBe(1)
+
+      // The writer is still there: a later settle of a third wallet lands with no read or
+      // reserve of that wallet to carry it.
+      const third = yield* call(c, 10n, { actual: 2n * CENT })
+      expect(yield* eventually(Effect.map(settleRecords(accounts[2]!), (n) => n === 1), 5_000)).toBe(true)
+
+      // b's outcome was never handed out: it was tried again (finding its hold settled) and
+      // stops holding up reads of b; every receipt is the charge the books hold, once.
+      const store = yield* Store
+      const wallets = yield* Wallets
+      for (const [owner, result, left] of [[a, first, 47n], [b, second, 47n], [c, third, 48n]] as const) {
+        const accountId = owner.agent.accountId
+        const started = Date.now()
+        expect((yield* wallets.get(owner)).usdMicroUsd).toBe(left * CENT)
+        expect(Date.now() - started).toBeLessThan(1_500)
+        const charge = Option.getOrThrow(yield* store.getTransaction(accountId, result.receipt.transactionId))
+        expect(charge.amountMicroUsd).toBe(result.receipt.chargedMicroUsd)
+        expect(charge.auditId).toBe(result.receipt.auditId)
+        expect(yield* settleRecords(accountId)).toBe(1)
+        const { problems, snapshot } = yield* checkAccount(accountId)
+        expect(problems).toEqual([])
+        expect(snapshot.reservations.filter((r) => r.status === "held")).toEqual([])
+        expect(snapshot.transactions.filter((t) => t.type === "charge")).toHaveLength(1)
+      }
+    }))
+  }, 60_000)
+})
+
+describe.each(backends)("a settle the database refuses again and again over %s", (_name, client) => {
+  const logs = captureLogs()
+  // Retries at most 40 ms apart (5 s by default), so that twelve failures take well under a second.
+  const runtime = ManagedRuntime.make(
+    storeLayer(client as () => Layer.Layer<SqlClient.SqlClient, unknown>, { settleDelayMs: 5, settleRetryMaxPauseMs: 40 }, logs.layer)
+  )
+  afterAll(() => runtime.dispose())
+
+  it("after 12 failures stops holding up reads, is still retried, and lands once with the receipt's amount when the fault lifts", async () => {
+    await runtime.runPromise(Effect.gen(function*() {
+      const owner = yield* fundedAccount(100n)
+      const accountId = owner.agent.accountId
+      const fault = yield* refuseCharges("settle_refused", accountId)
+      const result = yield* Effect.ensuring(
+        Effect.gen(function*() {
+          const result = yield* call(owner, 10n, { actual: 4n * CENT })
+          const logged = Effect.sync(() =>
+            logs.lines.some((l) => l.startsWith("Error: ") && l.includes(`Settle of ${result.receipt.reservationId} could not be written after 12 attempts`))
+          )
+          expect(yield* eventually(logged, 15_000)).toBe(true)
+          // A read no longer waits for it (it would wait 2 s for a settle still held up): it
+          // sees the hold, the settle not landed.
+          const started = Date.now()
+          expect((yield* (yield* Wallets).get(owner)).usdMicroUsd).toBe(90n * CENT)
+          expect(Date.now() - started).toBeLessThan(1_000)
+          expect(yield* settleRecords(accountId)).toBe(0)
+          // Still retried.
+          const refused = yield* fault.refusals
+          expect(refused).toBeGreaterThanOrEqual(12)
+          expect(yield* eventually(Effect.map(fault.refusals, (n) => n >= refused + 3), 5_000)).toBe(true)
+          return result
+        }),
+        fault.lift
+      )
+      // The fault lifted: the next retry lands it (no read or reserve carries it).
+      expect(yield* eventually(Effect.map(settleRecords(accountId), (n) => n === 1), 5_000)).toBe(true)
+      const charge = Option.getOrThrow(yield* (yield* Store).getTransaction(accountId, result.receipt.transactionId))
+      expect(charge.amountMicroUsd).toBe(4n * CENT)
+      expect(charge.amountMicroUsd).toBe(result.receipt.chargedMicroUsd)
+      expect(charge.auditId).toBe(result.receipt.auditId)
+      expect((yield* (yield* Wallets).get(owner)).usdMicroUsd).toBe(96n * CENT)
+      // Once: a few retry pauses later nothing more was written.
+      yield* pause(300)
+      expect(yield* settleRecords(accountId)).toBe(1)
+      const { problems, snapshot } = yield* checkAccount(accountId)
+      expect(problems).toEqual([])
+      expect(snapshot.reservations.filter((r) => r.status === "held")).toEqual([])
+      expect(snapshot.transactions.filter((t) => t.type === "charge")).toHaveLength(1)
+    }))
+  }, 60_000)
+})
+
+describe.each(backends)("closing the store while a settle cannot land over %s", (_name, client) => {
+  const runtime = ManagedRuntime.make(client() as Layer.Layer<SqlClient.SqlClient, unknown>)
+  afterAll(() => runtime.dispose())
+
+  it("gives up after its timeout with an error line, instead of waiting for the settle", async () => {
+    await runtime.runPromise(Effect.gen(function*() {
+      const logs = captureLogs()
+      const scope = yield* Scope.make()
+      const context = yield* Layer.buildWithScope(
+        Layer.provideMerge(testLayer(storeOverClientWith({ settleShutdownTimeoutMs: 1_000 })), logs.layer),
+        scope
+      )
+      const { accountId, result, fault } = yield* Effect.gen(function*() {
+        const owner = yield* fundedAccount(100n)
+        const accountId = owner.agent.accountId
+        const fault = yield* refuseCharges("settle_at_close", accountId)
+        const result = yield* call(owner, 10n, { actual: 4n * CENT })
+        // The writer has tried it and been refused.
+        expect(yield* eventually(Effect.map(fault.refusals, (n) => n >= 1), 5_000)).toBe(true)
+        return { accountId, result, fault }
+      }).pipe(Effect.provide(context))
+      const started = Date.now()
+      yield* Scope.close(scope, Exit.void)
+      const took = Date.now() - started
+      yield* fault.lift
+      expect(took).toBeGreaterThanOrEqual(900)
+      expect(took).toBeLessThan(4_000)
+      expect(logs.lines.filter((l) => l.includes("had not landed"))).toEqual([
+        "Error: 1 settle(s) had not landed after 1000 ms; if the process ends now, recovery charges their holds at their quotes"
+      ])
+      // It did not land: the hold is still held for recovery to capture.
+      expect(yield* settleRecords(accountId)).toBe(0)
+      const sql = yield* SqlClient.SqlClient
+      const held = yield* sql<{ status: string }>`SELECT status FROM reservations WHERE id = ${result.receipt.reservationId}`
+      expect(held.map((r) => r.status)).toEqual(["held"])
+    }))
+  }, 60_000)
+})
