@@ -324,10 +324,17 @@ interface QueuedSettle {
   readonly input: SettleInput
   /** Done once it has landed, or once reads stop waiting for it (`detached`). */
   readonly done: Deferred.Deferred<void>
+  /** Done once it has landed: what shutdown waits for, detached or not. */
+  readonly landing: Deferred.Deferred<void>
   attempts: number
   /** Failed SETTLE_ATTEMPTS times: still retried, no longer waited for by reads. */
   detached: boolean
   landed: boolean
+  /**
+   * Sent in a writer batch whose handling failed after the call: it may have
+   * landed there, so finding nothing held on its retry is no sign of recovery.
+   */
+  uncertain: boolean
 }
 
 /** A reserve waiting for its wallet's batch in flight: told its outcome, or to lead the next batch. */
@@ -795,7 +802,8 @@ export const makeSqlLedger = (
    * must record). The settles' outcomes are handed to `settlesDone`.
    */
   const reserveManyInOneCall = (inputs: ReadonlyArray<ReserveInput>, settles: ReadonlyArray<QueuedSettle> = []) =>
-    Effect.map(
+    // Suspended: a parameter that cannot be built fails this call's Effect, never its caller's code.
+    Effect.suspend(() => Effect.map(
       sql<BatchRow>`
         SELECT * FROM spendgate_ledger_batch(${JSON.stringify(settles.map((queued) => settleJson(queued.input)))}::jsonb,
           ${JSON.stringify(inputs.map(reserveJson))}::jsonb, ${KNOWN_CAPABILITIES}::text)`,
@@ -813,7 +821,7 @@ export const makeSqlLedger = (
         })
         return { held, settled }
       }
-    )
+    ))
 
   // ---- settles off the caller's path ------------------------------------
   //
@@ -830,6 +838,11 @@ export const makeSqlLedger = (
   const queuedSettles = new Map<string, Array<QueuedSettle>>()
   /** Settles of each account queued or in flight: what a read of the account waits for. */
   const unsettled = new Map<string, Set<QueuedSettle>>()
+  /** Every settle not landed yet, detached ones included: what shutdown waits for. */
+  const notLanded = new Set<QueuedSettle>()
+  /** Set when the store has closed: pending retries end instead of queueing again. */
+  const stopped = Deferred.makeUnsafe<void>()
+  let isStopped = false
   let queuedCount = 0
   let writerWake: Deferred.Deferred<void> | undefined
   let writeNow = false
@@ -892,11 +905,19 @@ export const makeSqlLedger = (
     Deferred.doneUnsafe(item.done, Effect.void)
   }
 
-  const settleDone = (item: QueuedSettle) => {
-    if (item.landed) return
+  /** Marks the item landed and tells its call; the call's callback failing is logged, never the writer's failure. */
+  const settleDone = (item: QueuedSettle): Effect.Effect<void> => {
+    if (item.landed) return Effect.void
     item.landed = true
+    notLanded.delete(item)
     detach(item)
-    item.input.onLanded?.()
+    Deferred.doneUnsafe(item.landing, Effect.void)
+    try {
+      item.input.onLanded?.()
+      return Effect.void
+    } catch (error) {
+      return Effect.logError(`Settle of ${item.input.reservationId} landed; its onLanded callback threw`, error)
+    }
   }
 
   /**
@@ -918,11 +939,16 @@ export const makeSqlLedger = (
       // After SETTLE_ATTEMPTS failures reads of the account stop waiting for it.
       if (item.attempts >= SETTLE_ATTEMPTS && !item.detached) detach(item)
       // Back in the queue after a pause that grows with its failures (the writer goes on meanwhile).
+      // The pause ends early when the store closes (no timer outlives it; the hold is recovery's then).
       yield* Effect.forkDetach(
         Effect.andThen(
-          realSleep(Math.min(settleRetryMaxPauseMs, 50 * 2 ** Math.min(item.attempts, 7))),
+          Effect.raceFirst(
+            realSleep(Math.min(settleRetryMaxPauseMs, 50 * 2 ** Math.min(item.attempts, 7))),
+            Deferred.await(stopped)
+          ),
           // A retry does not wait for a reserve to carry it.
           Effect.sync(() => {
+            if (isStopped) return
             enqueueSettles([item], true)
             wakeWriter(true)
           })
@@ -937,12 +963,16 @@ export const makeSqlLedger = (
         // The hold was swept as its call's (released) while this settle waited: a late settle.
         const late = yield* Effect.exit(settleInTransaction(item.input))
         if (Exit.isFailure(late)) return yield* retryLater(item, late.cause)
+      } else if (outcome !== "Settled" && item.uncertain) {
+        yield* Effect.logDebug(
+          `Settle of ${item.input.reservationId} found nothing held (${outcome}) on its retry: it landed in the batch that failed, or recovery captured it`
+        )
       } else if (outcome !== "Settled") {
         yield* Effect.logWarning(
           `Settle of ${item.input.reservationId} found nothing held (${outcome}): recovery captured it at its quote first`
         )
       }
-      settleDone(item)
+      yield* settleDone(item)
     })
 
   /** Writes settles the writer took, all in one call; on failure each is retried alone, then left to recovery. */
@@ -990,7 +1020,11 @@ export const makeSqlLedger = (
           Effect.catchCause((cause) =>
             Effect.gen(function*() {
               yield* Effect.logError("Settle writer: a batch failed", cause)
-              for (const item of batch) if (!item.landed && !queueHas(item)) yield* retryLater(item, cause)
+              for (const item of batch) {
+                if (item.landed || queueHas(item)) continue
+                item.uncertain = true
+                yield* retryLater(item, cause)
+              }
               yield* realSleep(100)
             })
           )
@@ -1047,20 +1081,21 @@ export const makeSqlLedger = (
   /** Waits until every queued settle has landed (reads by charge id, shutdown), for at most `timeoutMs`. */
   const allLanded = (timeoutMs: number) =>
     Effect.suspend(() => {
-      if (unsettled.size === 0) return Effect.void
-      // Settles queued meanwhile (a call that finished during the wait) are waited for too.
+      if (notLanded.size === 0) return Effect.void
+      // Settles queued meanwhile (a call that finished during the wait) are waited for too, and
+      // so are those reads no longer wait for (detached after repeated failures).
       const untilEmpty: Effect.Effect<boolean> = Effect.suspend(() => {
-        const open = [...unsettled.values()].flatMap((set) => [...set])
+        const open = [...notLanded]
         if (open.length === 0) return Effect.succeed(true)
         wakeWriter(true)
-        return Effect.andThen(Effect.forEach(open, (item) => Deferred.await(item.done), { discard: true }), untilEmpty)
+        return Effect.andThen(Effect.forEach(open, (item) => Deferred.await(item.landing), { discard: true }), untilEmpty)
       })
       return Effect.raceFirst(untilEmpty, Effect.as(realSleep(timeoutMs), false)).pipe(
         Effect.flatMap((done) =>
           done
             ? Effect.void
             : Effect.logError(
-              `${[...unsettled.values()].reduce((n, set) => n + set.size, 0)} settle(s) had not landed after ${timeoutMs} ms; ` +
+              `${notLanded.size} settle(s) had not landed after ${timeoutMs} ms; ` +
                 `if the process ends now, recovery charges their holds at their quotes`
             )
         )
@@ -1527,12 +1562,30 @@ export const makeSqlLedger = (
     refundedOf: afterAllSettles(ledger.refundedOf),
     settleLater: (input) =>
       Effect.sync(() => {
-        enqueueSettles([{ input, done: Deferred.makeUnsafe<void>(), attempts: 0, detached: false, landed: false }], false)
+        const item: QueuedSettle = {
+          input,
+          done: Deferred.makeUnsafe<void>(),
+          landing: Deferred.makeUnsafe<void>(),
+          attempts: 0,
+          detached: false,
+          landed: false,
+          uncertain: false
+        }
+        notLanded.add(item)
+        enqueueSettles([item], false)
       }),
     /** Runs the settle writer for the life of the scope; at its end, waits (bounded) for queued settles to land. */
     settleWriter: Effect.gen(function*() {
       yield* Effect.forkScoped(settleWriterLoop)
-      yield* Effect.addFinalizer(() => allLanded(settleShutdownTimeoutMs))
+      yield* Effect.addFinalizer(() =>
+        Effect.andThen(
+          allLanded(settleShutdownTimeoutMs),
+          Effect.sync(() => {
+            isStopped = true
+            Deferred.doneUnsafe(stopped, Effect.void)
+          })
+        )
+      )
     })
   }
 }

@@ -208,7 +208,7 @@ export interface SettleInput {
    * never charged late.
    */
   readonly onlyHeld?: boolean | undefined
-  /** `settleLater` only: told once the settle has landed (or the store stopped trying). */
+  /** `settleLater` only: told once the settle has landed (never if it does not land before the process ends: recovery then captures the hold). */
   readonly onLanded?: (() => void) | undefined
 }
 
