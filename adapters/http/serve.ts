@@ -4,7 +4,7 @@ import { createServer } from "node:net"
 import * as Gateway from "../../src/Gateway.ts"
 import { L402Payments } from "../../src/l402/Pay.ts"
 import { Providers } from "../../src/capabilities/Capabilities.ts"
-import { SpanStackTraces } from "../../src/observability/Tracing.ts"
+import { withoutTracing } from "../../src/observability/Tracing.ts"
 import type { AnyProvider } from "../../src/capabilities/Provider.ts"
 import { Funding } from "../../src/funding/Funding.ts"
 import type { AdminStore } from "../../src/ports/AdminStore.ts"
@@ -147,11 +147,13 @@ export const loggerLayer = (format: "text" | "json") =>
 
 /**
  * The OTLP exporters when an endpoint is configured, loaded only then
- * (adapters/http/otlp.ts); otherwise nothing: Effect's spans stay in process
- * and are dropped, so they capture no stack trace either (SpanStackTraces).
+ * (adapters/http/otlp.ts); otherwise tracing is off (`withoutTracing`): no
+ * span is recorded, since none would be sent.
  */
 const withTelemetry = (otlp: Option.Option<OtlpConfig>) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Option.isNone(otlp) ? Effect.provideService(effect, SpanStackTraces, false) : Effect.provide(
+  Option.isNone(otlp)
+    ? withoutTracing(effect)
+    : Effect.provide(
     effect,
     Layer.unwrap(Effect.map(Effect.promise(() => import("./otlp.ts")), (module) => module.otlpLayer(otlp.value)))
   )

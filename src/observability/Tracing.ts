@@ -1,4 +1,4 @@
-import { Context, type Tracer } from "effect"
+import { Context, Effect, References, type Tracer } from "effect"
 
 /**
  * Whether the spans the code opens itself (`Effect.withSpan`: the request's
@@ -18,3 +18,12 @@ const noStackTrace: Tracer.TraceOptions = { captureStackTrace: false }
 
 /** `Effect.withSpan`'s trace options (its third argument) for a `SpanStackTraces` setting: Effect's default, or off. */
 export const spanTraceOptions = (enabled: boolean): Tracer.TraceOptions | undefined => enabled ? undefined : noStackTrace
+
+/**
+ * Runs `effect` with tracing off, for a host that exports no spans: no span
+ * is recorded at all (Effect's `TracerEnabled`; `withSpan` then makes an
+ * inert placeholder) and none captures a stack frame. The spans' names and
+ * attributes cost CPU on every metered call and would only be dropped.
+ */
+export const withoutTracing = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  effect.pipe(Effect.provideService(SpanStackTraces, false), Effect.provideService(References.TracerEnabled, false))
