@@ -18,6 +18,9 @@
  * drives, at 1 and 16 connections:
  *
  * - the upstream directly (`POST /v1/chat/completions`);
+ * - on PostgreSQL, the floor of the stack (bench/floor.ts): a bare forwarder
+ *   on the same HTTP server, client and driver that commits one UPDATE and
+ *   forwards the call, with no key, policy or ledger;
  * - `POST /v1/proxy/openai` (the same chat completion through the proxy);
  * - `POST /v1/capabilities/reason`;
  *
@@ -397,7 +400,8 @@ const startServer = async (backend: "pg" | "pglite", upstreamPort: number) => {
     RATE_LIMIT_ACCOUNT_PER_MINUTE: "1000000000",
     SIGNUP_RATE_PER_HOUR: "1000000"
   }
-  if (backend === "pg") env["DATABASE_URL"] = await freshDatabase()
+  const databaseUrl = backend === "pg" ? await freshDatabase() : undefined
+  if (databaseUrl !== undefined) env["DATABASE_URL"] = databaseUrl
   const base = `http://127.0.0.1:${port}`
   const started = performance.now()
   const profile = profileDir === "" ? [] : ["--cpu-prof", `--cpu-prof-dir=${resolve(profileDir)}`, `--cpu-prof-name=${backend}-${Date.now()}.cpuprofile`]
@@ -416,11 +420,26 @@ const startServer = async (backend: "pg" | "pglite", upstreamPort: number) => {
     }
     await sleep(10)
   }
-  return { server, base, startMs: performance.now() - started, startCpuMs: cpuMs(server.child.pid!) }
+  return { server, base, startMs: performance.now() - started, startCpuMs: cpuMs(server.child.pid!), databaseUrl }
+}
+
+/** The stack's floor (bench/floor.ts) on the backend's database: its base URL and child. */
+const startFloor = async (databaseUrl: string, upstreamPort: number) => {
+  const floor = start(
+    [...startFlags(serverRoot), join(root, "bench/floor.ts")],
+    { PORT: "0", DATABASE_URL: databaseUrl, UPSTREAM: `http://127.0.0.1:${upstreamPort}/v1` },
+    root
+  )
+  for (let waited = 0;; waited += 10) {
+    const match = /listening (\d+)/.exec(floor.output())
+    if (match !== null) return { floor, base: `http://127.0.0.1:${match[1]}` }
+    if (floor.child.exitCode !== null || waited > 30_000) throw new Error(`the floor did not start:\n${floor.output()}`)
+    await sleep(10)
+  }
 }
 
 const runBackend = async (backend: "pg" | "pglite", upstreamPort: number, rows: Array<Row>, figures: Array<ServerFigures>) => {
-  const { server, base, startMs, startCpuMs } = await startServer(backend, upstreamPort)
+  const { server, base, startMs, startCpuMs, databaseUrl } = await startServer(backend, upstreamPort)
   console.error(`bench:http: ${backend}: healthy after ${startMs.toFixed(0)} ms; funding ${walletCount + 1} wallets`)
   await sleep(1000)
   const pid = server.child.pid!
@@ -428,9 +447,15 @@ const runBackend = async (backend: "pg" | "pglite", upstreamPort: number, rows: 
   const [hot] = await fundedAccounts(base, 1, "hot")
   const many = await fundedAccounts(base, walletCount, "wallet")
   const direct = `http://127.0.0.1:${upstreamPort}/v1/chat/completions`
+  const floor = databaseUrl === undefined ? undefined : await startFloor(databaseUrl, upstreamPort)
   for (const connections of connectionCounts) {
     const directCell = await measure(direct, JSON.stringify(chatBody), connections, [])
     rows.push({ backend, target: "upstream direct", connections, wallets: "-", cell: directCell })
+    if (floor !== undefined) {
+      console.error(`bench:http: ${backend}: the floor (forward + 1 commit), ${connections} connection(s)`)
+      const cell = await measure(`${floor.base}/v1/proxy/openai`, proxyBody, connections, [], floor.floor.child.pid)
+      rows.push({ backend, target: "floor: forward + 1 commit", connections, wallets: "-", cell, direct: directCell })
+    }
     for (const [target, path, body] of [["POST /v1/proxy/openai", "/v1/proxy/openai", proxyBody], ["POST /v1/capabilities/reason", "/v1/capabilities/reason", reasonBody]] as const) {
       for (const [wallets, keys] of [["1 (hot)", [hot!]], [String(walletCount), many]] as const) {
         console.error(`bench:http: ${backend}: ${target}, ${connections} connection(s), ${wallets} wallet(s)`)
@@ -441,6 +466,7 @@ const runBackend = async (backend: "pg" | "pglite", upstreamPort: number, rows: 
   }
   const rssAfterMb = rssMb(pid)
   figures.push({ backend, startMs, startCpuMs, rssIdleMb, rssAfterMb })
+  if (floor !== undefined) await stopChild(floor.floor.child)
   await stopChild(server.child)
 }
 
