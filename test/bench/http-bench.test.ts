@@ -68,10 +68,15 @@ describe("npm run bench:http", () => {
       const cells = row.split("|").map((c) => c.trim())
       expect(cells[11], row).toBe("0")
     }
+    // The stack's floor, on PostgreSQL only: its forwarded calls all answered.
+    const floorRows = stdout.split("\n").filter((line) => /\| floor: forward \+ 1 commit /.test(line))
+    expect(floorRows.map((row) => row.split("|").map((c) => c.trim()).slice(1, 4))).toEqual([["pg", "floor: forward + 1 commit", "1"], ["pg", "floor: forward + 1 commit", "16"]])
+    for (const row of floorRows) expect(row.split("|").map((c) => c.trim())[11], row).toBe("0")
     expect(stdout).toMatch(/\| pg +\| \d+ +\| \d+ +\| \d+ +\| \d+ +\|/)
     expect(stdout).toMatch(/\| pglite +\| \d+ +\| \d+ +\| \d+ +\| \d+ +\|/)
     const children = childrenOf(stdout)
-    expect(children).toHaveLength(3)
+    // The upstream, the floor and the two servers.
+    expect(children).toHaveLength(4)
     expect(children.filter(alive)).toEqual([])
   }, 300_000)
 
@@ -79,7 +84,8 @@ describe("npm run bench:http", () => {
     const { code, stdout } = await run(["--duration=5", "--warmup=0", "--wallets=2", "--backends=pg"], /proxy\/openai/)
     expect(code).toBe(130)
     const children = childrenOf(stdout)
-    expect(children).toHaveLength(2)
+    // The upstream, the floor and the server.
+    expect(children).toHaveLength(3)
     expect(children.filter(alive)).toEqual([])
   }, 180_000)
 })
