@@ -131,9 +131,21 @@ export const layer = (options: TransportOptions): Layer.Layer<ServiceTransport, 
           return {
             status: response.status,
             headers: response.headers as Readonly<Record<string, string>>,
-            stream: response.stream.pipe(Stream.mapError((error) => failure(service)("network", String(error).slice(0, 300))))
+            stream: response.stream.pipe(Stream.mapError((error) => failure(service)("network", String(error).slice(0, 300)))),
+            // The whole body at once: the client reads exactly the declared length, so `send` takes this
+            // only for an answer whose Content-Length is within its bound.
+            whole: Effect.map(
+              Effect.mapError(response.arrayBuffer, (error) => failure(service)("network", String(error).slice(0, 300))),
+              (buffer) => new Uint8Array(buffer)
+            )
           }
         })
+
+      /** The length an answer declares (Content-Length), when it is a plain whole number. */
+      const declaredLength = (headers: Readonly<Record<string, string>>): number | undefined => {
+        const value = headers["content-length"]
+        return value !== undefined && /^\d{1,15}$/.test(value) ? Number(value) : undefined
+      }
 
       const stream = (service: Service, request: Request) =>
         Effect.gen(function*() {
@@ -165,23 +177,33 @@ export const layer = (options: TransportOptions): Layer.Layer<ServiceTransport, 
         Effect.gen(function*() {
           const fail = failure(service)
           const response = yield* open(service, request)
-          let received = 0
-          const chunks: Array<Uint8Array> = []
-          yield* response.stream.pipe(
-            Stream.runForEachWhile((chunk) =>
-              Effect.suspend(() => {
-                received += chunk.length
-                if (received > maxBytes) return Effect.fail(fail("too_large", `the answer is larger than ${maxBytes} bytes`))
-                chunks.push(chunk)
-                return Effect.succeed(true)
-              })
+          const declared = declaredLength(response.headers)
+          if (declared !== undefined && declared > maxBytes) {
+            return yield* fail("too_large", `the answer is larger than ${maxBytes} bytes`)
+          }
+          let bytes: Uint8Array
+          if (declared !== undefined && "whole" in response) {
+            // Its length is known and within the bound: read at once, no per-chunk accounting.
+            bytes = yield* response.whole
+          } else {
+            let received = 0
+            const chunks: Array<Uint8Array> = []
+            yield* response.stream.pipe(
+              Stream.runForEachWhile((chunk) =>
+                Effect.suspend(() => {
+                  received += chunk.length
+                  if (received > maxBytes) return Effect.fail(fail("too_large", `the answer is larger than ${maxBytes} bytes`))
+                  chunks.push(chunk)
+                  return Effect.succeed(true)
+                })
+              )
             )
-          )
-          const bytes = new Uint8Array(received)
-          let offset = 0
-          for (const chunk of chunks) {
-            bytes.set(chunk, offset)
-            offset += chunk.length
+            bytes = new Uint8Array(received)
+            let offset = 0
+            for (const chunk of chunks) {
+              bytes.set(chunk, offset)
+              offset += chunk.length
+            }
           }
           const text = new TextDecoder().decode(bytes)
           const contentType = response.headers["content-type"] ?? ""
