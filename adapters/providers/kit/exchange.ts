@@ -243,11 +243,16 @@ export const exchange = (
     }
     const tooLarge = () =>
       fail(upstream, "too_large", `${upstream.provider}'s answer is larger than ${upstream.maxResponseBytes} bytes`)
-    const declared = Number(response.headers["content-length"])
-    if (Number.isFinite(declared) && declared > upstream.maxResponseBytes) return yield* tooLarge()
-    const { bytes, overflow } = yield* readBody(response, upstream.maxResponseBytes).pipe(
-      Effect.mapError((error) => transportFailure(upstream, error))
-    )
+    const length = response.headers["content-length"]
+    const declared = length !== undefined && /^\d{1,15}$/.test(length) ? Number(length) : undefined
+    if (declared !== undefined && declared > upstream.maxResponseBytes) return yield* tooLarge()
+    // A declared length within the bound is read at once (the client reads exactly that many
+    // bytes, or fails); any other answer chunk by chunk, cut at the bound.
+    const { bytes, overflow } = yield* (declared !== undefined
+      ? Effect.map(response.arrayBuffer, (buffer) => ({ bytes: new Uint8Array(buffer), overflow: false }))
+      : readBody(response, upstream.maxResponseBytes)).pipe(
+        Effect.mapError((error) => transportFailure(upstream, error))
+      )
     if (overflow) return yield* tooLarge()
     const contentType = (response.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase()
     return { status: response.status, headers: response.headers, contentType, bytes }
