@@ -330,11 +330,8 @@ interface QueuedSettle {
   /** Failed SETTLE_ATTEMPTS times: still retried, no longer waited for by reads. */
   detached: boolean
   landed: boolean
-  /**
-   * Sent in a writer batch whose handling failed after the call: it may have
-   * landed there, so finding nothing held on its retry is no sign of recovery.
-   */
-  uncertain: boolean
+  /** A retry of it is waiting for its pause to end (it is neither queued nor being written). */
+  retrying: boolean
 }
 
 /** A reserve waiting for its wallet's batch in flight: told its outcome, or to lead the next batch. */
@@ -883,11 +880,11 @@ export const makeSqlLedger = (
    * never tried before (one that failed is retried by the writer alone, so it
    * cannot fail a batch of reserves again and again).
    */
-  const takeSettles = (accountId: string, fresh = false): Array<QueuedSettle> => {
+  const takeSettles = (accountId: string, fresh = false, retried = false): Array<QueuedSettle> => {
     const queue = queuedSettles.get(accountId)
     if (queue === undefined) return []
-    const taken = fresh ? queue.filter((item) => item.attempts === 0) : queue
-    const left = fresh ? queue.filter((item) => item.attempts > 0) : []
+    const taken = fresh ? queue.filter((item) => item.attempts === 0) : retried ? queue.filter((item) => item.attempts > 0) : queue
+    const left = fresh ? queue.filter((item) => item.attempts > 0) : retried ? queue.filter((item) => item.attempts === 0) : []
     if (left.length > 0) queuedSettles.set(accountId, left)
     else queuedSettles.delete(accountId)
     queuedCount -= taken.length
@@ -928,6 +925,7 @@ export const makeSqlLedger = (
    */
   const retryLater = (item: QueuedSettle, cause: unknown) =>
     Effect.gen(function*() {
+      item.retrying = true
       item.attempts++
       if (item.attempts % SETTLE_ATTEMPTS === 0) {
         yield* Effect.logError(
@@ -948,6 +946,7 @@ export const makeSqlLedger = (
           ),
           // A retry does not wait for a reserve to carry it.
           Effect.sync(() => {
+            item.retrying = false
             if (isStopped) return
             enqueueSettles([item], true)
             wakeWriter(true)
@@ -963,14 +962,25 @@ export const makeSqlLedger = (
         // The hold was swept as its call's (released) while this settle waited: a late settle.
         const late = yield* Effect.exit(settleInTransaction(item.input))
         if (Exit.isFailure(late)) return yield* retryLater(item, late.cause)
-      } else if (outcome !== "Settled" && item.uncertain) {
-        yield* Effect.logDebug(
-          `Settle of ${item.input.reservationId} found nothing held (${outcome}) on its retry: it landed in the batch that failed, or recovery captured it`
-        )
       } else if (outcome !== "Settled") {
-        yield* Effect.logWarning(
-          `Settle of ${item.input.reservationId} found nothing held (${outcome}): recovery captured it at its quote first`
+        // Nothing held: an earlier attempt of this settle landed (its answer was lost), or recovery
+        // captured the hold first. The charge the books hold under the receipt's id tells which.
+        const charge = yield* Effect.exit(
+          sql<{ description: string; amount_micro_usd: Int8 }>`
+            SELECT description, amount_micro_usd FROM transactions
+            WHERE id = ${item.input.transactionId} AND account_id = ${item.input.accountId}`
         )
+        const row = Exit.isSuccess(charge) ? charge.value[0] : undefined
+        if (row !== undefined && row.description === item.input.description) {
+          yield* Effect.logDebug(`Settle of ${item.input.reservationId} had already landed (an earlier attempt's answer was lost)`)
+        } else {
+          yield* Effect.logWarning(
+            `Settle of ${item.input.reservationId} found nothing held (${outcome}): ` +
+              (row !== undefined
+                ? `recovery captured it at its quote first (charged ${big(row.amount_micro_usd)} µUSD)`
+                : "the hold was ended without this settle")
+          )
+        }
       }
       yield* settleDone(item)
     })
@@ -1009,10 +1019,10 @@ export const makeSqlLedger = (
       const batch: Array<QueuedSettle> = []
       for (const accountId of [...queuedSettles.keys()]) {
         if (batch.length >= MAX_SETTLE_BATCH) break
-        // A wallet with a reserve batch in flight: its leader carries these (it took, or will
-        // take, them under the wallet's lock, in order with its reserves).
-        if (inFlight.has(accountId)) continue
-        batch.push(...takeSettles(accountId))
+        // A wallet with a reserve batch in flight: its leader carries the fresh ones (it took, or
+        // will take, them under the wallet's lock, in order with its reserves); one that failed
+        // before is the writer's alone, so a wallet that is never idle does not strand it.
+        batch.push(...(inFlight.has(accountId) ? takeSettles(accountId, false, true) : takeSettles(accountId)))
       }
       if (batch.length > 0) {
         yield* writeSettles(batch).pipe(
@@ -1021,8 +1031,7 @@ export const makeSqlLedger = (
             Effect.gen(function*() {
               yield* Effect.logError("Settle writer: a batch failed", cause)
               for (const item of batch) {
-                if (item.landed || queueHas(item)) continue
-                item.uncertain = true
+                if (item.landed || item.retrying || queueHas(item)) continue
                 yield* retryLater(item, cause)
               }
               yield* realSleep(100)
@@ -1095,7 +1104,7 @@ export const makeSqlLedger = (
           done
             ? Effect.void
             : Effect.logError(
-              `${notLanded.size} settle(s) had not landed after ${timeoutMs} ms; ` +
+              `${notLanded.size} settle(s) not confirmed landed after ${timeoutMs} ms; ` +
                 `if the process ends now, recovery charges their holds at their quotes`
             )
         )
@@ -1561,7 +1570,23 @@ export const makeSqlLedger = (
     refund: afterAllSettles(ledger.refund),
     refundedOf: afterAllSettles(ledger.refundedOf),
     settleLater: (input) =>
-      Effect.sync(() => {
+      isStopped
+        // The store has closed its queue (shutdown): written here, on the caller's path, or left to recovery.
+        ? Effect.gen(function*() {
+          const settled = yield* Effect.exit(settleAny(input))
+          if (Exit.isFailure(settled)) {
+            return yield* Effect.logError(
+              `Settle of ${input.reservationId} after the store closed its queue could not be written; recovery charges the hold at its quote`,
+              settled.cause
+            )
+          }
+          try {
+            input.onLanded?.()
+          } catch (error) {
+            yield* Effect.logError(`Settle of ${input.reservationId} landed; its onLanded callback threw`, error)
+          }
+        })
+        : Effect.sync(() => {
         const item: QueuedSettle = {
           input,
           done: Deferred.makeUnsafe<void>(),
@@ -1569,7 +1594,7 @@ export const makeSqlLedger = (
           attempts: 0,
           detached: false,
           landed: false,
-          uncertain: false
+          retrying: false
         }
         notLanded.add(item)
         enqueueSettles([item], false)
@@ -1578,7 +1603,7 @@ export const makeSqlLedger = (
     settleWriter: Effect.gen(function*() {
       yield* Effect.forkScoped(settleWriterLoop)
       yield* Effect.addFinalizer(() =>
-        Effect.andThen(
+        Effect.ensuring(
           allLanded(settleShutdownTimeoutMs),
           Effect.sync(() => {
             isStopped = true

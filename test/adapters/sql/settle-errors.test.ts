@@ -1,7 +1,7 @@
 import { Effect, Exit, Layer, Logger, ManagedRuntime, Option, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { afterAll, describe, expect, it } from "vitest"
-import { storeOverClientWith, type StoreOptions } from "../../../adapters/sql/Database.ts"
+import { storeOverClientWith } from "../../../adapters/sql/Database.ts"
 import * as PgliteClient from "../../../adapters/sql/PgliteClient.ts"
 import type { AccountId } from "../../../src/domain/ids.ts"
 import { Store } from "../../../src/ports/Store.ts"
@@ -47,9 +47,6 @@ const eventually = <E, R>(check: Effect.Effect<boolean, E, R>, ms: number) =>
     }
   })
 
-const storeLayer = (client: () => Layer.Layer<SqlClient.SqlClient, unknown>, options: StoreOptions, logs: Layer.Layer<never>) =>
-  Layer.provideMerge(testLayer(storeOverClientWith(options)), Layer.merge(client(), logs))
-
 /** Settle audit records of the account, read straight from the database (a read of the store would write them). */
 const settleRecords = (accountId: AccountId) =>
   Effect.gen(function*() {
@@ -88,6 +85,27 @@ const refuseCharges = (name: string, accountId: AccountId) =>
     }
   })
 
+/** The store's own settleLater, counting each call's `onLanded` by reservation. */
+const countingOnLanded = (counts: Map<string, number>) =>
+  Layer.effect(
+    Store,
+    Effect.gen(function*() {
+      const store = yield* Store
+      const settleLater = store.settleLater!
+      return Store.of({
+        ...store,
+        settleLater: (input) =>
+          settleLater({
+            ...input,
+            onLanded: () => {
+              counts.set(input.reservationId, (counts.get(input.reservationId) ?? 0) + 1)
+              input.onLanded?.()
+            }
+          })
+      })
+    })
+  )
+
 describe.each(backends)("what a settle batch's handling survives over %s", (_name, client) => {
   const logs = captureLogs()
   /** Accounts whose next settle's `onLanded` throws (after the settle committed). */
@@ -122,7 +140,7 @@ describe.each(backends)("what a settle batch's handling survives over %s", (_nam
     Layer.provideMerge(
       testLayer(Layer.provideMerge(
         faulty,
-        storeOverClientWith({ settleDelayMs: 300, settleRetryMaxPauseMs: 40, settleShutdownTimeoutMs: 200 })
+        storeOverClientWith({ settleDelayMs: 1_500, settleRetryMaxPauseMs: 40, settleShutdownTimeoutMs: 200 })
       )),
       Layer.merge(client() as Layer.Layer<SqlClient.SqlClient, unknown>, logs.layer)
     )
@@ -151,7 +169,7 @@ describe.each(backends)("what a settle batch's handling survives over %s", (_nam
       const [a, b, c] = [yield* fundedAccount(50n), yield* fundedAccount(50n), yield* fundedAccount(50n)]
       const accounts = [a, b, c].map((owner) => owner.agent.accountId)
       throwing.add(accounts[0]!)
-      // Two settles well within the writer's 300 ms wait, no read among them: one batch, a's first.
+      // Two settles well within the writer's 1.5 s wait, no read among them: one batch, a's first.
       const first = yield* call(a, 10n, { actual: 3n * CENT })
       const second = yield* call(b, 10n, { actual: 3n * CENT })
       const threw = Effect.sync(() => logs.lines.some((l) => l.startsWith("Error: ") && l.includes("its onLanded callback threw")))
@@ -199,9 +217,13 @@ describe.each(backends)("what a settle batch's handling survives over %s", (_nam
 
 describe.each(backends)("a settle the database refuses again and again over %s", (_name, client) => {
   const logs = captureLogs()
+  const landings = new Map<string, number>()
   // Retries at most 40 ms apart (5 s by default), so that twelve failures take well under a second.
   const runtime = ManagedRuntime.make(
-    storeLayer(client as () => Layer.Layer<SqlClient.SqlClient, unknown>, { settleDelayMs: 5, settleRetryMaxPauseMs: 40 }, logs.layer)
+    Layer.provideMerge(
+      testLayer(Layer.provideMerge(countingOnLanded(landings), storeOverClientWith({ settleDelayMs: 5, settleRetryMaxPauseMs: 40 }))),
+      Layer.merge(client() as Layer.Layer<SqlClient.SqlClient, unknown>, logs.layer)
+    )
   )
   afterAll(() => runtime.dispose())
 
@@ -238,9 +260,12 @@ describe.each(backends)("a settle the database refuses again and again over %s",
       expect(charge.amountMicroUsd).toBe(result.receipt.chargedMicroUsd)
       expect(charge.auditId).toBe(result.receipt.auditId)
       expect((yield* (yield* Wallets).get(owner)).usdMicroUsd).toBe(96n * CENT)
-      // Once: a few retry pauses later nothing more was written.
+      // Once: a few retry pauses later nothing more was written, its call was told once, and no
+      // attempt found the hold already gone.
       yield* pause(300)
       expect(yield* settleRecords(accountId)).toBe(1)
+      expect(landings.get(result.receipt.reservationId)).toBe(1)
+      expect(logs.lines.filter((l) => l.includes("found nothing held") || l.includes("had already landed"))).toEqual([])
       const { problems, snapshot } = yield* checkAccount(accountId)
       expect(problems).toEqual([])
       expect(snapshot.reservations.filter((r) => r.status === "held")).toEqual([])
@@ -276,14 +301,49 @@ describe.each(backends)("closing the store while a settle cannot land over %s", 
       yield* fault.lift
       expect(took).toBeGreaterThanOrEqual(900)
       expect(took).toBeLessThan(4_000)
-      expect(logs.lines.filter((l) => l.includes("had not landed"))).toEqual([
-        "Error: 1 settle(s) had not landed after 1000 ms; if the process ends now, recovery charges their holds at their quotes"
+      expect(logs.lines.filter((l) => l.includes("not confirmed landed"))).toEqual([
+        "Error: 1 settle(s) not confirmed landed after 1000 ms; if the process ends now, recovery charges their holds at their quotes"
       ])
       // It did not land: the hold is still held for recovery to capture.
       expect(yield* settleRecords(accountId)).toBe(0)
       const sql = yield* SqlClient.SqlClient
       const held = yield* sql<{ status: string }>`SELECT status FROM reservations WHERE id = ${result.receipt.reservationId}`
       expect(held.map((r) => r.status)).toEqual(["held"])
+    }))
+  }, 60_000)
+})
+
+describe.each(backends)("a call answered after the store closed its queue over %s", (_name, client) => {
+  const runtime = ManagedRuntime.make(client() as Layer.Layer<SqlClient.SqlClient, unknown>)
+  afterAll(() => runtime.dispose())
+
+  it("has its settle written on its own path: charged as its receipt says, nothing left held", async () => {
+    await runtime.runPromise(Effect.gen(function*() {
+      const logs = captureLogs()
+      const landings = new Map<string, number>()
+      const scope = yield* Scope.make()
+      const context = yield* Layer.buildWithScope(
+        Layer.provideMerge(
+          testLayer(Layer.provideMerge(countingOnLanded(landings), storeOverClientWith({ settleDelayMs: 60_000 }))),
+          logs.layer
+        ),
+        scope
+      )
+      const owner = yield* fundedAccount(100n).pipe(Effect.provide(context))
+      yield* Scope.close(scope, Exit.void)
+      // A request still in flight at shutdown answers after the store's queue has closed.
+      const result = yield* call(owner, 10n, { actual: 3n * CENT }).pipe(Effect.provide(context))
+      const accountId = owner.agent.accountId
+      // Written before the call returned: no writer is left to take it.
+      expect(yield* settleRecords(accountId)).toBe(1)
+      expect(landings.get(result.receipt.reservationId)).toBe(1)
+      const sql = yield* SqlClient.SqlClient
+      const charge = yield* sql<{ amount_micro_usd: number | string }>`
+        SELECT amount_micro_usd FROM transactions WHERE id = ${result.receipt.transactionId}`
+      expect(charge.map((row) => BigInt(row.amount_micro_usd))).toEqual([result.receipt.chargedMicroUsd])
+      const { problems, snapshot } = yield* checkAccount(accountId).pipe(Effect.provide(context))
+      expect(problems).toEqual([])
+      expect(snapshot.reservations.filter((r) => r.status === "held")).toEqual([])
     }))
   }, 60_000)
 })
@@ -317,8 +377,8 @@ describe.each(backends)("closing the store while a settle reads no longer wait f
       const took = Date.now() - started
       yield* fault.lift
       expect(took).toBeGreaterThanOrEqual(900)
-      expect(logs.lines.filter((l) => l.includes("had not landed"))).toEqual([
-        "Error: 1 settle(s) had not landed after 1000 ms; if the process ends now, recovery charges their holds at their quotes"
+      expect(logs.lines.filter((l) => l.includes("not confirmed landed"))).toEqual([
+        "Error: 1 settle(s) not confirmed landed after 1000 ms; if the process ends now, recovery charges their holds at their quotes"
       ])
     }))
   }, 60_000)
