@@ -1,7 +1,7 @@
 import { Effect, Exit, Layer, Logger, ManagedRuntime, Option, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { afterAll, describe, expect, it } from "vitest"
-import { storeOverClientWith } from "../../../adapters/sql/Database.ts"
+import { storeOverClientWith, type StoreOptions } from "../../../adapters/sql/Database.ts"
 import * as PgliteClient from "../../../adapters/sql/PgliteClient.ts"
 import type { AccountId } from "../../../src/domain/ids.ts"
 import { Store } from "../../../src/ports/Store.ts"
@@ -85,24 +85,27 @@ const refuseCharges = (name: string, accountId: AccountId) =>
     }
   })
 
-/** The store's own settleLater, counting each call's `onLanded` by reservation. */
-const countingOnLanded = (counts: Map<string, number>) =>
+type SettleLater = NonNullable<Store["Service"]["settleLater"]>
+
+/** The store with its own settleLater seen through `wrap`. */
+const wrapSettleLater = (wrap: (settleLater: SettleLater) => SettleLater) =>
   Layer.effect(
     Store,
     Effect.gen(function*() {
       const store = yield* Store
-      const settleLater = store.settleLater!
-      return Store.of({
-        ...store,
-        settleLater: (input) =>
-          settleLater({
-            ...input,
-            onLanded: () => {
-              counts.set(input.reservationId, (counts.get(input.reservationId) ?? 0) + 1)
-              input.onLanded?.()
-            }
-          })
-      })
+      return Store.of({ ...store, settleLater: wrap(store.settleLater!) })
+    })
+  )
+
+/** The store's own settleLater, counting each call's `onLanded` by reservation. */
+const countingOnLanded = (counts: Map<string, number>) =>
+  wrapSettleLater((settleLater) => (input) =>
+    settleLater({
+      ...input,
+      onLanded: () => {
+        counts.set(input.reservationId, (counts.get(input.reservationId) ?? 0) + 1)
+        input.onLanded?.()
+      }
     })
   )
 
@@ -114,25 +117,16 @@ describe.each(backends)("what a settle batch's handling survives over %s", (_nam
   const unsendable = new Set<string>()
   // The store's own settleLater, with the caller's `onLanded` made to throw, or the settle's
   // time made invalid, for an armed account.
-  const faulty = Layer.effect(
-    Store,
-    Effect.gen(function*() {
-      const store = yield* Store
-      const settleLater = store.settleLater!
-      return Store.of({
-        ...store,
-        settleLater: (input) =>
-          Effect.suspend(() => {
-            if (unsendable.delete(input.accountId)) return settleLater({ ...input, now: new Date(Number.NaN) })
-            if (!throwing.delete(input.accountId)) return settleLater(input)
-            return settleLater({
-              ...input,
-              onLanded: () => {
-                input.onLanded?.()
-                throw new Error("injected: onLanded threw")
-              }
-            })
-          })
+  const faulty = wrapSettleLater((settleLater) => (input) =>
+    Effect.suspend(() => {
+      if (unsendable.delete(input.accountId)) return settleLater({ ...input, now: new Date(Number.NaN) })
+      if (!throwing.delete(input.accountId)) return settleLater(input)
+      return settleLater({
+        ...input,
+        onLanded: () => {
+          input.onLanded?.()
+          throw new Error("injected: onLanded threw")
+        }
       })
     })
   )
@@ -274,18 +268,23 @@ describe.each(backends)("a settle the database refuses again and again over %s",
   }, 60_000)
 })
 
-describe.each(backends)("closing the store while a settle cannot land over %s", (_name, client) => {
+describe.each(backends)("closing the store over %s", (_name, client) => {
   const runtime = ManagedRuntime.make(client() as Layer.Layer<SqlClient.SqlClient, unknown>)
   afterAll(() => runtime.dispose())
 
-  it("gives up after its timeout with an error line, instead of waiting for the settle", async () => {
-    await runtime.runPromise(Effect.gen(function*() {
+  /** A store (and the services over it) built in a scope of its own, to be closed by the test. */
+  const closableStore = (options: StoreOptions, wrap?: Layer.Layer<Store, never, Store>) =>
+    Effect.gen(function*() {
       const logs = captureLogs()
       const scope = yield* Scope.make()
-      const context = yield* Layer.buildWithScope(
-        Layer.provideMerge(testLayer(storeOverClientWith({ settleShutdownTimeoutMs: 1_000 })), logs.layer),
-        scope
-      )
+      const store = wrap === undefined ? storeOverClientWith(options) : Layer.provideMerge(wrap, storeOverClientWith(options))
+      const context = yield* Layer.buildWithScope(Layer.provideMerge(testLayer(store), logs.layer), scope)
+      return { logs, scope, context }
+    })
+
+  it("gives up after its timeout with an error line, instead of waiting for the settle", async () => {
+    await runtime.runPromise(Effect.gen(function*() {
+      const { logs, scope, context } = yield* closableStore({ settleShutdownTimeoutMs: 1_000 })
       const { accountId, result, fault } = yield* Effect.gen(function*() {
         const owner = yield* fundedAccount(100n)
         const accountId = owner.agent.accountId
@@ -311,24 +310,11 @@ describe.each(backends)("closing the store while a settle cannot land over %s", 
       expect(held.map((r) => r.status)).toEqual(["held"])
     }))
   }, 60_000)
-})
 
-describe.each(backends)("a call answered after the store closed its queue over %s", (_name, client) => {
-  const runtime = ManagedRuntime.make(client() as Layer.Layer<SqlClient.SqlClient, unknown>)
-  afterAll(() => runtime.dispose())
-
-  it("has its settle written on its own path: charged as its receipt says, nothing left held", async () => {
+  it("a call answered after it closed its queue has its settle written on its own path: charged as its receipt says, nothing left held", async () => {
     await runtime.runPromise(Effect.gen(function*() {
-      const logs = captureLogs()
       const landings = new Map<string, number>()
-      const scope = yield* Scope.make()
-      const context = yield* Layer.buildWithScope(
-        Layer.provideMerge(
-          testLayer(Layer.provideMerge(countingOnLanded(landings), storeOverClientWith({ settleDelayMs: 60_000 }))),
-          logs.layer
-        ),
-        scope
-      )
+      const { scope, context } = yield* closableStore({ settleDelayMs: 60_000 }, countingOnLanded(landings))
       const owner = yield* fundedAccount(100n).pipe(Effect.provide(context))
       yield* Scope.close(scope, Exit.void)
       // A request still in flight at shutdown answers after the store's queue has closed.
@@ -346,23 +332,10 @@ describe.each(backends)("a call answered after the store closed its queue over %
       expect(snapshot.reservations.filter((r) => r.status === "held")).toEqual([])
     }))
   }, 60_000)
-})
 
-describe.each(backends)("closing the store while a settle reads no longer wait for cannot land over %s", (_name, client) => {
-  const runtime = ManagedRuntime.make(client() as Layer.Layer<SqlClient.SqlClient, unknown>)
-  afterAll(() => runtime.dispose())
-
-  it("still waits for it up to its timeout, and says it had not landed", async () => {
+  it("a settle reads no longer wait for is still waited for up to the timeout, and said not to have landed", async () => {
     await runtime.runPromise(Effect.gen(function*() {
-      const logs = captureLogs()
-      const scope = yield* Scope.make()
-      const context = yield* Layer.buildWithScope(
-        Layer.provideMerge(
-          testLayer(storeOverClientWith({ settleShutdownTimeoutMs: 1_000, settleRetryMaxPauseMs: 40 })),
-          logs.layer
-        ),
-        scope
-      )
+      const { logs, scope, context } = yield* closableStore({ settleShutdownTimeoutMs: 1_000, settleRetryMaxPauseMs: 40 })
       const { fault } = yield* Effect.gen(function*() {
         const owner = yield* fundedAccount(100n)
         const fault = yield* refuseCharges("settle_detached_at_close", owner.agent.accountId)
