@@ -876,15 +876,17 @@ export const makeSqlLedger = (
 
   /**
    * Takes the account's queued settles (they stay `unsettled` until
-   * `settleDone`): all of them for the writer; for a reserve batch only those
-   * never tried before (one that failed is retried by the writer alone, so it
-   * cannot fail a batch of reserves again and again).
+   * `settleDone`): `all`; `fresh`, those never tried before (what a reserve
+   * batch or a read writes: one that failed is retried by the writer alone,
+   * so it cannot fail a batch of reserves again and again); `retried`, the
+   * others (what the writer takes from a wallet whose reserve batch is in flight).
    */
-  const takeSettles = (accountId: string, fresh = false, retried = false): Array<QueuedSettle> => {
+  const takeSettles = (accountId: string, which: "all" | "fresh" | "retried"): Array<QueuedSettle> => {
     const queue = queuedSettles.get(accountId)
     if (queue === undefined) return []
-    const taken = fresh ? queue.filter((item) => item.attempts === 0) : retried ? queue.filter((item) => item.attempts > 0) : queue
-    const left = fresh ? queue.filter((item) => item.attempts > 0) : retried ? queue.filter((item) => item.attempts === 0) : []
+    const isTaken = (item: QueuedSettle) => which === "all" || (which === "fresh") === (item.attempts === 0)
+    const taken = queue.filter(isTaken)
+    const left = queue.filter((item) => !isTaken(item))
     if (left.length > 0) queuedSettles.set(accountId, left)
     else queuedSettles.delete(accountId)
     queuedCount -= taken.length
@@ -909,11 +911,16 @@ export const makeSqlLedger = (
     notLanded.delete(item)
     detach(item)
     Deferred.doneUnsafe(item.landing, Effect.void)
+    return tellLanded(item.input)
+  }
+
+  /** Tells the call its settle landed; a callback that throws is logged, never anyone's failure. */
+  const tellLanded = (input: SettleInput): Effect.Effect<void> => {
     try {
-      item.input.onLanded?.()
+      input.onLanded?.()
       return Effect.void
     } catch (error) {
-      return Effect.logError(`Settle of ${item.input.reservationId} landed; its onLanded callback threw`, error)
+      return Effect.logError(`Settle of ${input.reservationId} landed; its onLanded callback threw`, error)
     }
   }
 
@@ -985,7 +992,7 @@ export const makeSqlLedger = (
       yield* settleDone(item)
     })
 
-  /** Writes settles the writer took, all in one call; on failure each is retried alone, then left to recovery. */
+  /** Writes settles the writer took, all in one call; on failure each is tried alone, and one that fails again is retried later. */
   const writeSettles = (batch: ReadonlyArray<QueuedSettle>) =>
     Effect.gen(function*() {
       const all = yield* Effect.exit(reserveManyInOneCall([], batch))
@@ -1022,7 +1029,7 @@ export const makeSqlLedger = (
         // A wallet with a reserve batch in flight: its leader carries the fresh ones (it took, or
         // will take, them under the wallet's lock, in order with its reserves); one that failed
         // before is the writer's alone, so a wallet that is never idle does not strand it.
-        batch.push(...(inFlight.has(accountId) ? takeSettles(accountId, false, true) : takeSettles(accountId)))
+        batch.push(...(inFlight.has(accountId) ? takeSettles(accountId, "retried") : takeSettles(accountId, "all")))
       }
       if (batch.length > 0) {
         yield* writeSettles(batch).pipe(
@@ -1044,7 +1051,6 @@ export const makeSqlLedger = (
 
   const queueHas = (item: QueuedSettle) => queuedSettles.get(item.input.accountId)?.includes(item) === true
 
-  /** Waits until the account's settles queued before now have landed (or been left to recovery). */
   /**
    * Waits until the account's settles answered before now have landed: those
    * still queued are written at once, here, in one call (the writer leaves
@@ -1056,7 +1062,7 @@ export const makeSqlLedger = (
   const landed = (accountId: string) =>
     Effect.gen(function*() {
       if (!unsettled.has(accountId)) return
-      const mine = takeSettles(accountId, true)
+      const mine = takeSettles(accountId, "fresh")
       // Written on a fiber of its own: a read that stops waiting never strands what it took.
       if (mine.length > 0) {
         yield* Effect.forkDetach(
@@ -1087,7 +1093,7 @@ export const makeSqlLedger = (
       return Effect.raceFirst(Effect.forEach(writing, (item) => Deferred.await(item.done), { discard: true }), realSleep(2_000))
     })
 
-  /** Waits until every queued settle has landed (reads by charge id, shutdown), for at most `timeoutMs`. */
+  /** Shutdown: waits until every settle not landed yet has landed (detached ones too), for at most `timeoutMs`. */
   const allLanded = (timeoutMs: number) =>
     Effect.suspend(() => {
       if (notLanded.size === 0) return Effect.void
@@ -1185,7 +1191,7 @@ export const makeSqlLedger = (
       yield* written(input.accountId)
       const queue = inFlight.get(input.accountId)!
       const batch = queue.splice(0, MAX_BATCH)
-      const { results, failure } = yield* decideInOrder(batch.map((waiter) => waiter.input), takeSettles(input.accountId, true))
+      const { results, failure } = yield* decideInOrder(batch.map((waiter) => waiter.input), takeSettles(input.accountId, "fresh"))
       if (queue.length > 0) yield* Deferred.succeed(queue[0]!.done, { _tag: "Lead" } as const)
       else inFlight.delete(input.accountId)
       for (let i = 1; i < batch.length; i++) {
@@ -1580,25 +1586,21 @@ export const makeSqlLedger = (
               settled.cause
             )
           }
-          try {
-            input.onLanded?.()
-          } catch (error) {
-            yield* Effect.logError(`Settle of ${input.reservationId} landed; its onLanded callback threw`, error)
-          }
+          yield* tellLanded(input)
         })
         : Effect.sync(() => {
-        const item: QueuedSettle = {
-          input,
-          done: Deferred.makeUnsafe<void>(),
-          landing: Deferred.makeUnsafe<void>(),
-          attempts: 0,
-          detached: false,
-          landed: false,
-          retrying: false
-        }
-        notLanded.add(item)
-        enqueueSettles([item], false)
-      }),
+          const item: QueuedSettle = {
+            input,
+            done: Deferred.makeUnsafe<void>(),
+            landing: Deferred.makeUnsafe<void>(),
+            attempts: 0,
+            detached: false,
+            landed: false,
+            retrying: false
+          }
+          notLanded.add(item)
+          enqueueSettles([item], false)
+        }),
     /** Runs the settle writer for the life of the scope; at its end, waits (bounded) for queued settles to land. */
     settleWriter: Effect.gen(function*() {
       yield* Effect.forkScoped(settleWriterLoop)
