@@ -5,6 +5,7 @@ import { ProviderFailure } from "../../src/capabilities/Provider.ts"
 import { FetchFailed } from "../../src/ports/Net.ts"
 import { type ProxyResponse, ServiceTransport } from "../../src/ports/ServiceTransport.ts"
 import type { Service } from "../../src/services/Service.ts"
+import { declaredLength } from "../net/declaredLength.ts"
 import * as SafeHttp from "../net/SafeHttp.ts"
 
 /**
@@ -141,11 +142,6 @@ export const layer = (options: TransportOptions): Layer.Layer<ServiceTransport, 
           }
         })
 
-      /** The length an answer declares (Content-Length), when it is a plain whole number. */
-      const declaredLength = (headers: Readonly<Record<string, string>>): number | undefined => {
-        const value = headers["content-length"]
-        return value !== undefined && /^\d{1,15}$/.test(value) ? Number(value) : undefined
-      }
 
       const stream = (service: Service, request: Request) =>
         Effect.gen(function*() {

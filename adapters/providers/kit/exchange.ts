@@ -29,6 +29,7 @@ import { Headers, HttpClient, type HttpClientError, HttpClientRequest, type Http
 import type { ProviderFailure } from "../../../src/capabilities/Provider.ts"
 import { decodeOrUndefined, NonEmptyText } from "./decode.ts"
 import { clip, defectsUnavailable, describeCause, failure, type FailureReason, redact } from "./text.ts"
+import { declaredLength } from "../../net/declaredLength.ts"
 
 /** An error answer is read this far for its message, and no further. */
 export const MAX_ERROR_BODY_BYTES = 16 * 1024
@@ -243,8 +244,7 @@ export const exchange = (
     }
     const tooLarge = () =>
       fail(upstream, "too_large", `${upstream.provider}'s answer is larger than ${upstream.maxResponseBytes} bytes`)
-    const length = response.headers["content-length"]
-    const declared = length !== undefined && /^\d{1,15}$/.test(length) ? Number(length) : undefined
+    const declared = declaredLength(response.headers)
     if (declared !== undefined && declared > upstream.maxResponseBytes) return yield* tooLarge()
     // A declared length within the bound is read at once (the client reads exactly that many
     // bytes, or fails); any other answer chunk by chunk, cut at the bound.
