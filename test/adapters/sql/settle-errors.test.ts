@@ -282,27 +282,38 @@ describe.each(backends)("closing the store over %s", (_name, client) => {
       return { logs, scope, context }
     })
 
+  /** A funded owner's call whose settle the database refuses (until `fault.lift`). */
+  const refusedCall = (faultName: string) =>
+    Effect.gen(function*() {
+      const owner = yield* fundedAccount(100n)
+      const accountId = owner.agent.accountId
+      const fault = yield* refuseCharges(faultName, accountId)
+      const result = yield* call(owner, 10n, { actual: 4n * CENT })
+      return { accountId, result, fault }
+    })
+
+  /** Closes the scope; how long that took (ms). */
+  const closeTimed = (scope: Scope.Closeable) =>
+    Effect.gen(function*() {
+      const started = Date.now()
+      yield* Scope.close(scope, Exit.void)
+      return Date.now() - started
+    })
+
+  const GAVE_UP =
+    "Error: 1 settle(s) not confirmed landed after 1000 ms; if the process ends now, recovery charges their holds at their quotes"
+
   it("gives up after its timeout with an error line, instead of waiting for the settle", async () => {
     await runtime.runPromise(Effect.gen(function*() {
       const { logs, scope, context } = yield* closableStore({ settleShutdownTimeoutMs: 1_000 })
-      const { accountId, result, fault } = yield* Effect.gen(function*() {
-        const owner = yield* fundedAccount(100n)
-        const accountId = owner.agent.accountId
-        const fault = yield* refuseCharges("settle_at_close", accountId)
-        const result = yield* call(owner, 10n, { actual: 4n * CENT })
-        // The writer has tried it and been refused.
-        expect(yield* eventually(Effect.map(fault.refusals, (n) => n >= 1), 5_000)).toBe(true)
-        return { accountId, result, fault }
-      }).pipe(Effect.provide(context))
-      const started = Date.now()
-      yield* Scope.close(scope, Exit.void)
-      const took = Date.now() - started
+      const { accountId, result, fault } = yield* refusedCall("settle_at_close").pipe(Effect.provide(context))
+      // The writer has tried it and been refused.
+      expect(yield* eventually(Effect.map(fault.refusals, (n) => n >= 1), 5_000)).toBe(true)
+      const took = yield* closeTimed(scope)
       yield* fault.lift
       expect(took).toBeGreaterThanOrEqual(900)
       expect(took).toBeLessThan(4_000)
-      expect(logs.lines.filter((l) => l.includes("not confirmed landed"))).toEqual([
-        "Error: 1 settle(s) not confirmed landed after 1000 ms; if the process ends now, recovery charges their holds at their quotes"
-      ])
+      expect(logs.lines.filter((l) => l.includes("not confirmed landed"))).toEqual([GAVE_UP])
       // It did not land: the hold is still held for recovery to capture.
       expect(yield* settleRecords(accountId)).toBe(0)
       const sql = yield* SqlClient.SqlClient
@@ -336,23 +347,14 @@ describe.each(backends)("closing the store over %s", (_name, client) => {
   it("a settle reads no longer wait for is still waited for up to the timeout, and said not to have landed", async () => {
     await runtime.runPromise(Effect.gen(function*() {
       const { logs, scope, context } = yield* closableStore({ settleShutdownTimeoutMs: 1_000, settleRetryMaxPauseMs: 40 })
-      const { fault } = yield* Effect.gen(function*() {
-        const owner = yield* fundedAccount(100n)
-        const fault = yield* refuseCharges("settle_detached_at_close", owner.agent.accountId)
-        const result = yield* call(owner, 10n, { actual: 4n * CENT })
-        // Detached: reads no longer wait for it.
-        const logged = Effect.sync(() => logs.lines.some((l) => l.includes(`Settle of ${result.receipt.reservationId} could not be written after 12 attempts`)))
-        expect(yield* eventually(logged, 15_000)).toBe(true)
-        return { fault }
-      }).pipe(Effect.provide(context))
-      const started = Date.now()
-      yield* Scope.close(scope, Exit.void)
-      const took = Date.now() - started
+      const { result, fault } = yield* refusedCall("settle_detached_at_close").pipe(Effect.provide(context))
+      // Detached: reads no longer wait for it.
+      const logged = Effect.sync(() => logs.lines.some((l) => l.includes(`Settle of ${result.receipt.reservationId} could not be written after 12 attempts`)))
+      expect(yield* eventually(logged, 15_000)).toBe(true)
+      const took = yield* closeTimed(scope)
       yield* fault.lift
       expect(took).toBeGreaterThanOrEqual(900)
-      expect(logs.lines.filter((l) => l.includes("not confirmed landed"))).toEqual([
-        "Error: 1 settle(s) not confirmed landed after 1000 ms; if the process ends now, recovery charges their holds at their quotes"
-      ])
+      expect(logs.lines.filter((l) => l.includes("not confirmed landed"))).toEqual([GAVE_UP])
     }))
   }, 60_000)
 })
