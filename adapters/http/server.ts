@@ -7,7 +7,7 @@ import { L402Store } from "../../src/ports/L402Store.ts"
 import type { RateLimiter } from "../../src/ports/RateLimiter.ts"
 import { RateSource } from "../../src/ports/RateSource.ts"
 import { L402AuthenticationLive, type L402HttpOptions } from "./l402.ts"
-import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
+import { HttpApiBuilder } from "effect/http-api"
 import { createServer } from "node:http"
 import { withClientErrors } from "./clientError.ts"
 import type { Services } from "../../src/Gateway.ts"
@@ -39,6 +39,7 @@ import { AccessControlLive } from "./access.ts"
 import { MCP_PATH, mountMcp } from "./mcpRoute.ts"
 import { METRICS_PATH, mountMetrics, observe, routeResolver } from "./observability.ts"
 import { dashboardRoutes, mountDashboard } from "./dashboard/static.ts"
+import { DOCS_PATH, mountDocs } from "./docsPage.ts"
 import { mountSessionRoutes, type SessionOptions, sessionRoutes, SessionsLive } from "./sessions.ts"
 
 /** How long requests in flight may take to finish when the server stops. */
@@ -125,8 +126,8 @@ export const routes = (options: Omit<HttpOptions, "port" | "host"> = {}) => {
     HttpApiBuilder.layer(Api, { openapiPath: "/v1/openapi.json" }).pipe(
       Layer.provide([PublicHandlers, AgentsHandlers, WalletHandlers, FundingHandlers, AdminHandlers, CapabilitiesHandlers, QuotesHandlers, ServicesHandlers, OpenAiHandlers, AnthropicHandlers, WebhooksHandlers, L402Handlers])
     ),
-    // The Scalar script is inlined; its default fonts would come from Scalar's CDN: off, so /docs needs nothing but this server.
-    HttpApiScalar.layer(Api, { path: "/docs", scalar: { withDefaultFonts: false } }),
+    // The Scalar reference, built when asked for and not kept (docsPage.ts).
+    mountDocs(),
     envelopeMiddleware(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }),
     openAiErrorsMiddleware(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }),
     anthropicErrorsMiddleware(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes })
@@ -148,7 +149,7 @@ const routeResolverFor = (railRoutes: ReadonlyArray<RailRoute>) =>
     ...railRoutes.map((route) => ({ method: route.method, path: route.path })),
     { method: "*", path: MCP_PATH },
     { method: "GET", path: METRICS_PATH },
-    { method: "GET", path: "/docs" },
+    { method: "GET", path: DOCS_PATH },
     ...dashboardRoutes(),
     ...sessionRoutes(),
     { method: "GET", path: "/v1/openapi.json" }

@@ -1,7 +1,12 @@
+import { NodeHttpServer } from "@effect/platform-node"
+import { Context, Effect, Exit, Layer, Scope } from "effect"
+import { HttpRouter, HttpServer } from "effect/http"
 import { existsSync } from "node:fs"
+import { createServer } from "node:http"
 import { chromium } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as MemoryStore from "../../adapters/memory/MemoryStore.ts"
+import { DOCS_PATH, docsPage, mountDocs, readScalarModule, scalarBundle } from "../../adapters/http/docsPage.ts"
 import { type RunningServer, startServer } from "../support/server.ts"
 
 /**
@@ -63,4 +68,64 @@ describe("GET /docs loads nothing from elsewhere", () => {
       await browser.close()
     }
   }, 60_000)
+})
+
+describe("GET /docs is built when asked for", () => {
+  const serveDocs = async (readModule: () => Promise<string>) => {
+    const scope = Effect.runSync(Scope.make())
+    const app = HttpRouter.serve(mountDocs({ readModule }), { disableLogger: true, disableListenLog: true }).pipe(
+      Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" }))
+    )
+    const context = await Effect.runPromise(Layer.buildWithScope(app, scope))
+    const address = Context.get(context, HttpServer.HttpServer).address
+    if (address._tag === "UnixPathAddress") throw new Error("expected a TCP address")
+    return { url: `http://127.0.0.1:${address.port}${DOCS_PATH}`, close: () => Effect.runPromise(Scope.close(scope, Exit.void)) }
+  }
+
+  it("Scalar's bundle is read out of Effect's module: the whole script, not part of it", async () => {
+    const bundle = scalarBundle(await readScalarModule())
+    expect(bundle.length).toBeGreaterThan(1_000_000)
+    expect(bundle).toContain("createApiReference")
+    // It is a script, not a module's source: no `export const javascript` left around it.
+    expect(bundle.startsWith("export")).toBe(false)
+    expect(bundle).not.toContain("export const javascript=")
+  })
+
+  it("a module of another shape is refused, not served in part", () => {
+    expect(() => scalarBundle("export const other = 1")).toThrow(/not found/)
+    expect(() => scalarBundle("export const javascript=\"console.log(1)\";")).toThrow(/does not hold/)
+    expect(() => scalarBundle("export const javascript=\"unterminated;")).toThrow()
+  })
+
+  it("a bundle that cannot be read answers 500 in the envelope and is not kept; once served, the page is kept", async () => {
+    let reads = 0
+    const docs = await serveDocs(() => {
+      reads += 1
+      return reads === 1 ? Promise.reject(new Error("EIO")) : readScalarModule()
+    })
+    try {
+      const failed = await fetch(docs.url)
+      expect(failed.status).toBe(500)
+      expect(await failed.json()).toEqual({ error: { code: "INTERNAL", message: "Internal error" } })
+      const served = await fetch(docs.url)
+      expect(served.status).toBe(200)
+      const html = await served.text()
+      expect(html).toContain("window.Scalar.createApiReference(")
+      expect(html).toContain("\"withDefaultFonts\":false")
+      expect(served.headers.get("content-type")).toBe("text/html; charset=utf-8")
+      // Built once: the next request is answered with the same page, without reading the module again.
+      expect(await (await fetch(docs.url)).text()).toBe(html)
+      expect(reads).toBe(2)
+    } finally {
+      await docs.close()
+    }
+  })
+
+  it("the OpenAPI document inside the page cannot close its script element", () => {
+    const page = docsPage("/* bundle */")
+    const config = page.slice(page.lastIndexOf("<script>") + "<script>".length, page.lastIndexOf("</script>"))
+    expect(config).not.toContain("</")
+    const content = config.slice(config.indexOf("content: ") + "content: ".length, config.lastIndexOf("}"))
+    expect(JSON.parse(content.trim())).toMatchObject({ openapi: expect.any(String), info: { title: expect.any(String) } })
+  })
 })
