@@ -1,5 +1,5 @@
 import { PgClient } from "@effect/sql-pg"
-import { Layer, Option, Redacted } from "effect"
+import { Effect, Layer, Option, Redacted } from "effect"
 import { randomUUID } from "node:crypto"
 import { Migrator, SqlClient } from "effect/sql"
 import type { IdempotencyStore } from "../../src/ports/IdempotencyStore.ts"
@@ -10,7 +10,6 @@ import type { Store } from "../../src/ports/Store.ts"
 import { type CacheMode, readCacheLayer } from "./cacheFeed.ts"
 import { migrations } from "./migrations.ts"
 import type { ReadCache } from "./ReadCache.ts"
-import * as PgliteClient from "./PgliteClient.ts"
 import * as PoolStats from "./poolStats.ts"
 import type { L402Store } from "../../src/ports/L402Store.ts"
 import * as SqlL402Store from "./SqlL402Store.ts"
@@ -61,7 +60,14 @@ export const sqlClientLayer = (options: DatabaseOptions): Layer.Layer<SqlClient.
         maxConnections: options.maxConnections ?? 10,
         ...(hasApplicationName(Redacted.value(url)) ? {} : { applicationName: poolApplicationName() })
       }),
-    onNone: () => PgliteClient.layer({ dataDir: options.dataDir, template: options.pgliteTemplate })
+    // Loaded only when used: a server on PostgreSQL never loads PGlite.
+    onNone: () =>
+      Layer.unwrap(
+        Effect.map(
+          Effect.promise(() => import("./PgliteClient.ts")),
+          (PgliteClient) => PgliteClient.layer({ dataDir: options.dataDir, template: options.pgliteTemplate })
+        )
+      )
   })
 
 export interface StoreOptions {

@@ -49,6 +49,7 @@ import { SqlClient, SqlConnection, SqlError, Statement } from "effect/sql"
 import { mkdir } from "node:fs/promises"
 import * as DataDirLock from "./dataDirLock.ts"
 import { clearFailedStart, isNewDataDir, loadTemplate } from "./pgliteTemplate.ts"
+import { PgliteClient } from "./pgliteService.ts"
 
 // -----------------------------------------------------------------------------
 // Configuration and services
@@ -85,20 +86,12 @@ export interface PgliteClientConfig {
 }
 
 /**
- * The raw PGlite instance behind the layer's `SqlClient`.
- *
- * Work done directly on `pglite` bypasses the client's serialisation: it can
- * land inside another fiber's open transaction. Use it for things `SqlClient`
- * cannot do (dumping the data directory, extensions, diagnostics), while no
- * transaction is running, or after `yield* sql.reserve` in a scope, which
- * holds the session for that scope.
+ * The raw PGlite instance behind the layer's `SqlClient` (defined in
+ * pgliteService.ts, which loads nothing of PGlite).
  *
  * @since 0.1.0
  */
-export class PgliteClient extends Context.Service<PgliteClient, {
-  readonly pglite: PGlite
-  readonly dataDir: string | undefined
-}>()("spendgate/adapters/sql/PgliteClient") {}
+export { PgliteClient }
 
 // -----------------------------------------------------------------------------
 // Constructors

@@ -2,7 +2,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import { DatabasePool, type PoolReading } from "./DatabasePool.ts"
-import { PgliteClient } from "./PgliteClient.ts"
+import { PgliteClient } from "./pgliteService.ts"
 
 /**
  * The database connections of this process, for GET /metrics.

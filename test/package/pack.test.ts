@@ -3,6 +3,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { startServerProcess } from "../support/server-process.ts"
 
 /**
  * The package as a user gets it: `npm pack` (which builds dist/ through
@@ -248,4 +249,17 @@ await createGateway({ storage: "floppy" })
     expect(help).toContain("serve")
     expect(help).toContain("mcp")
   }, 60_000)
+
+  it("spendgate serve runs the installed server's built entry point: it listens and answers", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "spendgate-pack-serve-"))
+    const bin = join(dir, "node_modules", pkg.name, "bin", "spendgate.js")
+    expect(existsSync(join(dir, "node_modules", pkg.name, "dist", "adapters", "http", "main.js"))).toBe(true)
+    const server = await startServerProcess({ DATA_DIR: dataDir, HOST: "127.0.0.1" }, 60_000, [bin, "serve"])
+    try {
+      expect((await fetch(`${server.baseUrl}/health`)).status).toBe(200)
+    } finally {
+      await server.stop()
+      rmSync(dataDir, { recursive: true, force: true })
+    }
+  }, 90_000)
 })

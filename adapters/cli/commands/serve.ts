@@ -2,7 +2,13 @@ import { Effect } from "effect"
 import { Command } from "effect/cli"
 import { flushCompileCache } from "node:module"
 
-/** `spendgate serve`: the HTTP API, configured from the environment (what `npm start` runs). */
+/**
+ * `spendgate serve`: the HTTP API, configured from the environment. With
+ * nothing after it (what `npm start` runs) bin/spendgate.js starts the
+ * server's entry point, adapters/http/main.ts, without loading the command
+ * line; this command is what `serve` followed by anything (`serve --help`)
+ * reaches.
+ */
 export const serve = Command.make("serve", {}, () =>
   // Loaded on use, so `--help` and the other subcommands do not load the server.
   Effect.promise(() => import("../../http/serve.ts")).pipe(
