@@ -10,7 +10,8 @@
  * For each backend (PostgreSQL: a fresh database on POSTGRES_URL, default
  * postgres://postgres@127.0.0.1:5432, created and dropped here; PGlite: a
  * fresh temporary data directory) it starts the server as a child process
- * (`node adapters/http/main.ts`, the entry point of `spendgate serve`) with
+ * the way its `npm start` does (`node --max-semi-space-size=8 bin/spendgate.js
+ * serve`: the same flags, entry point and modules) with
  * the upstream as its `openai` provider and the rate limits raised out of the
  * way, and measures the time from spawn to the first healthy `GET /health`.
  * It signs up accounts and funds their wallets on the dev card rail
@@ -91,20 +92,21 @@ for (const backend of backends) {
 
 const children = new Set<ChildProcess>()
 /**
- * The Node flags the measured checkout's `npm start` passes (the words
- * between `node` and the script in package.json's "start"), so that the
- * server is measured as `npm start` runs it.
+ * What the measured checkout's `npm start` runs: the words after `node` in
+ * package.json's "start" (its Node flags, then its script and arguments,
+ * e.g. `--max-semi-space-size=8 bin/spendgate.js serve`), so that the server
+ * is measured as `npm start` runs it, with the same entry point and the same
+ * modules loaded. The flags and the rest are apart, so that the profile's
+ * flags go between them.
  */
-const startFlags = (checkout: string): Array<string> => {
+const startCommand = (checkout: string): { readonly flags: Array<string>; readonly script: Array<string> } => {
   const start: unknown = JSON.parse(readFileSync(join(checkout, "package.json"), "utf8"))?.scripts?.start
-  if (typeof start !== "string") return []
-  const words = start.split(/\s+/)
-  const flags: Array<string> = []
-  for (const word of words.slice(words.indexOf("node") + 1)) {
-    if (!word.startsWith("--")) break
-    flags.push(word)
-  }
-  return flags
+  const fallback = { flags: [], script: [join(checkout, "adapters/http/main.ts")] }
+  if (typeof start !== "string") return fallback
+  const words = start.trim().split(/\s+/).slice(start.trim().split(/\s+/).indexOf("node") + 1)
+  const first = words.findIndex((word) => !word.startsWith("--"))
+  if (first < 0) return fallback
+  return { flags: words.slice(0, first), script: [join(checkout, words[first]!), ...words.slice(first + 1)] }
 }
 
 const spawned: Array<number> = []
@@ -405,7 +407,8 @@ const startServer = async (backend: "pg" | "pglite", upstreamPort: number) => {
   const base = `http://127.0.0.1:${port}`
   const started = performance.now()
   const profile = profileDir === "" ? [] : ["--cpu-prof", `--cpu-prof-dir=${resolve(profileDir)}`, `--cpu-prof-name=${backend}-${Date.now()}.cpuprofile`]
-  const server = start([...startFlags(serverRoot), ...profile, join(serverRoot, "adapters/http/main.ts")], env, serverRoot)
+  const command = startCommand(serverRoot)
+  const server = start([...command.flags, ...profile, ...command.script], env, serverRoot)
   for (;;) {
     if (server.child.exitCode !== null || server.child.signalCode !== null) {
       throw new Error(`the ${backend} server exited before it was healthy:\n${server.output()}`)
@@ -426,7 +429,7 @@ const startServer = async (backend: "pg" | "pglite", upstreamPort: number) => {
 /** The stack's floor (bench/floor.ts) on the backend's database: its base URL and child. */
 const startFloor = async (databaseUrl: string, upstreamPort: number) => {
   const floor = start(
-    [...startFlags(serverRoot), join(root, "bench/floor.ts")],
+    [...startCommand(serverRoot).flags, join(root, "bench/floor.ts")],
     { PORT: "0", DATABASE_URL: databaseUrl, UPSTREAM: `http://127.0.0.1:${upstreamPort}/v1` },
     root
   )
