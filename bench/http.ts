@@ -10,8 +10,9 @@
  * For each backend (PostgreSQL: a fresh database on POSTGRES_URL, default
  * postgres://postgres@127.0.0.1:5432, created and dropped here; PGlite: a
  * fresh temporary data directory) it starts the server as a child process
- * the way its `npm start` does (`node --max-semi-space-size=8 bin/spendgate.js
- * serve`: the same flags, entry point and modules) with
+ * the way its `npm start` does (e.g. `node --max-semi-space-size=8
+ * --max-old-space-size=1024 bin/spendgate.js serve`: the same flags, entry
+ * point and modules) with
  * the upstream as its `openai` provider and the rate limits raised out of the
  * way, and measures the time from spawn to the first healthy `GET /health`.
  * It signs up accounts and funds their wallets on the dev card rail
@@ -97,16 +98,22 @@ const children = new Set<ChildProcess>()
  * e.g. `--max-semi-space-size=8 bin/spendgate.js serve`), so that the server
  * is measured as `npm start` runs it, with the same entry point and the same
  * modules loaded. The flags and the rest are apart, so that the profile's
- * flags go between them.
+ * flags go between them. A flag is a word that starts with `-` (so a flag's
+ * value must be written `--flag=value`). A start script that does not run
+ * `node` with a script (or a checkout without one) is measured as the
+ * server's own entry point, `node adapters/http/main.ts`, and said so.
  */
 const startCommand = (checkout: string): { readonly flags: Array<string>; readonly script: Array<string> } => {
   const start: unknown = JSON.parse(readFileSync(join(checkout, "package.json"), "utf8"))?.scripts?.start
-  const fallback = { flags: [], script: [join(checkout, "adapters/http/main.ts")] }
-  if (typeof start !== "string") return fallback
-  const words = start.trim().split(/\s+/).slice(start.trim().split(/\s+/).indexOf("node") + 1)
-  const first = words.findIndex((word) => !word.startsWith("--"))
-  if (first < 0) return fallback
-  return { flags: words.slice(0, first), script: [join(checkout, words[first]!), ...words.slice(first + 1)] }
+  const words = typeof start === "string" ? start.trim().split(/\s+/) : []
+  const node = words.indexOf("node")
+  const rest = node < 0 ? [] : words.slice(node + 1)
+  const first = rest.findIndex((word) => !word.startsWith("-"))
+  if (first < 0) {
+    console.error(`bench:http: ${checkout}: npm start does not run node with a script; measuring node adapters/http/main.ts`)
+    return { flags: [], script: [join(checkout, "adapters/http/main.ts")] }
+  }
+  return { flags: rest.slice(0, first), script: [join(checkout, rest[first]!), ...rest.slice(first + 1)] }
 }
 
 const spawned: Array<number> = []

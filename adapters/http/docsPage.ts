@@ -11,12 +11,20 @@ import { envelopeResponse } from "./errors.ts"
  *
  * Scalar's browser bundle ships inside Effect (the module behind
  * `HttpApiScalar.layer`), as one 3 MB string literal. Mounted with that
- * layer, the module is imported when the server starts and the page is built
- * from it as JavaScript strings: about 27 MB of the server's resident memory
- * from its start, for a page few ever open. Here nothing of it is loaded until
- * the page is first asked for; then the bundle is read from that module's
- * file, the page is built once and kept as bytes outside the JavaScript heap
- * (3.4 MB), and every later request is answered with those bytes.
+ * layer, the module is imported when the server starts (and the page built
+ * from it, as JavaScript strings, by the first request): about 27 MB of the
+ * server's resident memory from its start, for a page few ever open. Here
+ * nothing of it is loaded until the page is first asked for; then the bundle
+ * is read from that module's file, the page is built once and kept as bytes
+ * outside the JavaScript heap (3.4 MB), and every later request is answered
+ * with those bytes.
+ *
+ * The file is not an export of Effect's package, so another Effect release
+ * may move it or change its shape: a file that cannot be read as expected is
+ * imported instead and its export taken, as Effect's layer does (the module
+ * then stays loaded, as it did with the layer). Only when that fails too does
+ * GET /docs answer 500; the tests read the file of the Effect version the
+ * lockfile installs.
  *
  * The page is the one Effect's layer builds: the bundle inline (so the page
  * loads nothing from elsewhere), Scalar's default fonts off (they would come
@@ -28,6 +36,14 @@ export const DOCS_PATH = "/docs"
 /** The file of Effect's module that holds Scalar's bundle (not an export of the package: found beside its public module). */
 const bundleFile = (): URL => new URL("./internal/httpApiScalar.js", import.meta.resolve("effect/http-api/HttpApiScalar"))
 
+/** Scalar's bundle, or an error saying the module did not hold it. */
+const checkedBundle = (bundle: unknown): string => {
+  if (typeof bundle !== "string" || !bundle.includes("createApiReference")) {
+    throw new Error("Effect's HttpApiScalar module does not hold Scalar's bundle")
+  }
+  return bundle
+}
+
 /**
  * Scalar's browser bundle, out of the module's source: the module is
  * `export const javascript = "…"` with the bundle as a JSON string literal.
@@ -38,13 +54,12 @@ export const scalarBundle = (source: string): string => {
   const start = source.indexOf("javascript=")
   const end = source.lastIndexOf("\";")
   if (start < 0 || end < start) throw new Error("Scalar's bundle was not found in Effect's HttpApiScalar module")
-  const literal = source.slice(start + "javascript=".length, end + 1)
-  const bundle: unknown = JSON.parse(literal)
-  if (typeof bundle !== "string" || !bundle.includes("createApiReference")) {
-    throw new Error("Effect's HttpApiScalar module does not hold Scalar's bundle")
-  }
-  return bundle
+  return checkedBundle(JSON.parse(source.slice(start + "javascript=".length, end + 1)))
 }
+
+/** The bundle as Effect's layer takes it: the module imported (by file URL, beside the package's exports) and its export read. */
+export const importScalarBundle = async (): Promise<string> =>
+  checkedBundle(((await import(bundleFile().href)) as { readonly javascript?: unknown }).javascript)
 
 const escapeText = (text: string): string => text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;")
 const escapeAttribute = (text: string): string => escapeText(text).replace(/"/g, "&quot;").replace(/'/g, "&#39;")
@@ -87,17 +102,32 @@ export const docsPage = (bundle: string): string => {
 /** Reads the source of Effect's module that holds Scalar's bundle. */
 export const readScalarModule = (): Promise<string> => readFile(bundleFile(), "utf8")
 
+export interface DocsOptions {
+  /** Reads the source of the module holding the bundle (default: its file). */
+  readonly readModule?: () => Promise<string>
+  /** The bundle when the source cannot be read as expected (default: the module imported). */
+  readonly importBundle?: () => Promise<string>
+}
+
+/** The bundle from the module's source; from the module's export when the source cannot be read as expected. */
+const loadBundle = async (options: DocsOptions): Promise<string> => {
+  try {
+    return scalarBundle(await (options.readModule ?? readScalarModule)())
+  } catch {
+    return (options.importBundle ?? importScalarBundle)()
+  }
+}
+
 /**
  * GET /docs on the server's router. The page is built by its first request
- * and kept; a bundle that cannot be read (or is not the expected shape)
- * answers 500 in the error envelope, is logged, and is not kept: the next
- * request reads it again.
+ * and kept; a bundle that can be neither read nor imported answers 500 in
+ * the error envelope, is logged, and is not kept: the next request tries
+ * again.
  */
-export const mountDocs = (options: { readonly readModule?: () => Promise<string> } = {}) =>
+export const mountDocs = (options: DocsOptions = {}) =>
   Layer.effectDiscard(Effect.gen(function*() {
     const router = yield* HttpRouter.HttpRouter
-    const readModule = options.readModule ?? readScalarModule
-    const page = loadOnceUnlessFailed(async () => Buffer.from(docsPage(scalarBundle(await readModule()))))
+    const page = loadOnceUnlessFailed(async () => Buffer.from(docsPage(await loadBundle(options))))
     yield* router.add(
       "GET",
       DOCS_PATH,

@@ -126,7 +126,7 @@ export const routes = (options: Omit<HttpOptions, "port" | "host"> = {}) => {
     HttpApiBuilder.layer(Api, { openapiPath: "/v1/openapi.json" }).pipe(
       Layer.provide([PublicHandlers, AgentsHandlers, WalletHandlers, FundingHandlers, AdminHandlers, CapabilitiesHandlers, QuotesHandlers, ServicesHandlers, OpenAiHandlers, AnthropicHandlers, WebhooksHandlers, L402Handlers])
     ),
-    // The Scalar reference, built when asked for and not kept (docsPage.ts).
+    // The Scalar reference: nothing of it loaded until its first request, then kept as bytes (docsPage.ts).
     mountDocs(),
     envelopeMiddleware(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }),
     openAiErrorsMiddleware(options.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: options.bodyLimitBytes }),

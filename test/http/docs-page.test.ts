@@ -6,7 +6,7 @@ import { createServer } from "node:http"
 import { chromium } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as MemoryStore from "../../adapters/memory/MemoryStore.ts"
-import { DOCS_PATH, docsPage, mountDocs, readScalarModule, scalarBundle } from "../../adapters/http/docsPage.ts"
+import { DOCS_PATH, type DocsOptions, docsPage, importScalarBundle, mountDocs, readScalarModule, scalarBundle } from "../../adapters/http/docsPage.ts"
 import { type RunningServer, startServer } from "../support/server.ts"
 
 /**
@@ -71,9 +71,9 @@ describe("GET /docs loads nothing from elsewhere", () => {
 })
 
 describe("GET /docs is built when asked for", () => {
-  const serveDocs = async (readModule: () => Promise<string>) => {
+  const serveDocs = async (options: DocsOptions) => {
     const scope = Effect.runSync(Scope.make())
-    const app = HttpRouter.serve(mountDocs({ readModule }), { disableLogger: true, disableListenLog: true }).pipe(
+    const app = HttpRouter.serve(mountDocs(options), { disableLogger: true, disableListenLog: true }).pipe(
       Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" }))
     )
     const context = await Effect.runPromise(Layer.buildWithScope(app, scope))
@@ -97,25 +97,59 @@ describe("GET /docs is built when asked for", () => {
     expect(() => scalarBundle("export const javascript=\"unterminated;")).toThrow()
   })
 
-  it("a bundle that cannot be read answers 500 in the envelope and is not kept; once served, the page is kept", async () => {
+  it("the module imported gives the same bundle as its source read", async () => {
+    expect(await importScalarBundle()).toBe(scalarBundle(await readScalarModule()))
+  })
+
+  it("a bundle that can be neither read nor imported answers 500 in the envelope and is not kept; once served, the page is kept", async () => {
     let reads = 0
-    const docs = await serveDocs(() => {
-      reads += 1
-      return reads === 1 ? Promise.reject(new Error("EIO")) : readScalarModule()
+    let imports = 0
+    const docs = await serveDocs({
+      readModule: () => {
+        reads += 1
+        return reads === 1 ? Promise.reject(new Error("EIO")) : readScalarModule()
+      },
+      importBundle: () => {
+        imports += 1
+        return Promise.reject(new Error("ERR_MODULE_NOT_FOUND"))
+      }
     })
     try {
       const failed = await fetch(docs.url)
       expect(failed.status).toBe(500)
       expect(await failed.json()).toEqual({ error: { code: "INTERNAL", message: "Internal error" } })
+      expect(imports).toBe(1)
       const served = await fetch(docs.url)
       expect(served.status).toBe(200)
+      expect(served.headers.get("content-type")).toBe("text/html; charset=utf-8")
       const html = await served.text()
       expect(html).toContain("window.Scalar.createApiReference(")
       expect(html).toContain("\"withDefaultFonts\":false")
-      expect(served.headers.get("content-type")).toBe("text/html; charset=utf-8")
       // Built once: the next request is answered with the same page, without reading the module again.
       expect(await (await fetch(docs.url)).text()).toBe(html)
       expect(reads).toBe(2)
+      expect(imports).toBe(1)
+    } finally {
+      await docs.close()
+    }
+  })
+
+  it("a module file of another shape (another Effect release): the bundle is taken from the module's export instead", async () => {
+    let imports = 0
+    const docs = await serveDocs({
+      readModule: () => Promise.resolve("export const javascript = await load()"),
+      importBundle: () => {
+        imports += 1
+        return importScalarBundle()
+      }
+    })
+    try {
+      const served = await fetch(docs.url)
+      expect(served.status).toBe(200)
+      const html = await served.text()
+      expect(html).toContain(await importScalarBundle())
+      await (await fetch(docs.url)).text()
+      expect(imports).toBe(1)
     } finally {
       await docs.close()
     }

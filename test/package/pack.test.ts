@@ -250,13 +250,17 @@ await createGateway({ storage: "floppy" })
     expect(help).toContain("mcp")
   }, 60_000)
 
-  it("spendgate serve runs the installed server's built entry point: it listens and answers", async () => {
+  it("spendgate serve runs the installed server's built entry point: it listens and answers, /docs included", async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "spendgate-pack-serve-"))
     const bin = join(dir, "node_modules", pkg.name, "bin", "spendgate.js")
     expect(existsSync(join(dir, "node_modules", pkg.name, "dist", "adapters", "http", "main.js"))).toBe(true)
     const server = await startServerProcess({ DATA_DIR: dataDir, HOST: "127.0.0.1" }, 60_000, [bin, "serve"])
     try {
       expect((await fetch(`${server.baseUrl}/health`)).status).toBe(200)
+      // Scalar's bundle, read from the installed Effect package when the page is first asked for.
+      const docs = await fetch(`${server.baseUrl}/docs`)
+      expect(docs.status).toBe(200)
+      expect(await docs.text()).toContain("window.Scalar.createApiReference(")
     } finally {
       await server.stop()
       rmSync(dataDir, { recursive: true, force: true })

@@ -20,7 +20,7 @@ import { startServerProcess } from "../support/server-process.ts"
 const root = join(import.meta.dirname, "..", "..")
 const recorder = pathToFileURL(join(import.meta.dirname, "..", "support", "module-recorder.mjs")).href
 
-interface Record {
+interface ModuleRecord {
   readonly loaded: ReadonlyArray<string>
   readonly internal: ReadonlyArray<string>
 }
@@ -44,7 +44,7 @@ afterAll(async () => {
 })
 
 /** `npm start`'s command with the recorder preloaded; the record of its modules once it has served and stopped. */
-const startAndStop = async (cacheHome: string): Promise<Record> => {
+const startAndStop = async (cacheHome: string): Promise<ModuleRecord> => {
   const record = join(tempDir("spendgate-modules-"), "record.json")
   const server = await startServerProcess(
     { DATABASE_URL: databaseUrl, HOST: "127.0.0.1", TMPDIR: cacheHome, MODULE_RECORD: record, OPENAI_API_KEY: "sk-test" },
@@ -56,10 +56,10 @@ const startAndStop = async (cacheHome: string): Promise<Record> => {
   } finally {
     await server.stop()
   }
-  return JSON.parse(readFileSync(record, "utf8")) as Record
+  return JSON.parse(readFileSync(record, "utf8")) as ModuleRecord
 }
 
-const loadedFrom = (record: Record, part: string) => record.loaded.filter((url) => url.includes(part))
+const loadedFrom = (record: ModuleRecord, part: string) => record.loaded.filter((url) => url.includes(part))
 
 describe("npm start on PostgreSQL loads what it serves with, and nothing it does not use", () => {
   it("no PGlite, no Scalar bundle, no command-line parser, no optional SDK; no TypeScript stripper on a restart", async () => {
@@ -86,5 +86,5 @@ describe("npm start on PostgreSQL loads what it serves with, and nothing it does
     // The first start strips the TypeScript sources (and caches the result); the restart reads them from the cache.
     expect(first.internal.some((name) => name.includes("/amaro/"))).toBe(true)
     expect(restart.internal.some((name) => name.includes("/amaro/"))).toBe(false)
-  }, 120_000)
+  }, 180_000)
 })
