@@ -1,4 +1,4 @@
-import { Effect, Exit, Layer, Logger, ManagedRuntime, Option, Scope } from "effect"
+import { Effect, Exit, Fiber, Layer, Logger, ManagedRuntime, Option, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { afterAll, describe, expect, it } from "vitest"
 import { storeOverClientWith, type StoreOptions } from "../../../adapters/sql/Database.ts"
@@ -355,6 +355,70 @@ describe.each(backends)("closing the store over %s", (_name, client) => {
       yield* fault.lift
       expect(took).toBeGreaterThanOrEqual(900)
       expect(logs.lines.filter((l) => l.includes("not confirmed landed"))).toEqual([GAVE_UP])
+    }))
+  }, 60_000)
+})
+
+describe.each(backends)("a settle refused once on a wallet that is never idle over %s", (_name, client) => {
+  const runtime = ManagedRuntime.make(
+    Layer.provideMerge(
+      testLayer(storeOverClientWith({ settleDelayMs: 2, settleRetryMaxPauseMs: 40 })),
+      client() as Layer.Layer<SqlClient.SqlClient, unknown>
+    )
+  )
+  afterAll(() => runtime.dispose())
+
+  it("is written by the settle writer while the wallet's holds keep coming, not left until the wallet rests", async () => {
+    await runtime.runPromise(Effect.gen(function*() {
+      const owner = yield* fundedAccount(100_000n)
+      const accountId = owner.agent.accountId
+      const sql = yield* SqlClient.SqlClient
+      // The account's first charge insert is refused, once (a sequence does not roll back).
+      yield* sql.unsafe(`CREATE SEQUENCE refuse_once_seq`)
+      yield* sql.unsafe(`
+        CREATE FUNCTION refuse_once() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF NEW.account_id = '${accountId}' AND NEW.type = 'charge' AND nextval('refuse_once_seq') = 1 THEN
+            RAISE EXCEPTION 'injected fault';
+          END IF;
+          RETURN NEW;
+        END $$`)
+      yield* sql.unsafe(`CREATE TRIGGER refuse_once BEFORE INSERT ON transactions FOR EACH ROW EXECUTE FUNCTION refuse_once()`)
+      const chargeLanded = (transactionId: string) =>
+        Effect.map(sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM transactions WHERE id = ${transactionId}`, (rows) => Number(rows[0]!.n) === 1)
+
+      const first = yield* call(owner, 1n, { actual: 1n * CENT })
+      // Twelve callers keep the wallet's reserve batches in flight back to back; none reads. Each
+      // lets the event loop turn between its calls, as requests arriving over HTTP do (on PGlite,
+      // whose queries resolve in process, back-to-back calls would otherwise starve every timer).
+      let busy = true
+      let calls = 0
+      const turn = Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
+      const worker = Effect.whileLoop({
+        while: () => busy,
+        body: () => Effect.andThen(call(owner, 1n, { actual: 1n * CENT }), turn),
+        step: () => {
+          calls++
+        }
+      })
+      const workers = yield* Effect.forkChild(Effect.all(Array.from({ length: 12 }, () => worker), { concurrency: "unbounded", discard: true }))
+      // The first settle was refused (carried by a reserve batch, or by the writer) and is then the
+      // writer's alone: it lands while the wallet is still busy. (On PostgreSQL the writer that
+      // skipped a wallet with a batch in flight left it there for the whole load; on PGlite, one
+      // connection, the batches leave gaps, so there it would land anyway.)
+      const landedWhileBusy = yield* eventually(chargeLanded(first.receipt.transactionId), 10_000)
+      busy = false
+      yield* Fiber.join(workers)
+      const refused = yield* sql<{ called: boolean }>`SELECT is_called AS called FROM refuse_once_seq`
+      expect(refused[0]!.called).toBe(true)
+      expect(landedWhileBusy).toBe(true)
+      // Every call charged once as its receipt says, nothing left held (a read waits for the rest).
+      const wallet = yield* (yield* Wallets).get(owner)
+      expect(wallet.usdMicroUsd).toBe((100_000n - BigInt(calls + 1)) * CENT)
+      const { problems, snapshot } = yield* checkAccount(accountId)
+      expect(problems).toEqual([])
+      expect(snapshot.reservations.filter((r) => r.status === "held")).toEqual([])
+      expect(snapshot.transactions.filter((t) => t.type === "charge")).toHaveLength(calls + 1)
     }))
   }, 60_000)
 })
