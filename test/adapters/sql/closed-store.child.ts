@@ -6,7 +6,6 @@
  * process alive, so it must end by itself at once (no process.exit here).
  */
 import { Effect, Exit, Layer, Result, Scope } from "effect"
-import { SqlClient } from "effect/sql"
 import * as DevCard from "../../../adapters/rails/DevCard.ts"
 import * as DevLightning from "../../../adapters/rails/DevLightning.ts"
 import { registryOnly } from "../../../adapters/services/transport.ts"
@@ -19,6 +18,7 @@ import * as Gateway from "../../../src/Gateway.ts"
 import { RateSource } from "../../../src/ports/RateSource.ts"
 import { Spend } from "../../../src/wallet/Spend.ts"
 import { Wallets } from "../../../src/wallet/Wallets.ts"
+import { refuseCharges } from "../../support/chargeFaults.ts"
 
 const CENT = 10_000n
 const REFUSALS = Number(process.argv[2] ?? "7")
@@ -42,18 +42,8 @@ const program = Effect.gen(function*() {
     const signup = yield* agents.signup({ name: "owner" })
     const owner = yield* agents.authenticate(signup.apiKey)
     yield* (yield* Wallets).credit({ accountId: signup.accountId, key: "seed", pocket: "usd", amount: 100n * CENT, description: "seed" })
-    const sql = yield* SqlClient.SqlClient
-    yield* sql.unsafe(`CREATE SEQUENCE refused_seq`)
-    yield* sql.unsafe(`
-      CREATE FUNCTION refuse_charges() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN
-        IF NEW.type = 'charge' THEN
-          PERFORM nextval('refused_seq');
-          RAISE EXCEPTION 'injected fault';
-        END IF;
-        RETURN NEW;
-      END $$`)
-    yield* sql.unsafe(`CREATE TRIGGER refuse_charges BEFORE INSERT ON transactions FOR EACH ROW EXECUTE FUNCTION refuse_charges()`)
+    // Every charge is refused.
+    const fault = yield* refuseCharges("refuse_charges")
     yield* (yield* Spend).spend(owner, {
       capability: "search",
       provider: "test",
@@ -61,13 +51,8 @@ const program = Effect.gen(function*() {
       description: "test call",
       run: Effect.succeed({ value: "ok", actualMicroUsd: 4n * CENT })
     })
-    // Refused REFUSALS times: the next retry waits min(60 s, 50 ms × 2^REFUSALS).
-    for (;;) {
-      const rows = yield* sql<{ n: number | string; called: boolean }>`SELECT last_value AS n, is_called AS called FROM refused_seq`
-      const refusals = rows[0]!.called ? Number(rows[0]!.n) : 0
-      if (refusals >= REFUSALS) break
-      yield* Effect.sleep("20 millis")
-    }
+    // Refused REFUSALS times: by then a retry pause of its longest, 6.4 s (50 ms × 2^7), has begun.
+    while ((yield* fault.refusals) < REFUSALS) yield* Effect.sleep("20 millis")
     yield* say(`refused ${REFUSALS}`)
   }).pipe(Effect.provide(context))
   yield* Scope.close(scope, Exit.void)

@@ -6,6 +6,7 @@ import * as PgliteClient from "../../../adapters/sql/PgliteClient.ts"
 import type { AccountId } from "../../../src/domain/ids.ts"
 import { Store } from "../../../src/ports/Store.ts"
 import { Wallets } from "../../../src/wallet/Wallets.ts"
+import { refuseCharges } from "../../support/chargeFaults.ts"
 import { checkAccount } from "../../support/ledger-check.ts"
 import { freshPostgresLayer } from "../../support/postgres.ts"
 import { call, fundedAccount, testLayer } from "../../wallet/ledger.contract.ts"
@@ -54,35 +55,6 @@ const settleRecords = (accountId: AccountId) =>
     const rows = yield* sql<{ n: number | string }>`
       SELECT COUNT(*) AS n FROM audit_log WHERE kind = 'settle' AND account_id = ${accountId}`
     return Number(rows[0]!.n)
-  })
-
-/**
- * A trigger that refuses every charge row of `accountId` (a settle's insert)
- * while it exists, counting its refusals in the sequence `<name>_seq`
- * (sequences do not roll back with the refused transaction).
- */
-const refuseCharges = (name: string, accountId: AccountId) =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    yield* sql.unsafe(`CREATE SEQUENCE ${name}_seq`)
-    yield* sql.unsafe(`
-      CREATE FUNCTION ${name}() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN
-        IF NEW.account_id = '${accountId}' AND NEW.type = 'charge' THEN
-          PERFORM nextval('${name}_seq');
-          RAISE EXCEPTION 'injected fault';
-        END IF;
-        RETURN NEW;
-      END $$`)
-    yield* sql.unsafe(`CREATE TRIGGER ${name} BEFORE INSERT ON transactions FOR EACH ROW EXECUTE FUNCTION ${name}()`)
-    return {
-      /** How many times the database refused the settle so far. */
-      refusals: Effect.map(
-        sql<{ n: number | string; called: boolean }>`SELECT last_value AS n, is_called AS called FROM ${sql(`${name}_seq`)}`,
-        (rows) => (rows[0]!.called ? Number(rows[0]!.n) : 0)
-      ),
-      lift: Effect.orDie(sql.unsafe(`DROP TRIGGER IF EXISTS ${name} ON transactions`))
-    }
   })
 
 type SettleLater = NonNullable<Store["Service"]["settleLater"]>
@@ -225,7 +197,7 @@ describe.each(backends)("a settle the database refuses again and again over %s",
     await runtime.runPromise(Effect.gen(function*() {
       const owner = yield* fundedAccount(100n)
       const accountId = owner.agent.accountId
-      const fault = yield* refuseCharges("settle_refused", accountId)
+      const fault = yield* refuseCharges("settle_refused", { accountId })
       const result = yield* Effect.ensuring(
         Effect.gen(function*() {
           const result = yield* call(owner, 10n, { actual: 4n * CENT })
@@ -287,7 +259,7 @@ describe.each(backends)("closing the store over %s", (_name, client) => {
     Effect.gen(function*() {
       const owner = yield* fundedAccount(100n)
       const accountId = owner.agent.accountId
-      const fault = yield* refuseCharges(faultName, accountId)
+      const fault = yield* refuseCharges(faultName, { accountId })
       const result = yield* call(owner, 10n, { actual: 4n * CENT })
       return { accountId, result, fault }
     })
@@ -373,17 +345,8 @@ describe.each(backends)("a settle refused once on a wallet that is never idle ov
       const owner = yield* fundedAccount(100_000n)
       const accountId = owner.agent.accountId
       const sql = yield* SqlClient.SqlClient
-      // The account's first charge insert is refused, once (a sequence does not roll back).
-      yield* sql.unsafe(`CREATE SEQUENCE refuse_once_seq`)
-      yield* sql.unsafe(`
-        CREATE FUNCTION refuse_once() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
-          IF NEW.account_id = '${accountId}' AND NEW.type = 'charge' AND nextval('refuse_once_seq') = 1 THEN
-            RAISE EXCEPTION 'injected fault';
-          END IF;
-          RETURN NEW;
-        END $$`)
-      yield* sql.unsafe(`CREATE TRIGGER refuse_once BEFORE INSERT ON transactions FOR EACH ROW EXECUTE FUNCTION refuse_once()`)
+      // The account's first charge insert is refused, once.
+      const fault = yield* refuseCharges("refuse_once", { accountId, once: true })
       const chargeLanded = (transactionId: string) =>
         Effect.map(sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM transactions WHERE id = ${transactionId}`, (rows) => Number(rows[0]!.n) === 1)
 
@@ -409,8 +372,7 @@ describe.each(backends)("a settle refused once on a wallet that is never idle ov
       const landedWhileBusy = yield* eventually(chargeLanded(first.receipt.transactionId), 10_000)
       busy = false
       yield* Fiber.join(workers)
-      const refused = yield* sql<{ called: boolean }>`SELECT is_called AS called FROM refuse_once_seq`
-      expect(refused[0]!.called).toBe(true)
+      expect(yield* fault.refusals).toBe(1)
       expect(landedWhileBusy).toBe(true)
       // Every call charged once as its receipt says, nothing left held (a read waits for the rest).
       const wallet = yield* (yield* Wallets).get(owner)

@@ -5,6 +5,7 @@ import { storeOverClientWith } from "../../../adapters/sql/Database.ts"
 import * as PgliteClient from "../../../adapters/sql/PgliteClient.ts"
 import { settleIdsOf, Store } from "../../../src/ports/Store.ts"
 import { Wallets } from "../../../src/wallet/Wallets.ts"
+import { refuseCharges } from "../../support/chargeFaults.ts"
 import { checkAccount } from "../../support/ledger-check.ts"
 import { freshPostgresLayer } from "../../support/postgres.ts"
 import { call, fundedAccount, testLayer } from "../../wallet/ledger.contract.ts"
@@ -168,27 +169,15 @@ describe.each(backends)("settles after the answer over %s", (_name, client) => {
     await runtime.runPromise(Effect.gen(function*() {
       const owner = yield* fundedAccount(100n)
       const accountId = owner.agent.accountId
-      const sql = yield* SqlClient.SqlClient
-      yield* sql.unsafe(`CREATE SEQUENCE IF NOT EXISTS settle_fault_seq`)
-      yield* sql.unsafe(`SELECT setval('settle_fault_seq', 1, false)`)
-      yield* sql.unsafe(`
-        CREATE OR REPLACE FUNCTION settle_fault() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
-          IF NEW.account_id = '${accountId}' AND NEW.type = 'charge' AND nextval('settle_fault_seq') = 1 THEN
-            RAISE EXCEPTION 'injected fault';
-          END IF;
-          RETURN NEW;
-        END $$`)
-      yield* sql.unsafe(`CREATE TRIGGER settle_fault BEFORE INSERT ON transactions FOR EACH ROW EXECUTE FUNCTION settle_fault()`)
+      const fault = yield* refuseCharges("settle_fault", { accountId, once: true })
       try {
         const result = yield* call(owner, 10n, { actual: 4n * CENT })
         expect((yield* (yield* Wallets).get(owner)).usdMicroUsd).toBe(96n * CENT)
         const charge = yield* (yield* Store).getTransaction(accountId, result.receipt.transactionId)
         expect(Option.getOrThrow(charge).amountMicroUsd).toBe(4n * CENT)
-        const faults = yield* sql<{ n: number | string }>`SELECT last_value AS n FROM settle_fault_seq`
-        expect(Number(faults[0]!.n)).toBeGreaterThanOrEqual(2)
+        expect(yield* fault.seen).toBeGreaterThanOrEqual(2)
       } finally {
-        yield* Effect.orDie(sql.unsafe(`DROP TRIGGER settle_fault ON transactions`))
+        yield* fault.lift
       }
       expect(yield* transactionsOf(accountId, "settle")).toBe(1)
       expect(yield* (yield* Wallets).verifyChain(accountId)).toBeNull()
