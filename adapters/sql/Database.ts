@@ -70,19 +70,13 @@ export const sqlClientLayer = (options: DatabaseOptions): Layer.Layer<SqlClient.
       )
   })
 
-export interface StoreOptions {
+export interface StoreOptions extends SqlStore.SqlStoreOptions {
   /**
    * How the read cache (ReadCache.ts) learns of changes; default `auto`:
    * PostgreSQL notifications when the client is a PgClient, in-process
    * invalidation alone on PGlite.
    */
   readonly cache?: CacheMode | undefined
-  /** See `SqlStoreOptions.settleDelayMs` (SETTLE_DELAY_MS). */
-  readonly settleDelayMs?: number | undefined
-  /** See `SqlStoreOptions.settleRetryMaxPauseMs`. */
-  readonly settleRetryMaxPauseMs?: number | undefined
-  /** See `SqlStoreOptions.settleShutdownTimeoutMs`. */
-  readonly settleShutdownTimeoutMs?: number | undefined
 }
 
 /**
@@ -95,11 +89,7 @@ export const storeOverClientWith = (options: StoreOptions = {}): Layer.Layer<
   SqlClient.SqlClient
 > =>
   Layer.mergeAll(
-    SqlStore.layerWith({
-      settleDelayMs: options.settleDelayMs,
-      settleRetryMaxPauseMs: options.settleRetryMaxPauseMs,
-      settleShutdownTimeoutMs: options.settleShutdownTimeoutMs
-    }),
+    SqlStore.layerWith(options),
     SqlL402Store.layer,
     SqlL402PaymentStore.layer,
     SqlRegistryStore.layer,

@@ -344,14 +344,20 @@ type Signal =
   | { readonly _tag: "Done"; readonly result: ReserveResult }
   | { readonly _tag: "Lead" }
 
+/** How the settles taken off the caller's path are written (SETTLE_DELAY_MS and the store's options). */
+export interface SettleOptions {
+  /** How long an answered call's settle waits for its wallet's next reserve before it is written alone (ms, default 2). */
+  readonly settleDelayMs?: number | undefined
+  /** The longest pause before a settle the database refused is tried again (ms, default 5000). */
+  readonly settleRetryMaxPauseMs?: number | undefined
+  /** How long closing the store waits for queued settles to land before it logs and gives up (ms, default 10000). */
+  readonly settleShutdownTimeoutMs?: number | undefined
+}
+
 export const makeSqlLedger = (
   sql: SqlClient.SqlClient,
   readAgent: (row: any) => { agent: Agent; policy: Policy },
-  options: {
-    readonly settleDelayMs?: number | undefined
-    readonly settleRetryMaxPauseMs?: number | undefined
-    readonly settleShutdownTimeoutMs?: number | undefined
-  } = {}
+  options: SettleOptions = {}
 ): LedgerStore & FundingStore & { readonly settleWriter: Effect.Effect<void, never, Scope.Scope> } => {
   const settleDelayMs = options.settleDelayMs ?? SETTLE_DELAY_MS
   const settleRetryMaxPauseMs = options.settleRetryMaxPauseMs ?? SETTLE_RETRY_MAX_PAUSE_MS

@@ -5,7 +5,7 @@ import { type Capability, isCapability } from "../../src/domain/Capability.ts"
 import type { AccountId, AgentId } from "../../src/domain/ids.ts"
 import { planAgentChange } from "../../src/agents/owners.ts"
 import { paged } from "./paging.ts"
-import { makeSqlLedger } from "./SqlLedger.ts"
+import { makeSqlLedger, type SettleOptions } from "./SqlLedger.ts"
 import { makeSqlWebhookStore, writeEvents } from "./SqlWebhooks.ts"
 import { agentChangeEvents, agentCreated } from "../../src/webhooks/events.ts"
 import { type NewAgent, type PolicyPatch, Store, type StoreShape, type UpdateAgentResult } from "../../src/ports/Store.ts"
@@ -86,14 +86,8 @@ const keyFinds = (entry: CachedAgent, keyHash: string, now: Date): boolean =>
     (entry.prevKeyHash === keyHash && entry.prevKeyExpiresAt !== null && entry.prevKeyExpiresAt.getTime() > now.getTime())
   )
 
-export interface SqlStoreOptions {
-  /** How long an answered call's settle waits for its wallet's next reserve before it is written alone (ms, default 2). */
-  readonly settleDelayMs?: number | undefined
-  /** The longest pause before a settle the database refused is tried again (ms, default 5000). */
-  readonly settleRetryMaxPauseMs?: number | undefined
-  /** How long closing the store waits for queued settles to land before it logs and gives up (ms, default 10000). */
-  readonly settleShutdownTimeoutMs?: number | undefined
-}
+/** The SQL store's options: those of its ledger's settles (SqlLedger.ts). */
+export type SqlStoreOptions = SettleOptions
 
 export const makeSqlStoreWith = (options: SqlStoreOptions = {}) => Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
@@ -133,11 +127,7 @@ export const makeSqlStoreWith = (options: SqlStoreOptions = {}) => Effect.gen(fu
   const { settleWriter, ...ledger } = makeSqlLedger(
     sql,
     (row: AgentRow) => ({ agent: rowToAgent(row), policy: rowToPolicy(row) }),
-    {
-      settleDelayMs: options.settleDelayMs,
-      settleRetryMaxPauseMs: options.settleRetryMaxPauseMs,
-      settleShutdownTimeoutMs: options.settleShutdownTimeoutMs
-    }
+    options
   )
   yield* settleWriter
 
