@@ -84,6 +84,8 @@ export const layer = (options: TransportOptions): Layer.Layer<ServiceTransport, 
       type Request = Parameters<ServiceTransport["Service"]["send"]>[1]
       const failure = (service: Service) => (reason: ProviderFailure["reason"], message: string) =>
         new ProviderFailure({ provider: service.slug, reason, message })
+      /** The connection failed, or the body could not be read: the error's text, clipped. */
+      const networkFailure = (service: Service) => (error: unknown) => failure(service)("network", String(error).slice(0, 300))
 
       /** A registry service: one request over a connection pinned to the checked address. */
       const openRegistry = (service: Service, url: URL, request: Request) =>
@@ -105,7 +107,7 @@ export const layer = (options: TransportOptions): Layer.Layer<ServiceTransport, 
               ? Stream.empty
               : Stream.fromReadableStream({
                 evaluate: () => response.body!,
-                onError: (error) => failure(service)("network", String(error).slice(0, 300))
+                onError: networkFailure(service)
               })
           }))
         )
@@ -132,16 +134,12 @@ export const layer = (options: TransportOptions): Layer.Layer<ServiceTransport, 
           return {
             status: response.status,
             headers: response.headers as Readonly<Record<string, string>>,
-            stream: response.stream.pipe(Stream.mapError((error) => failure(service)("network", String(error).slice(0, 300)))),
+            stream: response.stream.pipe(Stream.mapError(networkFailure(service))),
             // The whole body at once: the client reads exactly the declared length, so `send` takes this
             // only for an answer whose Content-Length is within its bound.
-            whole: Effect.map(
-              Effect.mapError(response.arrayBuffer, (error) => failure(service)("network", String(error).slice(0, 300))),
-              (buffer) => new Uint8Array(buffer)
-            )
+            whole: Effect.map(Effect.mapError(response.arrayBuffer, networkFailure(service)), (buffer) => new Uint8Array(buffer))
           }
         })
-
 
       const stream = (service: Service, request: Request) =>
         Effect.gen(function*() {
