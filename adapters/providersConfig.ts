@@ -14,6 +14,7 @@ import { OutboundHttp } from "../src/ports/Net.ts"
 import type { ServiceTransport } from "../src/ports/ServiceTransport.ts"
 import type { InvalidConfig } from "./config.ts"
 import * as SafeHttp from "./net/SafeHttp.ts"
+import { UpstreamClient } from "./net/upstreamClient.ts"
 import { loadPriceCards } from "./priceCards.ts"
 import { type Configured, env } from "./providers/kit/config.ts"
 import { registry } from "./providers/registry.ts"
@@ -48,12 +49,14 @@ export const providersLayer = (
 ): Layer.Layer<Providers | OutboundHttp | ServiceTransport | ProviderStatuses> => {
   const outbound = SafeHttp.layer({ allowHosts: config.allowHosts })
   const http = NodeHttpClient.layerUndici
+  // One connection pool for every metered upstream call (providers and the proxy).
+  const upstream = UpstreamClient.layer
   const providers = Layer.effect(
     Providers,
     Effect.map(Effect.forEach(config.builders, (b) => b.build), (all) => ({ all }))
-  ).pipe(Layer.provide(Layer.mergeAll(http, outbound)))
+  ).pipe(Layer.provide(Layer.mergeAll(http, upstream, outbound)))
   const transport = Transport.layer({ operatorServices: config.operatorServices, registry: { allowHosts: config.allowHosts } })
-    .pipe(Layer.provide(http))
+    .pipe(Layer.provide([http, upstream]))
   const statuses = Layer.effect(
     ProviderStatuses,
     Effect.gen(function*() {

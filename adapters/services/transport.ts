@@ -7,6 +7,7 @@ import { type ProxyResponse, ServiceTransport } from "../../src/ports/ServiceTra
 import type { Service } from "../../src/services/Service.ts"
 import { declaredLength } from "../net/declaredLength.ts"
 import * as SafeHttp from "../net/SafeHttp.ts"
+import { UpstreamClient } from "../net/upstreamClient.ts"
 
 /**
  * Sends proxied requests. Operator services get the operator's credentials
@@ -69,11 +70,18 @@ export const filterResponseHeaders = (
     })
   )
 
-export const layer = (options: TransportOptions): Layer.Layer<ServiceTransport, never, HttpClient.HttpClient> =>
+/** Answers are text as a browser reads it: a malformed byte becomes U+FFFD. */
+const utf8 = new TextDecoder()
+
+export const layer = (
+  options: TransportOptions
+): Layer.Layer<ServiceTransport, never, HttpClient.HttpClient | UpstreamClient> =>
   Layer.effect(
     ServiceTransport,
     Effect.gen(function*() {
+      // Streamed answers (server-sent events) go through Effect's client; the others through the upstream client.
       const client = yield* HttpClient.HttpClient
+      const upstream = yield* UpstreamClient
       const pinned = SafeHttp.makePinnedRequest(options.registry ?? {})
       const timeoutMs = options.timeoutMs ?? 60_000
       const maxBytes = options.maxResponseBytes ?? 4 * 1024 * 1024
@@ -134,10 +142,7 @@ export const layer = (options: TransportOptions): Layer.Layer<ServiceTransport, 
           return {
             status: response.status,
             headers: response.headers as Readonly<Record<string, string>>,
-            stream: response.stream.pipe(Stream.mapError(networkFailure(service))),
-            // The whole body at once: the client reads exactly the declared length, so `send` takes this
-            // only for an answer whose Content-Length is within its bound.
-            whole: Effect.map(Effect.mapError(response.arrayBuffer, networkFailure(service)), (buffer) => new Uint8Array(buffer))
+            stream: response.stream.pipe(Stream.mapError(networkFailure(service)))
           }
         })
 
@@ -167,7 +172,23 @@ export const layer = (options: TransportOptions): Layer.Layer<ServiceTransport, 
           return { status: response.status, headers: filterResponseHeaders(response.headers), body }
         })
 
-      const send = (service: Service, request: Request) =>
+      /** The answer of `send`: its JSON parsed when it says it is JSON, else its text; its headers filtered. */
+      const proxyResponse = (service: Service, status: number, headers: Readonly<Record<string, string>>, bytes: Uint8Array) =>
+        Effect.suspend((): Effect.Effect<ProxyResponse, ProviderFailure> => {
+          const text = utf8.decode(bytes)
+          let body: unknown = text
+          if ((headers["content-type"] ?? "").includes("json")) {
+            try {
+              body = JSON.parse(text)
+            } catch {
+              return Effect.fail(failure(service)("malformed", "the answer is not valid JSON"))
+            }
+          }
+          return Effect.succeed({ status, headers: filterResponseHeaders(headers, service.l402 === true), body })
+        })
+
+      /** A registry service: its answer read chunk by chunk over the pinned connection, bounded. */
+      const sendRegistry = (service: Service, request: Request) =>
         Effect.gen(function*() {
           const fail = failure(service)
           const response = yield* open(service, request)
@@ -175,45 +196,19 @@ export const layer = (options: TransportOptions): Layer.Layer<ServiceTransport, 
           if (declared !== undefined && declared > maxBytes) {
             return yield* fail("too_large", `the answer is larger than ${maxBytes} bytes`)
           }
-          let bytes: Uint8Array
-          if (declared !== undefined && "whole" in response) {
-            // Its length is known and within the bound: read at once, no per-chunk accounting.
-            bytes = yield* response.whole
-          } else {
-            let received = 0
-            const chunks: Array<Uint8Array> = []
-            yield* response.stream.pipe(
-              Stream.runForEachWhile((chunk) =>
-                Effect.suspend(() => {
-                  received += chunk.length
-                  if (received > maxBytes) return Effect.fail(fail("too_large", `the answer is larger than ${maxBytes} bytes`))
-                  chunks.push(chunk)
-                  return Effect.succeed(true)
-                })
-              )
+          let received = 0
+          const chunks: Array<Uint8Array> = []
+          yield* response.stream.pipe(
+            Stream.runForEachWhile((chunk) =>
+              Effect.suspend(() => {
+                received += chunk.length
+                if (received > maxBytes) return Effect.fail(fail("too_large", `the answer is larger than ${maxBytes} bytes`))
+                chunks.push(chunk)
+                return Effect.succeed(true)
+              })
             )
-            bytes = new Uint8Array(received)
-            let offset = 0
-            for (const chunk of chunks) {
-              bytes.set(chunk, offset)
-              offset += chunk.length
-            }
-          }
-          const text = new TextDecoder().decode(bytes)
-          const contentType = response.headers["content-type"] ?? ""
-          let body: unknown = text
-          if (contentType.includes("json")) {
-            try {
-              body = JSON.parse(text)
-            } catch {
-              return yield* fail("malformed", "the answer is not valid JSON")
-            }
-          }
-          return {
-            status: response.status,
-            headers: filterResponseHeaders(response.headers, service.l402 === true),
-            body
-          } satisfies ProxyResponse
+          )
+          return yield* proxyResponse(service, response.status, response.headers, Buffer.concat(chunks, received))
         }).pipe(
           Effect.scoped,
           Effect.timeoutOrElse({
@@ -222,11 +217,47 @@ export const layer = (options: TransportOptions): Layer.Layer<ServiceTransport, 
           })
         )
 
+      /**
+       * An operator service: one exchange of the upstream client (the operator's credentials
+       * injected), read into memory up to the bound within the deadline.
+       */
+      const sendOperator = (service: Service, request: Request) => {
+        const fail = failure(service)
+        const url = new URL(service.baseUrl.replace(/\/+$/, "") + request.path)
+        for (const [k, v] of Object.entries(request.query)) url.searchParams.set(k, v)
+        const headers: Record<string, string> = { ...request.headers }
+        const withBody = request.body !== undefined && request.method !== "GET"
+        if (withBody) headers["content-type"] = "application/json"
+        for (const [name, value] of Object.entries(credentialsOf.get(service.slug) ?? {})) headers[name] = Redacted.value(value)
+        return upstream.send({
+          url,
+          method: request.method,
+          headers,
+          body: withBody ? JSON.stringify(request.body) : undefined,
+          timeoutMs,
+          maxBytes: () => maxBytes
+        }).pipe(
+          Effect.catchTags({
+            UpstreamTimeout: () => Effect.fail(fail("timeout", `no answer in ${timeoutMs} ms`)),
+            UpstreamUnreachable: (error) => Effect.fail(networkFailure(service)(error.cause)),
+            UpstreamBroken: (error) => Effect.fail(networkFailure(service)(error.cause))
+          }),
+          Effect.flatMap((answer) =>
+            answer.overflow
+              ? Effect.fail(fail("too_large", `the answer is larger than ${maxBytes} bytes`))
+              : proxyResponse(service, answer.status, answer.headers, answer.bytes)
+          )
+        )
+      }
+
+      const send = (service: Service, request: Request) =>
+        service.origin === "registry" ? sendRegistry(service, request) : sendOperator(service, request)
+
       return ServiceTransport.of({ operatorServices: options.operatorServices.map((o) => o.service), send, stream })
     })
   )
 
 /** A transport with no operator services: only approved registry services can be proxied. */
 export const registryOnly: Layer.Layer<ServiceTransport> = layer({ operatorServices: [] }).pipe(
-  Layer.provide(NodeHttpClient.layerUndici)
+  Layer.provide([NodeHttpClient.layerUndici, UpstreamClient.layer])
 )

@@ -1,5 +1,5 @@
 import Anthropic from "@anthropic-ai/sdk"
-import { NodeHttpClient } from "@effect/platform-node"
+import { upstreamLayers } from "../support/upstreamLayers.ts"
 import { ConfigProvider, Effect, Layer, Redacted } from "effect"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
@@ -202,7 +202,7 @@ for (const [backend, store] of storeBackends) {
           // Prices a model in OpenAI's format only: never a Messages route.
           service("chatonly", upstream.url, price("openai-chat", 10n, 10n, ["gpt-m"]), { authorization: `Bearer ${OPERATOR_KEY}` })
         ]
-      }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+      }).pipe(Layer.provide(upstreamLayers))
       server = await startServer(store(), { transport })
       api = client(server.baseUrl)
     })
@@ -529,7 +529,7 @@ describe("Anthropic-compatible API over the operator's configured provider", () 
     const config = await Effect.runPromise(loadProvidersConfig.pipe(
       Effect.provide(ConfigProvider.layer(ConfigProvider.fromEnvRecord({ ANTHROPIC_API_KEY: OPERATOR_KEY, ANTHROPIC_BASE_URL: upstream.url })))
     ))
-    const transport = Transport.layer({ operatorServices: config.operatorServices }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+    const transport = Transport.layer({ operatorServices: config.operatorServices }).pipe(Layer.provide(upstreamLayers))
     const server = await startServer(storeBackends[0]![1](), { transport })
     try {
       const api = client(server.baseUrl)
@@ -575,7 +575,7 @@ describe("Anthropic-compatible API: fallback and rate limits", () => {
         service("cheap", upstream.url, price("anthropic-messages", 1_000n, 2_000n)),
         service("down", `http://127.0.0.1:${port}`, price("anthropic-messages", 100n, 200n))
       ]
-    }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+    }).pipe(Layer.provide(upstreamLayers))
     const server = await startServer(storeBackends[0]![1](), { transport })
     try {
       const api = client(server.baseUrl)

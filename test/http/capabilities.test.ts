@@ -1,4 +1,4 @@
-import { NodeHttpClient } from "@effect/platform-node"
+import { upstreamLayers } from "../support/upstreamLayers.ts"
 import { Effect, Exit, Layer, Redacted, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as SafeHttp from "../../adapters/net/SafeHttp.ts"
@@ -43,7 +43,7 @@ describe.each(storeBackends)("capabilities and proxy over HTTP (%s)", (_name, st
         OpenAiCompatible.make({ name: "alpha", baseUrl: `${alpha.origin}/v1`, apiKey: Redacted.make(KEY), models: [model("m-1", 1_500n, 6_000n)] }),
         OpenAiCompatible.make({ name: "beta", baseUrl: `${beta.origin}/v1`, apiKey: Redacted.make(KEY), models: [model("m-1", 3_000n, 12_000n)] })
       ]).pipe(Effect.map((all) => ({ all })))
-    ).pipe(Layer.provide(NodeHttpClient.layerUndici))
+    ).pipe(Layer.provide(upstreamLayers))
     const transport = Transport.layer({
       operatorServices: [{
         service: {
@@ -65,7 +65,7 @@ describe.each(storeBackends)("capabilities and proxy over HTTP (%s)", (_name, st
         },
         credentials: { authorization: Redacted.make(`Bearer ${KEY}`) }
       }]
-    }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+    }).pipe(Layer.provide(upstreamLayers))
     // Names resolve to a documentation address: nothing is ever connected to.
     const outbound = SafeHttp.layer({ lookup: async () => [{ address: "93.184.216.34", family: 4 }] })
     server = await startServer(store(), { providers, transport, outbound, adminToken: ADMIN })

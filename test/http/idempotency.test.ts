@@ -1,4 +1,4 @@
-import { NodeHttpClient } from "@effect/platform-node"
+import { upstreamLayers } from "../support/upstreamLayers.ts"
 import { Effect, Exit, Layer, Redacted, Scope } from "effect"
 import { request } from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -308,7 +308,7 @@ describe.each(storeBackends)("Idempotency-Key across agents over %s", (_name, st
         apiKey: Redacted.make("sk-upstream"),
         models: [{ id: "m-1", inputPer1kMicroUsd: 1_000n, outputPer1kMicroUsd: 1_000n, maxTokens: 4096, defaultMaxTokens: 100 }]
       }).pipe(Effect.map((provider) => ({ all: [provider] })))
-    ).pipe(Layer.provide(NodeHttpClient.layerUndici))
+    ).pipe(Layer.provide(upstreamLayers))
     const m1 = { id: "m-1", inputPer1kMicroUsd: 1_000n, outputPer1kMicroUsd: 1_000n, maxTokens: 4096, defaultMaxTokens: 100 }
     const transport = Transport.layer({
       operatorServices: [{
@@ -328,7 +328,7 @@ describe.each(storeBackends)("Idempotency-Key across agents over %s", (_name, st
         },
         credentials: { authorization: Redacted.make("Bearer sk-upstream") }
       }]
-    }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+    }).pipe(Layer.provide(upstreamLayers))
     server = await startServer(store(), { providers, transport })
     api = client(server.baseUrl)
   })

@@ -1,4 +1,4 @@
-import { NodeHttpClient } from "@effect/platform-node"
+import { upstreamLayers } from "../support/upstreamLayers.ts"
 import { Effect, Exit, Layer, Logger, Redacted, Scope } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -70,7 +70,7 @@ describe("observability over HTTP", () => {
         }),
         (provider) => ({ all: [provider] })
       )
-    ).pipe(Layer.provide(NodeHttpClient.layerUndici))
+    ).pipe(Layer.provide(upstreamLayers))
     server = await startServer(MemoryStore.layer, {
       providers,
       adminToken: ADMIN,

@@ -1,4 +1,4 @@
-import { NodeHttpClient } from "@effect/platform-node"
+import { upstreamLayers } from "../support/upstreamLayers.ts"
 import { Effect, Layer, Redacted } from "effect"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
@@ -138,7 +138,7 @@ for (const [backend, store] of storeBackends) {
           service("dear", upstream.url, price(5_000n, 9_000n)),
           service("cheap", upstream.url, price(1_000n, 2_000n))
         ]
-      }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+      }).pipe(Layer.provide(upstreamLayers))
       server = await startServer(store(), { transport })
       api = client(server.baseUrl)
     })
@@ -377,7 +377,7 @@ describe("OpenAI-compatible API over the operator's configured providers", () =>
     const config = await Effect.runPromise(loadProvidersConfig.pipe(
       Effect.provide(ConfigProvider.layer(ConfigProvider.fromEnvRecord({ OPENAI_API_KEY: OPERATOR_KEY, OPENAI_BASE_URL: `${upstream.url}/v1` })))
     ))
-    const transport = Transport.layer({ operatorServices: config.operatorServices }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+    const transport = Transport.layer({ operatorServices: config.operatorServices }).pipe(Layer.provide(upstreamLayers))
     const server = await startServer(storeBackends[0]![1](), { transport })
     try {
       const api = client(server.baseUrl)
@@ -414,7 +414,7 @@ describe("OpenAI-compatible API: fallback", () => {
         service("cheap", upstream.url, price(1_000n, 2_000n)),
         service("down", `http://127.0.0.1:${port}`, price(100n, 200n))
       ]
-    }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+    }).pipe(Layer.provide(upstreamLayers))
     const server = await startServer(storeBackends[0]![1](), { transport })
     try {
       const api = client(server.baseUrl)

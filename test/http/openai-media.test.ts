@@ -1,4 +1,4 @@
-import { NodeHttpClient } from "@effect/platform-node"
+import { upstreamLayers } from "../support/upstreamLayers.ts"
 import { ConfigProvider, Effect, Exit, Layer, Redacted, Scope } from "effect"
 import OpenAI, { toFile } from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -50,7 +50,7 @@ for (const [backend, store] of storeBackends) {
       const apiKey = Redacted.make(OPERATOR_KEY)
       // The HTTP client lives as long as the test's scope (its connection pool closes with it).
       const http = await Effect.runPromise(
-        Layer.buildWithScope(Layer.mergeAll(NodeHttpClient.layerUndici, SafeHttp.layer({ allowHosts: [] })), scope)
+        Layer.buildWithScope(Layer.mergeAll(upstreamLayers, SafeHttp.layer({ allowHosts: [] })), scope)
       )
       const built = await Effect.runPromise(
         Effect.all([
@@ -64,7 +64,7 @@ for (const [backend, store] of storeBackends) {
       const config = await Effect.runPromise(loadProvidersConfig.pipe(
         Effect.provide(ConfigProvider.layer(ConfigProvider.fromEnvRecord({ OPENAI_API_KEY: OPERATOR_KEY, OPENAI_BASE_URL: baseUrl })))
       ))
-      const transport = Transport.layer({ operatorServices: config.operatorServices }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+      const transport = Transport.layer({ operatorServices: config.operatorServices }).pipe(Layer.provide(upstreamLayers))
       server = await startServer(store(), { providers: Providers.make(built), transport })
       api = client(server.baseUrl)
     })

@@ -1,4 +1,4 @@
-import { NodeHttpClient } from "@effect/platform-node"
+import { upstreamLayers } from "../support/upstreamLayers.ts"
 import { ConfigProvider, Effect, Layer } from "effect"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
@@ -166,7 +166,7 @@ describe.each(storeBackends)("model prices over HTTP (%s)", (_name, store) => {
     const config = await Effect.runPromise(loadProvidersConfig.pipe(
       Effect.provide(ConfigProvider.layer(ConfigProvider.fromEnvRecord(env)))
     ))
-    const http = NodeHttpClient.layerUndici
+    const http = upstreamLayers
     const providers = Layer.effect(
       Providers,
       Effect.map(Effect.forEach(config.builders.filter((b) => b.capability === "reason"), (b) => b.build), (all) => ({ all }))

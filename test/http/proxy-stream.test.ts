@@ -1,4 +1,4 @@
-import { NodeHttpClient } from "@effect/platform-node"
+import { upstreamLayers } from "../support/upstreamLayers.ts"
 import { Effect, Layer, Redacted } from "effect"
 import { TestClock } from "effect/testing"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
@@ -112,7 +112,7 @@ describe("streamed completions through the proxy", () => {
       }],
       // A registry service at the same local upstream (allowed here; registry URLs are https in production).
       registry: { allowHosts: [new URL(upstream.url).host] }
-    }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+    }).pipe(Layer.provide(upstreamLayers))
     server = await startServer(MemoryStore.layer, { transport })
     api = client(server.baseUrl)
   })

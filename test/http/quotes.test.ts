@@ -1,4 +1,4 @@
-import { NodeHttpClient } from "@effect/platform-node"
+import { upstreamLayers } from "../support/upstreamLayers.ts"
 import { Effect, Exit, Layer, Redacted, Result, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as OpenAiCompatible from "../../adapters/providers/reason/openaiCompatible.ts"
@@ -48,7 +48,7 @@ describe.each(storeBackends)("binding quotes over HTTP (%s)", (_name, store) => 
         OpenAiCompatible.make({ name: "alpha", baseUrl: `${alpha.origin}/v1`, apiKey: Redacted.make(KEY), models: [model("m-1", 1_500n, 6_000n)] }),
         OpenAiCompatible.make({ name: "beta", baseUrl: `${beta.origin}/v1`, apiKey: Redacted.make(KEY), models: [model("m-1", 3_000n, 12_000n)] })
       ]).pipe(Effect.map((all) => ({ all })))
-    ).pipe(Layer.provide(NodeHttpClient.layerUndici))
+    ).pipe(Layer.provide(upstreamLayers))
     server = await startServer(store(), { providers, quoteTtlMs: TTL_MS })
     api = client(server.baseUrl)
   })

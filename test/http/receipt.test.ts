@@ -1,4 +1,4 @@
-import { NodeHttpClient } from "@effect/platform-node"
+import { upstreamLayers } from "../support/upstreamLayers.ts"
 import { Duration, Effect, Layer, Redacted, Result } from "effect"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
@@ -120,7 +120,7 @@ describe("the call receipt", () => {
         },
         credentials: { authorization: Redacted.make("Bearer sk-test") }
       }]
-    }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+    }).pipe(Layer.provide(upstreamLayers))
     server = await startServer(slowHolds, { transport, providers: Providers.make([slowProvider]) })
     api = client(server.baseUrl)
   })

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto"
-import { NodeHttpClient } from "@effect/platform-node"
+import { upstreamLayers } from "../support/upstreamLayers.ts"
 import { Effect, Layer, Option, Redacted, Result } from "effect"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import * as SafeHttp from "../../adapters/net/SafeHttp.ts"
@@ -42,7 +42,7 @@ beforeAll(async () => {
     outbound: SafeHttp.layer({ allowHosts: [paywall.host] }),
     // Registry services may be reached at the local paywall (registry URLs are https in production).
     transport: Transport.layer({ operatorServices: [], registry: { allowHosts: [paywall.host] } })
-      .pipe(Layer.provide(NodeHttpClient.layerUndici))
+      .pipe(Layer.provide(upstreamLayers))
   })
   api = client(server.baseUrl)
 }, 60_000)

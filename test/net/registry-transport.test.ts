@@ -1,4 +1,5 @@
 import { NodeHttpClient } from "@effect/platform-node"
+import { UpstreamClient } from "../../adapters/net/upstreamClient.ts"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, type Scope, Stream } from "effect"
 import * as Http from "node:http"
@@ -87,6 +88,7 @@ const transportWith = (resolver: ReturnType<typeof scripted>, allowHosts: Readon
   Transport.layer({ operatorServices: [], registry: { lookup: resolver.lookup, allowHosts }, timeoutMs: 1_500 }).pipe(
     Layer.provide(Layer.mergeAll(
       NodeHttpClient.layerUndiciOptions({ connect: { lookup: resolver.nodeLookup } }),
+      UpstreamClient.layer,
       SafeHttp.layer({ lookup: resolver.lookup, allowHosts })
     ))
   )

@@ -1,4 +1,4 @@
-import { NodeHttpClient } from "@effect/platform-node"
+import { upstreamLayers } from "../support/upstreamLayers.ts"
 import { assert, describe, it, layer } from "@effect/vitest"
 import { Cause, Effect, Exit, Redacted, Result } from "effect"
 import * as Net from "node:net"
@@ -454,7 +454,7 @@ const only = (fake: FakeUpstream): Recorded => {
   return fake.requests[0]!
 }
 
-layer(NodeHttpClient.layerUndici, { excludeTestServices: true })("resend over HTTP", (it) => {
+layer(upstreamLayers, { excludeTestServices: true })("resend over HTTP", (it) => {
   it.effect("POSTs /emails with the bearer key and the JSON body, and maps { id }", () =>
     Effect.gen(function*() {
       const fake = yield* startFake(() => json({ id: "49a3999c-0ce1-4ea6-ab68-afcd6dc2e794" }))

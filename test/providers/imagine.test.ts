@@ -1,7 +1,7 @@
-import { NodeHttpClient } from "@effect/platform-node"
+import { upstreamLayers } from "../support/upstreamLayers.ts"
+import type { UpstreamClient } from "../../adapters/net/upstreamClient.ts"
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Redacted, Result, type Scope } from "effect"
-import type { HttpClient } from "effect/http"
 import OpenAI from "openai"
 import * as OpenAiImages from "../../adapters/providers/imagine/openaiImages.ts"
 import type { Provider, Quote } from "../../src/capabilities/Provider.ts"
@@ -22,9 +22,9 @@ const KEY = "sk-proj-imagetest0123456789abcdefghij"
 const DALLE3_PRICES = { "1024x1024": 40_000n, "1024x1792": 80_000n, "1792x1024": 80_000n }
 const DALLE2_PRICES = { "256x256": 16_000n, "512x512": 18_000n, "1024x1024": 20_000n }
 
-type Client = HttpClient.HttpClient
+type Client = UpstreamClient
 
-const live = <A, E>(effect: Effect.Effect<A, E, Client | Scope.Scope>) => effect.pipe(Effect.provide(NodeHttpClient.layerUndici))
+const live = <A, E>(effect: Effect.Effect<A, E, Client | Scope.Scope>) => effect.pipe(Effect.provide(upstreamLayers))
 
 const bounded = <A, E, R>(effect: Effect.Effect<A, E, R>, ms = 10_000) =>
   Effect.timeoutOrElse(effect, {
@@ -210,7 +210,7 @@ describe("openaiImages: quotes the provider refuses", () => {
   it("a misconfiguration is a defect at start-up, naming the field", async () => {
     const attempt = (options: Partial<OpenAiImages.Options>) =>
       Effect.runPromiseExit(
-        OpenAiImages.make({ model: "dall-e-3", prices: DALLE3_PRICES, ...options }).pipe(Effect.provide(NodeHttpClient.layerUndici))
+        OpenAiImages.make({ model: "dall-e-3", prices: DALLE3_PRICES, ...options }).pipe(Effect.provide(upstreamLayers))
       )
     const noPrices = await attempt({ prices: {} })
     assert.isTrue(noPrices._tag === "Failure" && String(noPrices.cause).includes("prices must name at least one size"))

@@ -1,7 +1,7 @@
-import { NodeHttpClient } from "@effect/platform-node"
+import { upstreamLayers } from "../support/upstreamLayers.ts"
+import type { UpstreamClient } from "../../adapters/net/upstreamClient.ts"
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Layer, Redacted } from "effect"
-import type { HttpClient } from "effect/http"
 import * as Brave from "../../adapters/providers/search/brave.ts"
 import * as BuiltinRead from "../../adapters/providers/read/builtin.ts"
 import * as Jina from "../../adapters/providers/read/jina.ts"
@@ -22,8 +22,8 @@ const dies = <A, E>(effect: Effect.Effect<A, E, never>) =>
 describe("one price checker for every provider", () => {
   it.effect("a page provider refuses a price card that is not per page, or is negative", () =>
     Effect.gen(function*() {
-      const layers = Layer.mergeAll(testOutboundHttp, NodeHttpClient.layerUndici)
-      const page: ReadonlyArray<readonly [string, (unitPrice: UnitPrice) => Effect.Effect<unknown, never, OutboundHttp | HttpClient.HttpClient>]> = [
+      const layers = Layer.mergeAll(testOutboundHttp, upstreamLayers)
+      const page: ReadonlyArray<readonly [string, (unitPrice: UnitPrice) => Effect.Effect<unknown, never, OutboundHttp | UpstreamClient>]> = [
         ["readability", (unitPrice) => BuiltinRead.make({ unitPrice })],
         ["scraper", (unitPrice) => BuiltinScrape.make({ unitPrice })],
         ["jina", (unitPrice) => Jina.make({ unitPrice, apiKey: key })],
@@ -40,7 +40,7 @@ describe("one price checker for every provider", () => {
   it.effect("a search provider refuses a price card that is not per query", () =>
     Effect.gen(function*() {
       const build = (unitPrice: UnitPrice) =>
-        dies(Brave.make({ apiKey: key, unitPrice }).pipe(Effect.provide(NodeHttpClient.layerUndici)))
+        dies(Brave.make({ apiKey: key, unitPrice }).pipe(Effect.provide(upstreamLayers)))
       assert.isTrue(yield* build(perPage))
       assert.isFalse(yield* build(perQuery))
     }))

@@ -1,4 +1,4 @@
-import { NodeHttpClient } from "@effect/platform-node"
+import { upstreamLayers } from "../support/upstreamLayers.ts"
 import { assert, describe, layer } from "@effect/vitest"
 import { Cause, Effect, Exit, Result } from "effect"
 import * as Http from "node:http"
@@ -130,7 +130,7 @@ const startSlow = (delayMs: number, respond: (request: Recorded) => unknown) =>
 // ---------------------------------------------------------------------------
 
 // Real sockets and real time: the test clock is left out.
-layer(NodeHttpClient.layerUndici, { excludeTestServices: true })("piston over HTTP", (it) => {
+layer(upstreamLayers, { excludeTestServices: true })("piston over HTTP", (it) => {
   describe("requests and answers", () => {
     it.effect("POSTs /api/v2/execute with the documented body, and maps the documented answer", () =>
       Effect.gen(function*() {

@@ -1,4 +1,4 @@
-import { NodeHttpClient } from "@effect/platform-node"
+import { upstreamLayers } from "../support/upstreamLayers.ts"
 import { assert, describe, it, layer } from "@effect/vitest"
 import { Cause, Effect, Exit, Layer, Redacted, Result } from "effect"
 import * as SafeHttp from "../../adapters/net/SafeHttp.ts"
@@ -306,7 +306,7 @@ const jinaError = (code: number, name: string, readableMessage: string) => ({
   readableMessage
 })
 
-layer(NodeHttpClient.layerUndici, { excludeTestServices: true })("Jina Reader", (it) => {
+layer(upstreamLayers, { excludeTestServices: true })("Jina Reader", (it) => {
   const jina = (baseUrl: string, options: Partial<Jina.Options> = {}) =>
     Jina.make({ baseUrl, apiKey: Redacted.make(JINA_KEY), unitPrice: PRICE, ...options })
   const only = (requests: ReadonlyArray<Recorded>) => {

@@ -1,9 +1,9 @@
-import { NodeHttpClient } from "@effect/platform-node"
+import { upstreamLayers } from "../support/upstreamLayers.ts"
+import type { UpstreamClient } from "../../adapters/net/upstreamClient.ts"
 import { assert, describe, it } from "@effect/vitest"
 import Anthropic from "@anthropic-ai/sdk"
 import OpenAI from "openai"
 import { Duration, Effect, Redacted, Result, type Scope } from "effect"
-import type { HttpClient } from "effect/http"
 import * as AnthropicProvider from "../../adapters/providers/reason/anthropic.ts"
 import * as OpenAiCompatible from "../../adapters/providers/reason/openaiCompatible.ts"
 import type { ModelInfo, Provider, Quote } from "../../src/capabilities/Provider.ts"
@@ -60,11 +60,11 @@ const haiku: ModelInfo = {
 /** About 1300 bytes: a prompt for which 1234 prompt tokens are plausible. */
 const LONG_PROMPT = `What is the answer? Context: ${"the quick brown fox jumps over the lazy dog ".repeat(30)}`
 
-type Client = HttpClient.HttpClient
+type Client = UpstreamClient
 
 /** A test's effects get the real undici client; waits are bounded whatever the adapter does. */
 const live = <A, E>(effect: Effect.Effect<A, E, Client | Scope.Scope>) =>
-  effect.pipe(Effect.provide(NodeHttpClient.layerUndici))
+  effect.pipe(Effect.provide(upstreamLayers))
 
 const bounded = <A, E, R>(effect: Effect.Effect<A, E, R>, ms = 10_000) =>
   Effect.timeoutOrElse(effect, {

@@ -1,4 +1,4 @@
-import { NodeHttpClient } from "@effect/platform-node"
+import { upstreamLayers } from "../support/upstreamLayers.ts"
 import { assert, describe, it, layer } from "@effect/vitest"
 import { Cause, Effect, Exit, type Layer, Redacted, Result } from "effect"
 import * as SafeHttp from "../../adapters/net/SafeHttp.ts"
@@ -241,7 +241,7 @@ const firecrawlAnswer = (overrides: Record<string, unknown> = {}) => ({
 
 const firecrawlError = (error: string) => ({ success: false, error })
 
-layer(NodeHttpClient.layerUndici, { excludeTestServices: true })("Firecrawl", (it) => {
+layer(upstreamLayers, { excludeTestServices: true })("Firecrawl", (it) => {
   const firecrawl = (baseUrl: string, options: Partial<Firecrawl.Options> = {}) =>
     Firecrawl.make({ baseUrl, apiKey: Redacted.make(FIRECRAWL_KEY), unitPrice: PRICE, ...options })
   const only = (requests: ReadonlyArray<Recorded>) => {

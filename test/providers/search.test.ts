@@ -1,7 +1,7 @@
-import { NodeHttpClient } from "@effect/platform-node"
+import { upstreamLayers } from "../support/upstreamLayers.ts"
+import type { UpstreamClient } from "../../adapters/net/upstreamClient.ts"
 import { assert, describe, layer } from "@effect/vitest"
 import { Cause, Effect, Exit, Redacted, Result } from "effect"
-import type { HttpClient } from "effect/http"
 import * as Brave from "../../adapters/providers/search/brave.ts"
 import * as SearXNG from "../../adapters/providers/search/searxng.ts"
 import * as Tavily from "../../adapters/providers/search/tavily.ts"
@@ -195,7 +195,7 @@ interface Subject {
   readonly make: (
     baseUrl: string,
     limits?: { readonly timeoutMs?: number; readonly maxResponseBytes?: number }
-  ) => Effect.Effect<Provider<"search">, never, HttpClient.HttpClient>
+  ) => Effect.Effect<Provider<"search">, never, UpstreamClient>
   /** The provider's documented success answer around some results. */
   readonly answer: (request: Recorded, results: ReadonlyArray<Item>) => Answer
   /** The provider's error answer. */
@@ -247,7 +247,7 @@ const untidy: ReadonlyArray<Item> = [
 // ---------------------------------------------------------------------------
 
 // Real sockets and real time: the test clock is left out.
-layer(NodeHttpClient.layerUndici, { excludeTestServices: true })("search providers over HTTP", (it) => {
+layer(upstreamLayers, { excludeTestServices: true })("search providers over HTTP", (it) => {
   describe("brave", () => {
     it.effect("GETs /res/v1/web/search with q, count and the subscription token, and maps the answer", () =>
       Effect.gen(function*() {

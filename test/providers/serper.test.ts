@@ -1,4 +1,4 @@
-import { NodeHttpClient } from "@effect/platform-node"
+import { upstreamLayers } from "../support/upstreamLayers.ts"
 import { assert, describe, layer } from "@effect/vitest"
 import { Cause, ConfigProvider, Effect, Exit, Redacted } from "effect"
 import { loadProvidersConfig } from "../../adapters/providersConfig.ts"
@@ -53,7 +53,7 @@ const only = (fake: FakeUpstream): Recorded => {
   return fake.requests[0]!
 }
 
-layer(NodeHttpClient.layerUndici, { excludeTestServices: true })("serper over HTTP", (it) => {
+layer(upstreamLayers, { excludeTestServices: true })("serper over HTTP", (it) => {
   it.effect("POSTs /search with the key in X-API-KEY and { q, num }, and maps the organic results", () =>
     Effect.gen(function*() {
       const fake = yield* startFake((request) =>
@@ -133,7 +133,7 @@ layer(NodeHttpClient.layerUndici, { excludeTestServices: true })("serper over HT
 })
 
 describe("serper from the configuration", () => {
-  layer(NodeHttpClient.layerUndici)((it) => {
+  layer(upstreamLayers)((it) => {
     it.effect("SERPER_API_KEY turns it on with the serper price card, and the proxy offers its search endpoint", () =>
       Effect.gen(function*() {
         const config = yield* loadProvidersConfig.pipe(
@@ -142,7 +142,7 @@ describe("serper from the configuration", () => {
         const serper = config.builders.find((b) => b.name === "serper")
         assert.isDefined(serper)
         assert.strictEqual(serper!.capability, "search")
-        const provider = yield* serper!.build.pipe(Effect.provide(NodeHttpClient.layerUndici), Effect.orDie) as Effect.Effect<Provider<"search">>
+        const provider = yield* serper!.build.pipe(Effect.provide(upstreamLayers), Effect.orDie) as Effect.Effect<Provider<"search">>
         assert.deepStrictEqual(provider.unitPrice, { per: "query", priceMicroUsd: 1_000n })
         const [service] = config.operatorServices
         assert.strictEqual(config.operatorServices.length, 1)

@@ -1,4 +1,4 @@
-import { NodeHttpClient } from "@effect/platform-node"
+import { upstreamLayers } from "../support/upstreamLayers.ts"
 import { assert, describe, it, layer } from "@effect/vitest"
 import { Cause, Effect, Exit, Logger, Redacted, References, Result } from "effect"
 import * as fc from "fast-check"
@@ -217,7 +217,7 @@ const withLogs = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     return { result, logs }
   })
 
-layer(NodeHttpClient.layerUndici, { excludeTestServices: true })("twilio over HTTP", (it) => {
+layer(upstreamLayers, { excludeTestServices: true })("twilio over HTTP", (it) => {
   it.effect("POSTs the form with Basic auth, maps the Message resource and meters num_segments", () =>
     Effect.gen(function*() {
       const fake = yield* startFake(created({ num_segments: "2" }))

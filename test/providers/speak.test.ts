@@ -1,11 +1,11 @@
-import { NodeHttpClient } from "@effect/platform-node"
+import { upstreamLayers } from "../support/upstreamLayers.ts"
+import type { UpstreamClient } from "../../adapters/net/upstreamClient.ts"
 import { assert, describe, it } from "@effect/vitest"
 import { execFileSync } from "node:child_process"
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Duration, Effect, Redacted, Result, type Scope } from "effect"
-import type { HttpClient } from "effect/http"
 import OpenAI from "openai"
 import { afterAll } from "vitest"
 import * as Espeak from "../../adapters/providers/speak/espeak.ts"
@@ -31,9 +31,9 @@ const KEY = "sk-proj-speechtest0123456789abcdefghij"
 /** 1.5 cents per 1000 characters (tts-1's list price). */
 const PER_1K = { per: "1k_chars", priceMicroUsd: 15_000n } as const
 
-type Client = HttpClient.HttpClient
+type Client = UpstreamClient
 
-const live = <A, E>(effect: Effect.Effect<A, E, Client | Scope.Scope>) => effect.pipe(Effect.provide(NodeHttpClient.layerUndici))
+const live = <A, E>(effect: Effect.Effect<A, E, Client | Scope.Scope>) => effect.pipe(Effect.provide(upstreamLayers))
 
 const bounded = <A, E, R>(effect: Effect.Effect<A, E, R>, ms = 20_000) =>
   Effect.timeoutOrElse(effect, {

@@ -1,7 +1,7 @@
-import { NodeHttpClient } from "@effect/platform-node"
+import { upstreamLayers } from "../support/upstreamLayers.ts"
+import type { UpstreamClient } from "../../adapters/net/upstreamClient.ts"
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Layer, Redacted, Result, type Scope } from "effect"
-import type { HttpClient } from "effect/http"
 import OpenAI, { toFile } from "openai"
 import * as SafeHttp from "../../adapters/net/SafeHttp.ts"
 import * as OpenAiTranscribe from "../../adapters/providers/transcribe/openaiTranscribe.ts"
@@ -23,10 +23,10 @@ const KEY = "sk-proj-whispertest0123456789abcdefghij"
 /** whisper-1's list price, $0.006 a minute: 100 µUSD a second. */
 const PER_SECOND = { per: "second", priceMicroUsd: 100n } as const
 
-type Env = HttpClient.HttpClient | OutboundHttp | Scope.Scope
+type Env = UpstreamClient | OutboundHttp | Scope.Scope
 
 const live = <A, E>(effect: Effect.Effect<A, E, Env>) =>
-  effect.pipe(Effect.provide(Layer.mergeAll(NodeHttpClient.layerUndici, SafeHttp.layer({ allowHosts: ["127.0.0.1"] }))))
+  effect.pipe(Effect.provide(Layer.mergeAll(upstreamLayers, SafeHttp.layer({ allowHosts: ["127.0.0.1"] }))))
 
 const bounded = <A, E, R>(effect: Effect.Effect<A, E, R>, ms = 10_000) =>
   Effect.timeoutOrElse(effect, {

@@ -1,4 +1,4 @@
-import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import { upstreamLayers } from "../support/upstreamLayers.ts"
 import { Effect, Exit, Layer } from "effect"
 import { createServer, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
@@ -91,7 +91,7 @@ const send = (path: string) =>
     }).pipe(
       Effect.provide(
         Transport.layer({ operatorServices: [{ service: service(), credentials: {} }], maxResponseBytes: LIMIT }).pipe(
-          Layer.provide(NodeHttpClient.layerUndici)
+          Layer.provide(upstreamLayers)
         )
       )
     )

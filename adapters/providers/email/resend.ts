@@ -1,5 +1,5 @@
 import { Effect, Option, Redacted, Schema } from "effect"
-import { HttpClient, HttpClientRequest } from "effect/http"
+import { HttpClientRequest } from "effect/http"
 import type { Provider } from "../../../src/capabilities/Provider.ts"
 import type { EmailInput } from "../../../src/capabilities/schemas.ts"
 import { oneLineSubject, parseSender } from "../kit/email.ts"
@@ -14,6 +14,7 @@ import {
   upstreamSettings
 } from "../kit/index.ts"
 import { env, invalid, nothing, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
+import { UpstreamClient } from "../kit/index.ts"
 
 export { MAX_UPSTREAM_MESSAGE_CHARS } from "../kit/index.ts"
 
@@ -97,7 +98,7 @@ export const requestBody = (from: string, input: EmailInput): Record<string, unk
   ...(input.replyTo === undefined ? {} : { reply_to: input.replyTo })
 })
 
-export const make = (options: ResendOptions): Effect.Effect<Provider<"email">, never, HttpClient.HttpClient> =>
+export const make = (options: ResendOptions): Effect.Effect<Provider<"email">, never, UpstreamClient> =>
   Effect.gen(function*() {
     const { settings, from } = yield* Effect.sync(() => {
       const settings = upstreamSettings(options, {
@@ -116,7 +117,7 @@ export const make = (options: ResendOptions): Effect.Effect<Provider<"email">, n
       }
       return { settings, from: sender.name === "" ? sender.address : `${sender.name} <${sender.address}>` }
     })
-    const client = yield* HttpClient.HttpClient
+    const client = yield* UpstreamClient
     const url = settings.baseUrl + EMAILS_PATH
     // No trace headers go to Resend (exchange.ts).
     return perCallProvider("email", settings, "Resend.run", (input: EmailInput) =>

@@ -1,22 +1,21 @@
-import { Clock, Duration, Effect, Option, Result, Schema, type Scope } from "effect"
-import { HttpClient, type HttpClientError, HttpClientRequest } from "effect/http"
+import { Clock, Effect, Option, Result, Schema } from "effect"
 import { StringDecoder } from "node:string_decoder"
 import { type Metered, type Provider, ProviderFailure, type Quote, type UnitPrice } from "../../../src/capabilities/Provider.ts"
 import { type ExecuteInput, type ExecuteOutput, MAX_EXECUTE_TIMEOUT_MS } from "../../../src/capabilities/schemas.ts"
 import {
   baseUrlOf,
+  causeDetail,
   checkUnitPrice,
   clip,
-  describeCause,
   failure,
   answerDecoder,
   decodeOrUndefined,
   MAX_ERROR_BODY_BYTES,
   MAX_UPSTREAM_MESSAGE_CHARS,
   parseJson,
-  providerName,
-  readBody
+  providerName
 } from "../kit/index.ts"
+import { UpstreamClient } from "../kit/index.ts"
 import { env, httpUrl, nothing, one, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
 
 /**
@@ -159,20 +158,6 @@ const settingsOf = (options: PistonOptions): Settings => {
 // ---------------------------------------------------------------------------
 // Failures
 
-const transportFailure = (settings: Settings, error: HttpClientError.HttpClientError): ProviderFailure => {
-  const reason = error.reason
-  const cause = describeCause("cause" in reason ? reason.cause : undefined)
-  const detail = cause === undefined ? "" : `: ${clip(cause, 120)}`
-  switch (reason._tag) {
-    case "TransportError":
-      return failure(settings.name, "unavailable", `${settings.name} is unreachable${detail}`)
-    case "DecodeError":
-      return failure(settings.name, "network", `the connection to ${settings.name} broke during its answer${detail}`)
-    default:
-      return failure(settings.name, "unavailable", `the request to ${settings.name} failed (${reason._tag})${detail}`)
-  }
-}
-
 const statusFailure = (settings: Settings, status: number, upstream: string): ProviderFailure => {
   const detail = upstream === "" ? "" : `: ${upstream}`
   const name = settings.name
@@ -191,27 +176,39 @@ interface Reply {
   readonly overflow: boolean
 }
 
+const isSuccess = (status: number) => status >= 200 && status < 300
+
 /**
- * Sends the request and reads its answer. The request lives in this scope:
- * once the answer is read, fails or the call times out, the connection is
- * closed, so a slow or endless body is never left running.
+ * Sends the request and reads its answer (the upstream client: one
+ * exchange within `deadlineMs`). Once the answer is read, fails or the
+ * deadline passes, the connection is closed if still open, so a slow or
+ * endless body is never left running. An error answer is read up to 16 KiB.
  */
 const exchange = (
-  client: HttpClient.HttpClient.With<HttpClientError.HttpClientError, Scope.Scope>,
+  client: UpstreamClient["Service"],
   settings: Settings,
-  request: HttpClientRequest.HttpClientRequest
+  body: unknown,
+  deadlineMs: number
 ): Effect.Effect<Reply, ProviderFailure> =>
-  Effect.scoped(Effect.gen(function*() {
-    const response = yield* client.execute(request)
-    const ok = response.status >= 200 && response.status < 300
-    const limit = ok ? settings.maxResponseBytes : MAX_ERROR_BODY_BYTES
-    const declared = Number(response.headers["content-length"])
-    if (ok && Number.isFinite(declared) && declared > limit) {
-      return { status: response.status, bytes: new Uint8Array(0), overflow: true }
-    }
-    const { bytes, overflow } = yield* readBody(response, limit)
-    return { status: response.status, bytes, overflow }
-  })).pipe(Effect.catchTag("HttpClientError", (error) => Effect.fail(transportFailure(settings, error))))
+  client.send({
+    url: new URL(settings.url),
+    method: "POST",
+    headers: { accept: "application/json", "content-type": "application/json" },
+    body: JSON.stringify(body),
+    timeoutMs: deadlineMs,
+    maxBytes: (status) => (isSuccess(status) ? settings.maxResponseBytes : MAX_ERROR_BODY_BYTES)
+  }).pipe(
+    Effect.map((answer) => ({ status: answer.status, bytes: answer.bytes, overflow: answer.overflow })),
+    Effect.catchTags({
+      UpstreamTimeout: () => Effect.fail(failure(settings.name, "timeout", `${settings.name} did not answer within ${deadlineMs} ms`)),
+      UpstreamUnreachable: (error) =>
+        Effect.fail(failure(settings.name, "unavailable", `${settings.name} is unreachable${causeDetail(error.cause)}`)),
+      UpstreamBroken: (error) =>
+        Effect.fail(
+          failure(settings.name, "network", `the connection to ${settings.name} broke during its answer${causeDetail(error.cause)}`)
+        )
+    })
+  )
 
 const errorBodyOf = decodeOrUndefined(Schema.Struct({ message: Schema.String }))
 
@@ -288,10 +285,10 @@ const secondsOf = (ms: number): bigint => BigInt(Math.max(1, Math.ceil(ms / 1000
 // ---------------------------------------------------------------------------
 // The provider
 
-export const make = (options: PistonOptions): Effect.Effect<Provider<"execute">, never, HttpClient.HttpClient> =>
+export const make = (options: PistonOptions): Effect.Effect<Provider<"execute">, never, UpstreamClient> =>
   Effect.gen(function*() {
     const settings = yield* Effect.sync(() => settingsOf(options))
-    const client = HttpClient.withScope(yield* HttpClient.HttpClient)
+    const client = yield* UpstreamClient
     const { name } = settings
     const price = settings.unitPrice.priceMicroUsd
 
@@ -309,17 +306,9 @@ export const make = (options: PistonOptions): Effect.Effect<Provider<"execute">,
           files: [{ name: FILE_NAMES[input.language], content: input.code }],
           run_timeout: timeoutMs
         }
-        const request = HttpClientRequest.post(settings.url, { acceptJson: true }).pipe(
-          HttpClientRequest.bodyText(JSON.stringify(body), "application/json")
-        )
         const deadlineMs = timeoutMs + settings.overheadMs
         const sentAt = yield* Clock.currentTimeMillis
-        const reply = yield* exchange(client, settings, request).pipe(
-          Effect.timeoutOrElse({
-            duration: Duration.millis(deadlineMs),
-            orElse: () => Effect.fail(failure(name, "timeout", `${name} did not answer within ${deadlineMs} ms`))
-          })
-        )
+        const reply = yield* exchange(client, settings, body, deadlineMs)
         const roundTripMs = (yield* Clock.currentTimeMillis) - sentAt
         const json = answerOf(settings, reply)
         if (Result.isFailure(json)) return yield* json.failure
@@ -360,9 +349,7 @@ export const make = (options: PistonOptions): Effect.Effect<Provider<"execute">,
             return Effect.logError(`${name}: unexpected failure`, text).pipe(
               Effect.andThen(Effect.fail(failure(name, "unavailable", `unexpected failure: ${text}`)))
             )
-          }),
-          // No trace headers go to the server.
-          Effect.provideService(HttpClient.TracerPropagationEnabled, false)
+          })
         )
     )
 

@@ -33,13 +33,13 @@
  * transcribe/openaiTranscribe.ts are in ../openaiMedia.ts.
  */
 import { Effect, Option, Redacted, Result, Schema } from "effect"
-import { HttpClient } from "effect/http"
 import type { Metered, Provider, Quote, UnitPrice } from "../../../src/capabilities/Provider.ts"
 import type { ImagineInput, ImagineOutput } from "../../../src/capabilities/schemas.ts"
 import { NotFound, type ValidationError } from "../../../src/domain/errors.ts"
 import { jsonPost, positiveInteger } from "../kit/index.ts"
 import { invalid, mediaFailure, mediaSettings, openAiAccount, sendMediaJson } from "../kit/openaiMedia.ts"
 import { nothing, one, type ProviderConfig } from "../kit/config.ts"
+import { UpstreamClient } from "../kit/index.ts"
 
 export { MAX_ERROR_BODY_BYTES, MAX_UPSTREAM_MESSAGE_CHARS } from "../kit/index.ts"
 export { DEFAULT_BASE_URL } from "../kit/openaiMedia.ts"
@@ -159,7 +159,7 @@ interface Plan {
   readonly pricePerImage: bigint
 }
 
-export const make = (options: Options): Effect.Effect<Provider<"imagine">, never, HttpClient.HttpClient> =>
+export const make = (options: Options): Effect.Effect<Provider<"imagine">, never, UpstreamClient> =>
   Effect.gen(function*() {
     const settings = yield* Effect.sync(() =>
       mediaSettings("openaiImages", options, {
@@ -185,7 +185,7 @@ export const make = (options: Options): Effect.Effect<Provider<"imagine">, never
       if (maxImages > MAX_IMAGES) throw new RangeError(`${where}: maxImages must be at most ${MAX_IMAGES}`)
       return { prices, maxImages }
     })
-    const client = yield* HttpClient.HttpClient
+    const client = yield* UpstreamClient
     const url = `${settings.baseUrl}${GENERATIONS_PATH}`
     const offered = [...prices.keys()].join(", ")
 

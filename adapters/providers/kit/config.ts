@@ -6,6 +6,7 @@
  */
 import { Config, Effect, Option, Redacted } from "effect"
 import type { HttpClient } from "effect/http"
+import type { UpstreamClient } from "./exchange.ts"
 import type { AnyProvider, ModelInfo, UnitPrice } from "../../../src/capabilities/Provider.ts"
 import type { Capability } from "../../../src/domain/Capability.ts"
 import type { OutboundHttp } from "../../../src/ports/Net.ts"
@@ -14,7 +15,8 @@ import type { PriceEntry } from "../../priceCards.ts"
 import type { OperatorService } from "../../services/transport.ts"
 import { checkUnitPrice } from "./settings.ts"
 
-export type Builder = Effect.Effect<AnyProvider, never, HttpClient.HttpClient | OutboundHttp>
+/** Metered exchanges go through the upstream client; Piston's runner still through Effect's HttpClient. */
+export type Builder = Effect.Effect<AnyProvider, never, UpstreamClient | HttpClient.HttpClient | OutboundHttp>
 export type Probe = Effect.Effect<{ readonly ok: true; readonly degraded?: string } | { readonly ok: false; readonly reason: string }>
 
 /** One provider turned on by the configuration. */

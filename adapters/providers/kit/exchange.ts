@@ -1,7 +1,8 @@
 /**
- * The HTTP exchange the upstream adapters share: one request over effect's
- * HttpClient, bounded in time and size, every way it can go wrong mapped to a
- * `ProviderFailure`, and the option checks the adapters have in common. What
+ * The HTTP exchange the upstream adapters share: one request of the
+ * upstream client (adapters/net/upstreamClient.ts), bounded in time and
+ * size, every way it can go wrong mapped to a `ProviderFailure`, and the
+ * option checks the adapters have in common. What
  * is the provider's own (URL, headers, body, how its error bodies read, what
  * its answer means) stays in the adapter.
  *
@@ -21,15 +22,19 @@
  * `exchangeJson` adds `malformed` for an answer that is not UTF-8 JSON.
  *
  * The upstream's secrets are replaced by "[redacted]" in every message; the
- * request's headers, bar a few harmless ones, are redacted in traces, and no
- * trace context is sent upstream.
+ * exchange records no span (the spend pipeline's `Spend.upstream` stands for
+ * it) and sends no trace context upstream. Adapters describe their requests
+ * with Effect's `HttpClientRequest` (URL, parameters, headers, body).
  */
-import { Duration, Effect, Result, Schema, Stream } from "effect"
-import { Headers, HttpClient, type HttpClientError, HttpClientRequest, type HttpClientResponse } from "effect/http"
+import { Effect, Option, Result, Schema } from "effect"
+import { type HttpBody, HttpClientRequest } from "effect/http"
 import type { ProviderFailure } from "../../../src/capabilities/Provider.ts"
+import type { UpstreamAnswer, UpstreamClient, UpstreamFailure, UpstreamRequest } from "../../net/upstreamClient.ts"
+
+/** The client every exchange goes through (one connection pool, provided by the server). */
+export { UpstreamClient } from "../../net/upstreamClient.ts"
 import { decodeOrUndefined, NonEmptyText } from "./decode.ts"
-import { clip, defectsUnavailable, describeCause, failure, type FailureReason, redact } from "./text.ts"
-import { declaredLength } from "../../net/declaredLength.ts"
+import { causeDetail, clip, defectsUnavailable, failure, type FailureReason, redact } from "./text.ts"
 
 /** An error answer is read this far for its message, and no further. */
 export const MAX_ERROR_BODY_BYTES = 16 * 1024
@@ -47,12 +52,6 @@ export const jsonPost = (
   HttpClientRequest.post(url, { acceptJson: true, ...(headers === undefined ? {} : { headers }) }).pipe(
     HttpClientRequest.bodyText(JSON.stringify(body), "application/json")
   )
-
-/** Every header except the ones known to be harmless is treated as possibly secret in traces. */
-const HARMLESS_HEADERS = new Set(["accept", "content-type", "content-length", "anthropic-version", "user-agent"])
-
-const redactedHeaders = (request: HttpClientRequest.HttpClientRequest): ReadonlyArray<string> =>
-  Object.keys(request.headers).filter((name) => !HARMLESS_HEADERS.has(name))
 
 // ---------------------------------------------------------------------------
 // The exchange
@@ -102,7 +101,8 @@ export interface Upstream {
 /** A successful (2xx) answer. */
 export interface Reply {
   readonly status: number
-  readonly headers: Headers.Headers
+  /** Lower-case names. */
+  readonly headers: Readonly<Record<string, string>>
   /** The media type, lower-cased, without parameters ("" when none was given). */
   readonly contentType: string
   readonly bytes: Uint8Array
@@ -118,46 +118,6 @@ export const reasonForStatus = (status: number): FailureReason =>
   : status >= 500 ? "unavailable"
   : status >= 400 ? "rejected"
   : "unavailable"
-
-const transportFailure = (upstream: Upstream, error: HttpClientError.HttpClientError): ProviderFailure => {
-  const reason = error.reason
-  const cause = describeCause("cause" in reason ? reason.cause : undefined)
-  const detail = cause === undefined ? "" : `: ${clip(cause, 120)}`
-  const name = upstream.provider
-  const unreachable = upstream.unreachable ?? "unavailable"
-  switch (reason._tag) {
-    case "TransportError":
-      return fail(upstream, unreachable, `${name} could not be reached${detail}`)
-    case "DecodeError":
-    case "EmptyBodyError":
-      return fail(upstream, "network", `the connection to ${name} broke during its answer${detail}`)
-    default:
-      return fail(upstream, unreachable, `the request to ${name} failed (${reason._tag})${detail}`)
-  }
-}
-
-/** Body bytes up to `limit`; `overflow` when more was on its way (reading stops there). */
-export const readBody = (
-  response: HttpClientResponse.HttpClientResponse,
-  limit: number
-): Effect.Effect<{ readonly bytes: Uint8Array; readonly overflow: boolean }, HttpClientError.HttpClientError> =>
-  Effect.suspend(() => {
-    const chunks: Array<Uint8Array> = []
-    let size = 0
-    let overflow = false
-    return Stream.runForEachWhile(response.stream, (chunk) =>
-      Effect.sync(() => {
-        if (size + chunk.byteLength > limit) {
-          chunks.push(chunk.subarray(0, limit - size))
-          size = limit
-          overflow = true
-          return false
-        }
-        chunks.push(chunk)
-        size += chunk.byteLength
-        return true
-      })).pipe(Effect.map(() => ({ bytes: Buffer.concat(chunks, size), overflow })))
-  })
 
 const utf8 = new TextDecoder("utf-8", { fatal: true })
 
@@ -192,8 +152,12 @@ const errorText = (upstream: Upstream, detail: ErrorDetail | undefined, parsed: 
   return parsed || plain === "" || plain.startsWith("<") ? undefined : cut(plain)
 }
 
-const statusFailure = (upstream: Upstream, response: HttpClientResponse.HttpClientResponse, bytes: Uint8Array): ProviderFailure => {
-  const status = response.status
+const statusFailure = (
+  upstream: Upstream,
+  status: number,
+  headers: Readonly<Record<string, string>>,
+  bytes: Uint8Array
+): ProviderFailure => {
   const json = parseJson(bytes)
   const detail = Result.isSuccess(json) && upstream.errorDetail !== undefined ? upstream.errorDetail(json.success) : undefined
   const adjusted = upstream.onErrorStatus?.(status, detail)
@@ -211,8 +175,8 @@ const statusFailure = (upstream: Upstream, response: HttpClientResponse.HttpClie
     ? `${name} is unavailable (${http})`
     : `${name} answered an unexpected ${http}`
   const text = errorText(upstream, detail, Result.isSuccess(json), bytes)
-  const retryAfter = response.headers["retry-after"]
-  const requestId = upstream.requestIdHeader === undefined ? undefined : response.headers[upstream.requestIdHeader]
+  const retryAfter = headers["retry-after"]
+  const requestId = upstream.requestIdHeader === undefined ? undefined : headers[upstream.requestIdHeader]
   const notes = [
     retryAfter !== undefined && /^\d{1,6}$/.test(retryAfter) ? `retry after ${retryAfter} s` : undefined,
     requestId !== undefined && /^[\w.:-]{1,128}$/.test(requestId) ? `request ${requestId}` : undefined
@@ -220,52 +184,73 @@ const statusFailure = (upstream: Upstream, response: HttpClientResponse.HttpClie
   return fail(upstream, reason, (text === undefined ? lead : `${lead}: ${text}`) + (notes.length > 0 ? ` (${notes.join(", ")})` : ""))
 }
 
+/** The body of a request as the upstream client takes it; a streamed body is not one an adapter sends. */
+const bodyOf = (body: HttpBody.HttpBody): UpstreamRequest["body"] => {
+  switch (body._tag) {
+    case "Empty":
+      return undefined
+    case "Uint8Array":
+      return body.body
+    case "FormData":
+      return body.formData
+    case "Raw":
+      if (typeof body.body === "string" || body.body instanceof Uint8Array) return body.body
+      throw new Error("exchange: a raw body must be text or bytes")
+    case "Stream":
+      throw new Error("exchange: a streamed request body is not supported")
+  }
+}
+
+const isSuccess = (status: number) => status >= 200 && status < 300
+
 /**
  * Sends one request and reads its successful answer, all within
- * `timeoutMs`. The request lives in a scope of its own: whatever ends it
- * (done, failed, timed out, interrupted) aborts the connection, so a slow or
- * endless body is never left running. A status outside 2xx is a failure
- * carrying the upstream's explanation.
+ * `timeoutMs` (the upstream client: one exchange, no stream). Whatever ends
+ * it (done, failed, timed out, interrupted, an answer over the bound) drops
+ * the connection if it is still open, so a slow or endless body is never
+ * left running. A status outside 2xx is a failure carrying the upstream's
+ * explanation (its body read up to 16 KiB).
  */
 export const exchange = (
-  client: HttpClient.HttpClient,
+  client: UpstreamClient["Service"],
   upstream: Upstream,
   request: HttpClientRequest.HttpClientRequest
 ): Effect.Effect<Reply, ProviderFailure> =>
-  Effect.scoped(Effect.gen(function*() {
-    const response = yield* HttpClient.withScope(client).execute(request).pipe(
-      Effect.mapError((error) => transportFailure(upstream, error))
-    )
-    if (response.status < 200 || response.status >= 300) {
-      const { bytes } = yield* readBody(response, MAX_ERROR_BODY_BYTES).pipe(
-        Effect.orElseSucceed(() => ({ bytes: new Uint8Array(0), overflow: false }))
-      )
-      return yield* statusFailure(upstream, response, bytes)
-    }
-    const tooLarge = () =>
-      fail(upstream, "too_large", `${upstream.provider}'s answer is larger than ${upstream.maxResponseBytes} bytes`)
-    const declared = declaredLength(response.headers)
-    if (declared !== undefined && declared > upstream.maxResponseBytes) return yield* tooLarge()
-    // A declared length within the bound is read at once (the client reads exactly that many
-    // bytes, or fails); any other answer chunk by chunk, cut at the bound.
-    const { bytes, overflow } = yield* (declared !== undefined
-      ? Effect.map(response.arrayBuffer, (buffer) => ({ bytes: new Uint8Array(buffer), overflow: false }))
-      : readBody(response, upstream.maxResponseBytes)).pipe(
-        Effect.mapError((error) => transportFailure(upstream, error))
-      )
-    if (overflow) return yield* tooLarge()
-    const contentType = (response.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase()
-    return { status: response.status, headers: response.headers, contentType, bytes }
-  })).pipe(
-    Effect.timeoutOrElse({
-      duration: Duration.millis(upstream.timeoutMs),
-      orElse: () => Effect.fail(fail(upstream, "timeout", `${upstream.provider} did not answer within ${upstream.timeoutMs} ms`))
+  Effect.suspend((): Effect.Effect<UpstreamAnswer, UpstreamFailure | ProviderFailure> => {
+    const url = HttpClientRequest.toUrl(request)
+    if (Option.isNone(url)) return Effect.fail(fail(upstream, "unavailable", `the request to ${upstream.provider} has an invalid URL`))
+    return client.send({
+      url: url.value,
+      method: request.method,
+      headers: request.headers,
+      body: bodyOf(request.body),
+      timeoutMs: upstream.timeoutMs,
+      maxBytes: (status) => (isSuccess(status) ? upstream.maxResponseBytes : MAX_ERROR_BODY_BYTES)
+    })
+  }).pipe(
+    Effect.catchTags({
+      UpstreamTimeout: () => Effect.fail(fail(upstream, "timeout", `${upstream.provider} did not answer within ${upstream.timeoutMs} ms`)),
+      UpstreamUnreachable: (error) =>
+        Effect.fail(fail(upstream, upstream.unreachable ?? "unavailable", `${upstream.provider} could not be reached${causeDetail(error.cause)}`)),
+      UpstreamBroken: (error) =>
+        // An error answer whose body broke is still that error, with no explanation to quote.
+        Effect.fail(
+          isSuccess(error.status)
+            ? fail(upstream, "network", `the connection to ${upstream.provider} broke during its answer${causeDetail(error.cause)}`)
+            : statusFailure(upstream, error.status, {}, new Uint8Array(0))
+        )
     }),
-    defectsUnavailable(upstream.provider, upstream.secrets),
-    Effect.updateService(Headers.CurrentRedactedNames, (names) => [...names, ...redactedHeaders(request)]),
-    Effect.provideService(HttpClient.TracerPropagationEnabled, false),
-    // No client span: the URL may carry the caller's query; the spend pipeline's `Spend.upstream` stands for it.
-    Effect.provideService(HttpClient.TracerDisabledWhen, () => true)
+    Effect.flatMap((answer): Effect.Effect<Reply, ProviderFailure> => {
+      if (!isSuccess(answer.status)) return Effect.fail(statusFailure(upstream, answer.status, answer.headers, answer.bytes))
+      if (answer.overflow) {
+        return Effect.fail(
+          fail(upstream, "too_large", `${upstream.provider}'s answer is larger than ${upstream.maxResponseBytes} bytes`)
+        )
+      }
+      const contentType = (answer.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase()
+      return Effect.succeed({ status: answer.status, headers: answer.headers, contentType, bytes: answer.bytes })
+    }),
+    defectsUnavailable(upstream.provider, upstream.secrets)
   )
 
 /** The JSON of a successful answer, or `malformed`. */
@@ -278,7 +263,7 @@ export const jsonOf = (upstream: Upstream, reply: Reply): Result.Result<unknown,
 
 /** `exchange`, then the answer's JSON. */
 export const exchangeJson = (
-  client: HttpClient.HttpClient,
+  client: UpstreamClient["Service"],
   upstream: Upstream,
   request: HttpClientRequest.HttpClientRequest
 ): Effect.Effect<unknown, ProviderFailure> =>

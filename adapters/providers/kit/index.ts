@@ -4,7 +4,8 @@
  *
  * - text.ts: one-line clipping, secrets out of messages, `ProviderFailure`s;
  * - settings.ts: option checks and the one price checker (`checkUnitPrice`);
- * - exchange.ts: one bounded HTTP request and its failures;
+ * - exchange.ts: one bounded HTTP request and its failures, over the upstream
+ *   client (adapters/net/upstreamClient.ts), re-exported as `UpstreamClient`;
  * - decode.ts: upstream answers and error bodies decoded with effect Schema;
  * - upstream.ts: the settings of an HTTP upstream, a provider priced per call;
  * - config.ts: what a provider's `fromConfig` reads (environment, price card) and returns;

@@ -7,7 +7,7 @@
  * Failures are the exchange's, with a refused connection `unavailable`.
  */
 import { Effect, Option, Redacted } from "effect"
-import { type HttpClient, HttpClientRequest } from "effect/http"
+import { HttpClientRequest } from "effect/http"
 import type { ProviderFailure } from "../../../src/capabilities/Provider.ts"
 import { ValidationError } from "../../../src/domain/errors.ts"
 import { env, envOr } from "./config.ts"
@@ -24,6 +24,7 @@ import {
   type Reply,
   type Upstream
 } from "./index.ts"
+import type { UpstreamClient } from "./exchange.ts"
 
 export const DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -90,14 +91,14 @@ const authorized = (settings: MediaSettings, request: HttpClientRequest.HttpClie
  * and reads its successful answer (`exchange`).
  */
 export const sendMedia = (
-  client: HttpClient.HttpClient,
+  client: UpstreamClient["Service"],
   settings: MediaSettings,
   request: HttpClientRequest.HttpClientRequest
 ): Effect.Effect<Reply, ProviderFailure> => exchange(client, settings.upstream, authorized(settings, request))
 
 /** `sendMedia`, then the answer's JSON (`malformed` when it is not JSON). */
 export const sendMediaJson = (
-  client: HttpClient.HttpClient,
+  client: UpstreamClient["Service"],
   settings: MediaSettings,
   request: HttpClientRequest.HttpClientRequest
 ): Effect.Effect<unknown, ProviderFailure> => exchangeJson(client, settings.upstream, authorized(settings, request))

@@ -7,7 +7,7 @@
  * service entry).
  */
 import { Effect, Option, Redacted, type Schema } from "effect"
-import { HttpClient, type HttpClientRequest } from "effect/http"
+import type { HttpClientRequest } from "effect/http"
 import type { Provider } from "../../../src/capabilities/Provider.ts"
 import type { SearchInput } from "../../../src/capabilities/schemas.ts"
 import { env, nothing, perCallService, type ProviderConfig, unitPriceOf } from "./config.ts"
@@ -15,6 +15,7 @@ import { answerDecoder } from "./decode.ts"
 import { exchangeJson, type Upstream } from "./exchange.ts"
 import { type Candidate, normalize, searchOutput } from "./searchResults.ts"
 import { perCallProvider, type UpstreamOptions, upstreamSettings } from "./upstream.ts"
+import { UpstreamClient } from "./exchange.ts"
 
 export const DEFAULT_NUM_RESULTS = 10
 export const DEFAULT_TIMEOUT_MS = 15_000
@@ -61,7 +62,7 @@ export interface SearchEngine<S extends Schema.ConstraintDecoder<unknown>> {
 /** The provider of `engine`, from its options. */
 export const keyedSearch = <S extends Schema.ConstraintDecoder<unknown>>(engine: SearchEngine<S>) => {
   const decode = answerDecoder(engine.answer)
-  return (options: KeyedSearchOptions): Effect.Effect<Provider<"search">, never, HttpClient.HttpClient> =>
+  return (options: KeyedSearchOptions): Effect.Effect<Provider<"search">, never, UpstreamClient> =>
     Effect.gen(function*() {
       const settings = yield* Effect.sync(() =>
         upstreamSettings(options, {
@@ -75,7 +76,7 @@ export const keyedSearch = <S extends Schema.ConstraintDecoder<unknown>>(engine:
           errors: engine.errors
         })
       )
-      const client = yield* HttpClient.HttpClient
+      const client = yield* UpstreamClient
       const url = settings.baseUrl + engine.path
       // The key's header is redacted from spans, and no trace headers go upstream (exchange.ts).
       return perCallProvider("search", settings, `${engine.label}.run`, (input: SearchInput) =>
@@ -92,7 +93,7 @@ export const keyedSearch = <S extends Schema.ConstraintDecoder<unknown>>(engine:
 /** `fromConfig` of `engine`: on with its key, priced by its card, offered through the proxy. */
 export const keyedSearchConfig = <S extends Schema.ConstraintDecoder<unknown>>(
   engine: SearchEngine<S>,
-  make: (options: KeyedSearchOptions) => Effect.Effect<Provider<"search">, never, HttpClient.HttpClient>
+  make: (options: KeyedSearchOptions) => Effect.Effect<Provider<"search">, never, UpstreamClient>
 ): ProviderConfig =>
 (cards) =>
   Effect.gen(function*() {

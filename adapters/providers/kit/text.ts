@@ -73,3 +73,9 @@ export const describeCause = (cause: unknown): string | undefined => {
   if (typeof code === "string") return code
   return describeCause((cause as { cause?: unknown }).cause) ?? cause.message
 }
+
+/** What a connection's failure says, for a message: ": " and its code or message clipped to 120 characters; "" when nothing. */
+export const causeDetail = (cause: unknown): string => {
+  const described = describeCause(cause)
+  return described === undefined ? "" : `: ${clip(described, 120)}`
+}

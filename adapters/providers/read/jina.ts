@@ -31,7 +31,7 @@
  * server always does), so this adapter does not need the port.
  */
 import { Effect, Option, Redacted, Result, Schema } from "effect"
-import { HttpClient, HttpClientRequest } from "effect/http"
+import { HttpClientRequest } from "effect/http"
 import { type Provider, ProviderFailure } from "../../../src/capabilities/Provider.ts"
 import type { ReadInput, ReadOutput } from "../../../src/capabilities/schemas.ts"
 import {
@@ -46,6 +46,7 @@ import {
 import { clip, cut, normalizeLines, oneLineOrNull } from "../kit/page.ts"
 import { MAX_OUTPUT_CHARS } from "../kit/readPage.ts"
 import { env, nothing, one, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
+import { UpstreamClient } from "../kit/index.ts"
 
 export const DEFAULT_NAME = "jina"
 export const DEFAULT_BASE_URL = "https://r.jina.ai"
@@ -142,7 +143,7 @@ export const parseAnswer = (body: unknown, requested: string): Parsed => {
   })
 }
 
-export const make = (options: Options): Effect.Effect<Provider<"read">, never, HttpClient.HttpClient> =>
+export const make = (options: Options): Effect.Effect<Provider<"read">, never, UpstreamClient> =>
   Effect.gen(function*() {
     const settings = yield* Effect.sync(() =>
       upstreamSettings(options, {
@@ -157,7 +158,7 @@ export const make = (options: Options): Effect.Effect<Provider<"read">, never, H
         errors: { unreachable: "network", errorDetail: jinaErrorDetail, requestIdHeader: "x-request-id" }
       })
     )
-    const client = yield* HttpClient.HttpClient
+    const client = yield* UpstreamClient
     const name = settings.name
     return perCallProvider("read", settings, "Jina.run", (input: ReadInput) =>
       Effect.gen(function*() {

@@ -37,7 +37,6 @@
  * 4xx / malformed / too_large / network as `ProviderFailure`, never a defect.
  */
 import { Effect, Option, Redacted, Result, Schema } from "effect"
-import { HttpClient } from "effect/http"
 import type { ModelInfo, Provider, Quote } from "../../../src/capabilities/Provider.ts"
 import { ProviderFailure } from "../../../src/capabilities/Provider.ts"
 import { quoteReason } from "../../../src/capabilities/pricing.ts"
@@ -55,6 +54,7 @@ import {
   TokenCount
 } from "../kit/reason.ts"
 import { env, modelsOf, nothing, type ProviderConfig, tokenService } from "../kit/config.ts"
+import { UpstreamClient } from "../kit/index.ts"
 
 export const DEFAULT_BASE_URL = "https://api.anthropic.com"
 export const DEFAULT_VERSION = "2023-06-01"
@@ -170,7 +170,7 @@ const temperatureRefusal = (version: string, temperature: number | undefined): V
   return undefined
 }
 
-export const make = (options: Options): Effect.Effect<Provider<"reason">, never, HttpClient.HttpClient> =>
+export const make = (options: Options): Effect.Effect<Provider<"reason">, never, UpstreamClient> =>
   Effect.gen(function*() {
     const name = options.name ?? "anthropic"
     const settings = yield* Effect.try({
@@ -181,7 +181,7 @@ export const make = (options: Options): Effect.Effect<Provider<"reason">, never,
     if (!/^\d{4}-\d{2}-\d{2}$/.test(version)) {
       return yield* Effect.die(new RangeError(`anthropic ${name}: version is not a version string: ${JSON.stringify(version)}`))
     }
-    const client = yield* HttpClient.HttpClient
+    const client = yield* UpstreamClient
     const { models } = options
     const url = `${settings.baseUrl}/v1/messages`
     const upstream = reasonUpstream(name, settings, options.apiKey, anthropicErrorDetail, "request-id")

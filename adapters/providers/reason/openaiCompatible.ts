@@ -34,7 +34,7 @@
  * adapters share is in ../kit/reason.ts.
  */
 import { Effect, Option, Redacted, Result, Schema } from "effect"
-import { HttpClient, HttpClientRequest } from "effect/http"
+import { HttpClientRequest } from "effect/http"
 import type { ModelInfo, Provider, Quote } from "../../../src/capabilities/Provider.ts"
 import { quoteReason } from "../../../src/capabilities/pricing.ts"
 import type { ReasonInput, ReasonOutput } from "../../../src/capabilities/schemas.ts"
@@ -53,6 +53,7 @@ import {
   TokenCount
 } from "../kit/reason.ts"
 import { envOr, env, httpUrl, type Configured, invalid, modelsOf, type ProviderConfig, tokenService } from "../kit/config.ts"
+import { UpstreamClient } from "../kit/index.ts"
 
 export { DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT_MS } from "../kit/reason.ts"
 
@@ -160,13 +161,13 @@ const parseCompletion = (raw: unknown, billedUsage: () => ReasonOutput["usage"])
   })
 }
 
-export const make = (options: Options): Effect.Effect<Provider<"reason">, never, HttpClient.HttpClient> =>
+export const make = (options: Options): Effect.Effect<Provider<"reason">, never, UpstreamClient> =>
   Effect.gen(function*() {
     const settings = yield* Effect.try({
       try: () => checkSettings("openaiCompatible", options),
       catch: (error) => error
     }).pipe(Effect.orDie)
-    const client = yield* HttpClient.HttpClient
+    const client = yield* UpstreamClient
     const { name, models } = options
     const url = `${settings.baseUrl}/chat/completions`
     const tokenLimitField = options.tokenLimitField ?? "max_tokens"

@@ -33,7 +33,7 @@
  * the core checks the address with `OutboundHttp.check` before money is held.
  */
 import { Effect, Option, Redacted, Result, Schema } from "effect"
-import { HttpClient, HttpClientRequest } from "effect/http"
+import { HttpClientRequest } from "effect/http"
 import { type Provider, ProviderFailure } from "../../../src/capabilities/Provider.ts"
 import type { ScrapeInput, ScrapeOutput } from "../../../src/capabilities/schemas.ts"
 import {
@@ -49,6 +49,7 @@ import {
 import { clip } from "../kit/page.ts"
 import { quoteScrape, scrapeHtml } from "../kit/scrapePage.ts"
 import { env, nothing, one, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
+import { UpstreamClient } from "../kit/index.ts"
 
 export const DEFAULT_NAME = "firecrawl"
 export const DEFAULT_BASE_URL = "https://api.firecrawl.dev"
@@ -137,7 +138,7 @@ export const parseAnswer = (body: unknown, requested: string): Parsed => {
   })
 }
 
-export const make = (options: Options): Effect.Effect<Provider<"scrape">, never, HttpClient.HttpClient> =>
+export const make = (options: Options): Effect.Effect<Provider<"scrape">, never, UpstreamClient> =>
   Effect.gen(function*() {
     const settings = yield* Effect.sync(() =>
       upstreamSettings(options, {
@@ -152,7 +153,7 @@ export const make = (options: Options): Effect.Effect<Provider<"scrape">, never,
         errors: { unreachable: "network", errorDetail: firecrawlErrorDetail, requestIdHeader: "x-request-id" }
       })
     )
-    const client = yield* HttpClient.HttpClient
+    const client = yield* UpstreamClient
     const { name, unitPrice, upstream } = settings
     const { apiKey } = options
     const upstreamTimeoutMs = Math.min(300_000, Math.max(1_000, settings.timeoutMs - UPSTREAM_TIMEOUT_MARGIN_MS))

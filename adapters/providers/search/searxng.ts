@@ -1,5 +1,5 @@
 import { Clock, Duration, Effect, Option, Schema } from "effect"
-import { HttpClient, HttpClientRequest } from "effect/http"
+import { HttpClientRequest } from "effect/http"
 import type { Provider } from "../../../src/capabilities/Provider.ts"
 import type { SearchInput } from "../../../src/capabilities/schemas.ts"
 import {
@@ -15,6 +15,7 @@ import {
 } from "../kit/index.ts"
 import { type Candidate, normalize } from "../kit/searchResults.ts"
 import { env, httpUrl, nothing, one, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
+import { UpstreamClient } from "../kit/index.ts"
 
 /**
  * `search` through a self-hosted SearXNG instance (its JSON search API; no key).
@@ -112,7 +113,7 @@ const pageOf = (json: typeof PageAnswer.Type): Page => {
 // ---------------------------------------------------------------------------
 // The provider
 
-export const make = (options: SearXNGOptions): Effect.Effect<Provider<"search">, never, HttpClient.HttpClient> =>
+export const make = (options: SearXNGOptions): Effect.Effect<Provider<"search">, never, UpstreamClient> =>
   Effect.gen(function*() {
     const settings = yield* Effect.sync(() =>
       upstreamSettings(options, {
@@ -129,7 +130,7 @@ export const make = (options: SearXNGOptions): Effect.Effect<Provider<"search">,
         }
       })
     )
-    const client = yield* HttpClient.HttpClient
+    const client = yield* UpstreamClient
     const url = settings.baseUrl + SEARCH_PATH
 
     const timedOut = () =>

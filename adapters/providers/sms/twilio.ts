@@ -1,5 +1,5 @@
 import { Effect, Option, Redacted, Result, Schema } from "effect"
-import { HttpClient, HttpClientRequest } from "effect/http"
+import { HttpClientRequest } from "effect/http"
 import type { Provider, ProviderFailure, Quote, UnitPrice } from "../../../src/capabilities/Provider.ts"
 import type { SmsInput, SmsOutput } from "../../../src/capabilities/schemas.ts"
 import {
@@ -17,6 +17,7 @@ import {
 } from "../kit/index.ts"
 import { countSegments } from "./segments.ts"
 import { env, invalid, nothing, one, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
+import { UpstreamClient } from "../kit/index.ts"
 
 export { MAX_UPSTREAM_MESSAGE_CHARS } from "../kit/index.ts"
 
@@ -188,10 +189,10 @@ const parseMessage = (settings: Settings, json: unknown): Result.Result<Created,
 export const quoteSms = (unitPrice: UnitPrice, body: string): bigint =>
   unitPrice.priceMicroUsd * BigInt(countSegments(body).segments)
 
-export const make = (options: TwilioOptions): Effect.Effect<Provider<"sms">, never, HttpClient.HttpClient> =>
+export const make = (options: TwilioOptions): Effect.Effect<Provider<"sms">, never, UpstreamClient> =>
   Effect.gen(function*() {
     const settings = yield* Effect.sync(() => settingsOf(options))
-    const client = yield* HttpClient.HttpClient
+    const client = yield* UpstreamClient
     const price = settings.unitPrice.priceMicroUsd
 
     const run = Effect.fn("Twilio.run")(

@@ -23,7 +23,7 @@
  * Failures are those of the shared OpenAI media exchange (../openaiMedia.ts).
  */
 import { Effect, Option, Redacted, Result } from "effect"
-import { HttpClient, HttpClientRequest } from "effect/http"
+import { HttpClientRequest } from "effect/http"
 import type { Metered, Provider, Quote, UnitPrice } from "../../../src/capabilities/Provider.ts"
 import type { SpeakInput, SpeakOutput } from "../../../src/capabilities/schemas.ts"
 import type { ValidationError } from "../../../src/domain/errors.ts"
@@ -31,6 +31,7 @@ import { checkUnitPrice } from "../kit/index.ts"
 import { invalid, mediaFailure, mediaSettings, openAiAccount, sendMedia } from "../kit/openaiMedia.ts"
 import { characterCount, priceOfCharacters, readWav, withTrueSizes } from "../kit/media.ts"
 import { nothing, one, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
+import { UpstreamClient } from "../kit/index.ts"
 
 export const DEFAULT_NAME = "openai-speech"
 export const SPEECH_PATH = "/audio/speech"
@@ -77,7 +78,7 @@ interface Plan {
   readonly characters: number
 }
 
-export const make = (options: Options): Effect.Effect<Provider<"speak">, never, HttpClient.HttpClient> =>
+export const make = (options: Options): Effect.Effect<Provider<"speak">, never, UpstreamClient> =>
   Effect.gen(function*() {
     const settings = yield* Effect.sync(() =>
       mediaSettings("openaiSpeech", options, {
@@ -97,7 +98,7 @@ export const make = (options: Options): Effect.Effect<Provider<"speak">, never, 
       if (!VOICE_PATTERN.test(defaultVoice)) throw new RangeError(`${where}: defaultVoice is not a voice id`)
       if (!Number.isSafeInteger(maxCharacters) || maxCharacters <= 0) throw new RangeError(`${where}: maxCharacters must be a positive integer`)
     })
-    const client = yield* HttpClient.HttpClient
+    const client = yield* UpstreamClient
     const url = `${settings.baseUrl}${SPEECH_PATH}`
     const price = options.unitPrice.priceMicroUsd
 

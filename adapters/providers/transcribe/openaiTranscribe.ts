@@ -39,7 +39,7 @@
  * URL answered an error, nothing, or not audio), `network`.
  */
 import { Effect, Option, Redacted, Result, Schema } from "effect"
-import { HttpClient, HttpClientRequest } from "effect/http"
+import { HttpClientRequest } from "effect/http"
 import type { Metered, Provider, Quote, UnitPrice } from "../../../src/capabilities/Provider.ts"
 import { ProviderFailure } from "../../../src/capabilities/Provider.ts"
 import type { TranscribeInput, TranscribeOutput } from "../../../src/capabilities/schemas.ts"
@@ -49,6 +49,7 @@ import { checkUnitPrice, clip, positiveInteger } from "../kit/index.ts"
 import { invalid, type MediaSettings, mediaFailure, mediaSettings, openAiAccount, sendMediaJson } from "../kit/openaiMedia.ts"
 import { readWav, type WavInfo } from "../kit/media.ts"
 import { type Configured, env, envOr, httpUrl, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
+import { UpstreamClient } from "../kit/index.ts"
 
 export const DEFAULT_NAME = "openai-transcribe"
 export const TRANSCRIPTIONS_PATH = "/audio/transcriptions"
@@ -218,7 +219,7 @@ const Transcription = Schema.Struct({
 })
 const decodeTranscription = Schema.decodeUnknownResult(Transcription)
 
-export const make = (options: Options): Effect.Effect<Provider<"transcribe">, never, HttpClient.HttpClient | OutboundHttp> =>
+export const make = (options: Options): Effect.Effect<Provider<"transcribe">, never, UpstreamClient | OutboundHttp> =>
   Effect.gen(function*() {
     const settings = yield* Effect.sync(() =>
       mediaSettings("openaiTranscribe", options, {
@@ -241,7 +242,7 @@ export const make = (options: Options): Effect.Effect<Provider<"transcribe">, ne
         minBytesPerSecond: positiveInteger(where, "minBytesPerSecond", options.minBytesPerSecond, DEFAULT_MIN_BYTES_PER_SECOND)
       }
     })
-    const client = yield* HttpClient.HttpClient
+    const client = yield* UpstreamClient
     const outbound = yield* OutboundHttp
     const url = `${settings.baseUrl}${TRANSCRIPTIONS_PATH}`
     const price = options.unitPrice.priceMicroUsd
