@@ -778,5 +778,119 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
         END LOOP;
       END
       $$`)
+  }),
+  "0019_settle_lighter": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // Settle and release lock the wallet row only, then read the reservation.
+    // Every writer of a reservation holds its wallet's lock first (these
+    // functions, the general path's lockHeld, the sweep), so under that lock
+    // the row cannot change and needs no lock of its own; each statement of
+    // these (volatile) functions reads a fresh snapshot, taken after the lock
+    // was granted. Locking the reservation too (0014's join ... FOR UPDATE)
+    // wrote a row lock to the heap and the WAL before the update wrote the
+    // row again: about a quarter of a settle's time in the database
+    // (docs/performance.md). Decisions and writes are 0014's, unchanged.
+    //
+    // A credit's key is unique per account; charges and refunds have none, so
+    // the unique index now covers only the rows that have one (every charge
+    // wrote an entry of NULLs to it before).
+    yield* sql`ALTER TABLE transactions DROP CONSTRAINT transactions_account_id_credit_key_key`
+    yield* sql`
+      CREATE UNIQUE INDEX transactions_credit_key ON transactions (account_id, credit_key)
+      WHERE credit_key IS NOT NULL`
+    yield* sql.unsafe(`
+      CREATE OR REPLACE FUNCTION spendgate_settle(
+        p_account_id TEXT, p_reservation_id TEXT, p_actual NUMERIC, p_transaction_id TEXT, p_audit_id TEXT,
+        p_description TEXT, p_now TIMESTAMPTZ,
+        OUT outcome TEXT, OUT charged BIGINT, OUT charge_usd BIGINT, OUT charge_sats BIGINT,
+        OUT wallet_usd BIGINT, OUT wallet_sats BIGINT,
+        OUT r_id TEXT, OUT r_account_id TEXT, OUT r_agent_id TEXT, OUT r_capability TEXT, OUT r_provider TEXT,
+        OUT r_quoted_micro_usd BIGINT, OUT r_held_usd_micro BIGINT, OUT r_held_sats_msat BIGINT,
+        OUT r_rate_micro_usd_per_btc BIGINT, OUT r_day TEXT, OUT r_status TEXT, OUT r_settled_micro_usd BIGINT,
+        OUT r_created_at TIMESTAMPTZ, OUT r_expires_at TIMESTAMPTZ
+      ) LANGUAGE plpgsql AS $$
+      DECLARE
+        w_seq BIGINT;
+        w_head TEXT;
+        r reservations%ROWTYPE;
+        remainder NUMERIC;
+        seq BIGINT;
+        details TEXT;
+        hash TEXT;
+      BEGIN
+        SELECT audit_seq, audit_head INTO w_seq, w_head FROM wallets WHERE account_id = p_account_id FOR UPDATE;
+        IF NOT FOUND THEN outcome := 'NotHeld'; RETURN; END IF;
+        SELECT * INTO r FROM reservations WHERE id = p_reservation_id AND account_id = p_account_id;
+        IF NOT FOUND THEN outcome := 'NotHeld'; RETURN; END IF;
+        r_id := r.id; r_account_id := r.account_id; r_agent_id := r.agent_id; r_capability := r.capability;
+        r_provider := r.provider; r_quoted_micro_usd := r.quoted_micro_usd; r_held_usd_micro := r.held_usd_micro;
+        r_held_sats_msat := r.held_sats_msat; r_rate_micro_usd_per_btc := r.rate_micro_usd_per_btc; r_day := r.day;
+        r_status := r.status; r_settled_micro_usd := r.settled_micro_usd; r_created_at := r.created_at;
+        r_expires_at := r.expires_at;
+        IF r.status = 'released' AND r.settled_micro_usd IS NULL THEN outcome := 'slow'; RETURN; END IF;
+        IF r.status <> 'held' THEN outcome := 'NotHeld'; RETURN; END IF;
+        charged := GREATEST(0, LEAST(p_actual, r.quoted_micro_usd));
+        charge_usd := LEAST(charged, r.held_usd_micro);
+        remainder := charged - charge_usd;
+        charge_sats := 0;
+        IF remainder > 0 AND r.rate_micro_usd_per_btc IS NOT NULL THEN
+          charge_sats := LEAST(r.held_sats_msat,
+            div(remainder * 100000000000 + r.rate_micro_usd_per_btc - 1, r.rate_micro_usd_per_btc));
+        END IF;
+        seq := w_seq + 1;
+        details := '{"capability":' || to_json(r.capability)::text || ',"provider":' || to_json(r.provider)::text || '}';
+        hash := spendgate_audit_hash(p_audit_id, p_account_id, seq, 'settle', r.agent_id, r.id, p_transaction_id,
+          charged, r.held_usd_micro - charge_usd, r.held_sats_msat - charge_sats, details, p_now, w_head);
+        INSERT INTO audit_log (id, account_id, seq, kind, agent_id, reservation_id, transaction_id, amount_micro_usd,
+            usd_delta_micro, sats_delta_msat, details, created_at, prev_hash, hash)
+          VALUES (p_audit_id, p_account_id, seq, 'settle', r.agent_id, r.id, p_transaction_id, charged,
+            r.held_usd_micro - charge_usd, r.held_sats_msat - charge_sats, details, p_now, w_head, hash);
+        UPDATE reservations SET status = 'settled', settled_micro_usd = charged WHERE id = r.id;
+        UPDATE agent_daily_spend SET spent_micro_usd = spent_micro_usd - (r.quoted_micro_usd - charged)
+          WHERE agent_id = r.agent_id AND day = r.day;
+        INSERT INTO transactions (id, account_id, agent_id, type, amount_micro_usd, usd_micro, sats_msat,
+            rate_micro_usd_per_btc, description, capability, provider, audit_id, refund_of, credit_key, created_at)
+          VALUES (p_transaction_id, p_account_id, r.agent_id, 'charge', charged, charge_usd, charge_sats,
+            r.rate_micro_usd_per_btc, p_description, r.capability, r.provider, p_audit_id, NULL, NULL, p_now);
+        UPDATE wallets SET usd_micro = usd_micro + (r.held_usd_micro - charge_usd),
+            sats_msat = sats_msat + (r.held_sats_msat - charge_sats), audit_seq = seq, audit_head = hash
+          WHERE account_id = p_account_id
+          RETURNING usd_micro, sats_msat INTO wallet_usd, wallet_sats;
+        outcome := 'Settled';
+      END
+      $$`)
+    yield* sql.unsafe(`
+      CREATE OR REPLACE FUNCTION spendgate_release(
+        p_account_id TEXT, p_reservation_id TEXT, p_audit_id TEXT, p_reason TEXT, p_now TIMESTAMPTZ
+      ) RETURNS TEXT LANGUAGE plpgsql AS $$
+      DECLARE
+        w_seq BIGINT;
+        w_head TEXT;
+        r reservations%ROWTYPE;
+        seq BIGINT;
+        details TEXT;
+        hash TEXT;
+      BEGIN
+        SELECT audit_seq, audit_head INTO w_seq, w_head FROM wallets WHERE account_id = p_account_id FOR UPDATE;
+        IF NOT FOUND THEN RETURN 'NotHeld'; END IF;
+        SELECT * INTO r FROM reservations WHERE id = p_reservation_id AND account_id = p_account_id;
+        IF NOT FOUND OR r.status <> 'held' THEN RETURN 'NotHeld'; END IF;
+        seq := w_seq + 1;
+        details := '{"reason":' || to_json(p_reason)::text || '}';
+        hash := spendgate_audit_hash(p_audit_id, p_account_id, seq, 'release', r.agent_id, r.id, NULL,
+          r.quoted_micro_usd, r.held_usd_micro, r.held_sats_msat, details, p_now, w_head);
+        INSERT INTO audit_log (id, account_id, seq, kind, agent_id, reservation_id, transaction_id, amount_micro_usd,
+            usd_delta_micro, sats_delta_msat, details, created_at, prev_hash, hash)
+          VALUES (p_audit_id, p_account_id, seq, 'release', r.agent_id, r.id, NULL, r.quoted_micro_usd,
+            r.held_usd_micro, r.held_sats_msat, details, p_now, w_head, hash);
+        UPDATE reservations SET status = 'released' WHERE id = r.id;
+        UPDATE agent_daily_spend SET spent_micro_usd = spent_micro_usd - r.quoted_micro_usd
+          WHERE agent_id = r.agent_id AND day = r.day;
+        UPDATE wallets SET usd_micro = usd_micro + r.held_usd_micro, sats_msat = sats_msat + r.held_sats_msat,
+            audit_seq = seq, audit_head = hash
+          WHERE account_id = p_account_id;
+        RETURN 'Released';
+      END
+      $$`)
   })
 }
