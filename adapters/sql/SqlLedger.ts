@@ -296,10 +296,12 @@ const sameCharge = (plan: SettlePlan, row: SettleRow): boolean =>
   big(row.charged) === plan.chargedMicroUsd && big(row.charge_usd) === plan.chargeUsdMicroUsd &&
   big(row.charge_sats) === plan.chargeSatsMsat
 
-/** The most reserves of one wallet coalesced into one call. */
+/** The most reserves coalesced into one call. */
 const MAX_BATCH = 64
-/** Reserves that may wait behind a wallet's batch in flight. */
+/** Reserves that may wait for a call. */
 const MAX_QUEUED = 4 * MAX_BATCH
+/** Reserve calls in flight at once, across wallets (see `reserveCoalesced`). */
+const RESERVE_FLIGHTS = 2
 
 /** A pause in real time, whatever clock the caller runs on (the settle writer is the store's own). */
 const realSleep = (ms: number) =>
@@ -334,7 +336,7 @@ interface QueuedSettle {
   retrying: boolean
 }
 
-/** A reserve waiting for its wallet's batch in flight: told its outcome, or to lead the next batch. */
+/** A reserve waiting for a call: told its outcome, or to lead the next call. */
 interface Waiter {
   readonly input: ReserveInput
   readonly done: Deferred.Deferred<Signal, unknown>
@@ -344,24 +346,30 @@ type Signal =
   | { readonly _tag: "Done"; readonly result: ReserveResult }
   | { readonly _tag: "Lead" }
 
-/** How the settles taken off the caller's path are written (SETTLE_DELAY_MS and the store's options). */
-export interface SettleOptions {
+/** How holds are batched and how the settles taken off the caller's path are written (the store's options). */
+export interface LedgerOptions {
   /** How long an answered call's settle waits for its wallet's next reserve before it is written alone (ms, default 2). */
   readonly settleDelayMs?: number | undefined
   /** The longest pause before a settle the database refused is tried again (ms, default 5000). */
   readonly settleRetryMaxPauseMs?: number | undefined
   /** How long closing the store waits for queued settles to land before it logs and gives up (ms, default 10000). */
   readonly settleShutdownTimeoutMs?: number | undefined
+  /**
+   * How many reserve calls may be in flight at once, across wallets (default 2, at least 1):
+   * reserves that arrive meanwhile wait and go together in the next call.
+   */
+  readonly reserveFlights?: number | undefined
 }
 
 export const makeSqlLedger = (
   sql: SqlClient.SqlClient,
   readAgent: (row: any) => { agent: Agent; policy: Policy },
-  options: SettleOptions = {}
+  options: LedgerOptions = {}
 ): LedgerStore & FundingStore & { readonly settleWriter: Effect.Effect<void, never, Scope.Scope> } => {
   const settleDelayMs = options.settleDelayMs ?? SETTLE_DELAY_MS
   const settleRetryMaxPauseMs = options.settleRetryMaxPauseMs ?? SETTLE_RETRY_MAX_PAUSE_MS
   const settleShutdownTimeoutMs = options.settleShutdownTimeoutMs ?? SETTLE_SHUTDOWN_TIMEOUT_MS
+  const reserveFlights = Math.max(1, Math.floor(options.reserveFlights ?? RESERVE_FLIGHTS))
   const lockWallet = (accountId: AccountId) =>
     Effect.flatMap(
       sql<WalletRow>`SELECT * FROM wallets WHERE account_id = ${accountId} FOR UPDATE`,
@@ -1035,7 +1043,7 @@ export const makeSqlLedger = (
         // A wallet with a reserve batch in flight: its leader carries the fresh ones (it took, or
         // will take, them under the wallet's lock, in order with its reserves); one that failed
         // before is the writer's alone, so a wallet that is never idle does not strand it.
-        batch.push(...(inFlight.has(accountId) ? takeSettles(accountId, "retried") : takeSettles(accountId, "all")))
+        batch.push(...(reserving.has(accountId) ? takeSettles(accountId, "retried") : takeSettles(accountId, "all")))
       }
       if (batch.length > 0) {
         yield* writeSettles(batch).pipe(
@@ -1127,7 +1135,7 @@ export const makeSqlLedger = (
    * The reserves of a batch, decided in order: holds in one call up to the
    * first that is not held, which then takes the general path (recording its
    * refusal's events or kill, or its hold's events) before the rest go on.
-   * The wallet's queued settles ride in the first call; if that call fails,
+   * The wallets' queued settles ride in the first call; if that call fails,
    * they go back to the writer and the reserves are tried once without them.
    */
   const decideInOrder = (inputs: ReadonlyArray<ReserveInput>, settles: ReadonlyArray<QueuedSettle>) =>
@@ -1165,47 +1173,140 @@ export const makeSqlLedger = (
     })
 
   /**
-   * Group commit of the holds of a hot wallet. A reserve that finds no batch
-   * of its wallet in flight leads one at once; reserves that arrive while one
-   * is in flight wait in arrival order, and when it commits the first of them
-   * leads the next batch with all that waited (at most MAX_BATCH). Each gets
-   * its own decision, made under the wallet lock in arrival order (see
-   * `decideInOrder`); a failure fails only the reserves not yet decided. At
-   * most MAX_QUEUED wait; beyond that a reserve takes the general path.
+   * Group commit of holds, across wallets. Reserves wait in one queue, in
+   * arrival order; at most `reserveFlights` calls are in flight at once, and
+   * a wallet is in at most one of them. A reserve that arrives while a call
+   * can start (fewer in flight, its wallet in none) leads one at once, so a
+   * lone caller never waits; otherwise it waits, and whenever a call ends
+   * the first waiting reserve leads the next one with every waiting reserve
+   * of a wallet not in flight (at most MAX_BATCH), in arrival order — with
+   * their wallets' queued settles, one call, one transaction, one commit.
+   * Each reserve gets its own decision, made under its wallet's lock, in
+   * arrival order within its wallet (see `decideInOrder`); the call takes
+   * the wallets' locks in account order, as the settle writer does, so two
+   * calls never wait for each other's locks the other way round. A failure
+   * fails the call's reserves not yet decided, of every wallet in it. At most
+   * MAX_QUEUED wait; beyond that a reserve takes the general path.
    */
-  const inFlight = new Map<string, Array<Waiter>>()
-  const reserveCoalesced = (input: ReserveInput) =>
-    Effect.gen(function*() {
-      const waiting = inFlight.get(input.accountId)
-      // A queue this long is a burst the batches cannot absorb: this reserve takes its wallet's
-      // lock on its own (still exact: the lock orders it), rather than waiting without bound.
-      if (waiting !== undefined && waiting.length >= MAX_QUEUED) {
-        yield* landed(input.accountId)
-        return yield* reserveInTransaction(input)
-      }
-      const done = yield* Deferred.make<Signal, unknown>()
-      const me: Waiter = { input, done }
-      if (waiting !== undefined) {
-        waiting.push(me)
-        const signal = yield* Deferred.await(done)
-        if (signal._tag === "Done") return signal.result
+  const reserveQueue: Array<Waiter> = []
+  /** Wallets in a call in flight: their next reserves wait for it, so a wallet's decisions keep arrival order. */
+  const walletsInFlight = new Set<string>()
+  /** Per wallet, its reserves waiting or in flight (the settle writer leaves their fresh settles to that call). */
+  const reserving = new Map<string, number>()
+  let flights = 0
+
+  const countReserving = (accountId: string, delta: number) => {
+    const count = (reserving.get(accountId) ?? 0) + delta
+    if (count > 0) reserving.set(accountId, count)
+    else reserving.delete(accountId)
+  }
+
+  /**
+   * Starts calls while there is room for one and a waiting reserve's wallet is in none: the
+   * first such reserve (the earliest of its wallet) leads it, its wallet claimed for the call.
+   */
+  const startFlights = () => {
+    while (flights < reserveFlights) {
+      const leader = reserveQueue.find((waiter) => !walletsInFlight.has(waiter.input.accountId))
+      if (leader === undefined) return
+      flights++
+      walletsInFlight.add(leader.input.accountId)
+      Deferred.doneUnsafe(leader.done, Effect.succeed({ _tag: "Lead" } as const))
+    }
+  }
+
+  /**
+   * The call's reserves, taken when its leader runs (so that those which came meanwhile go
+   * too): the leader, then every waiting reserve of its wallet or of a wallet in no call, in
+   * arrival order, at most MAX_BATCH; their wallets are claimed for the call. Once the batch
+   * is full nothing more is taken, so no reserve ever passes one of its own wallet.
+   */
+  const takeBatch = (leader: Waiter): Array<Waiter> => {
+    const mine = new Set([leader.input.accountId])
+    const batch: Array<Waiter> = [leader]
+    let kept = 0
+    for (const waiter of reserveQueue) {
+      if (waiter === leader) continue
+      const accountId = waiter.input.accountId
+      if (batch.length < MAX_BATCH && (mine.has(accountId) || !walletsInFlight.has(accountId))) {
+        batch.push(waiter)
+        mine.add(accountId)
+        walletsInFlight.add(accountId)
       } else {
-        inFlight.set(input.accountId, [me])
+        reserveQueue[kept++] = waiter
       }
-      // Leading: this reserve is first in the queue; the batch is it and those behind it,
-      // with the wallet's settles that were answered before them.
-      yield* written(input.accountId)
-      const queue = inFlight.get(input.accountId)!
-      const batch = queue.splice(0, MAX_BATCH)
-      const { results, failure } = yield* decideInOrder(batch.map((waiter) => waiter.input), takeSettles(input.accountId, "fresh"))
-      if (queue.length > 0) yield* Deferred.succeed(queue[0]!.done, { _tag: "Lead" } as const)
-      else inFlight.delete(input.accountId)
-      for (let i = 1; i < batch.length; i++) {
-        yield* i < results.length
-          ? Deferred.succeed(batch[i]!.done, { _tag: "Done", result: results[i]! } as const)
-          : Deferred.failCause(batch[i]!.done, failure!)
+    }
+    reserveQueue.length = kept
+    return batch
+  }
+
+  /** Wallet by wallet in account order (byte order, as the database's COLLATE "C"), arrival order within each. */
+  const byAccount = (a: Waiter, b: Waiter) =>
+    a.input.accountId < b.input.accountId ? -1 : a.input.accountId > b.input.accountId ? 1 : 0
+
+  /** The leader's call: its batch decided, the flight ended (the next one started), each reserve told its outcome. */
+  const fly = (leader: Waiter) => {
+    let batch: ReadonlyArray<Waiter> = [leader]
+    let accounts: ReadonlyArray<string> = [leader.input.accountId]
+    let ended = false
+    const endFlight = () => {
+      if (ended) return
+      ended = true
+      flights--
+      for (const accountId of accounts) walletsInFlight.delete(accountId)
+      for (const waiter of batch) countReserving(waiter.input.accountId, -1)
+      startFlights()
+    }
+    return Effect.gen(function*() {
+      // The leader's wallet's settles that the writer is writing land first (more reserves join meanwhile).
+      yield* written(leader.input.accountId)
+      batch = takeBatch(leader)
+      accounts = [...new Set(batch.map((waiter) => waiter.input.accountId))]
+      // So do the other wallets': the decisions see every settle answered before them.
+      for (const accountId of accounts) yield* written(accountId)
+      // Array.prototype.sort is stable: arrival order stays within each wallet.
+      const ordered = [...batch].sort(byAccount)
+      const { results, failure } = yield* decideInOrder(
+        ordered.map((waiter) => waiter.input),
+        accounts.flatMap((accountId) => takeSettles(accountId, "fresh"))
+      )
+      endFlight()
+      let own: ReserveResult | undefined
+      for (let i = 0; i < ordered.length; i++) {
+        const waiter = ordered[i]!
+        if (i >= results.length) {
+          if (waiter !== leader) yield* Deferred.failCause(waiter.done, failure!)
+        } else if (waiter === leader) own = results[i]!
+        else yield* Deferred.succeed(waiter.done, { _tag: "Done", result: results[i]! } as const)
       }
-      return results.length > 0 ? results[0]! : yield* Effect.failCause(failure!)
+      return own !== undefined ? own : yield* Effect.failCause(failure!)
+    }).pipe(
+      // Whatever ends the call (a defect included), the flight ends and no reserve of it is left waiting.
+      Effect.onExit((exit) =>
+        Effect.suspend(() => {
+          endFlight()
+          if (Exit.isSuccess(exit)) return Effect.void
+          return Effect.forEach(batch, (waiter) => waiter === leader ? Effect.void : Deferred.failCause(waiter.done, exit.cause), {
+            discard: true
+          })
+        })
+      )
+    )
+  }
+
+  const reserveCoalesced = (input: ReserveInput) =>
+    Effect.suspend(() => {
+      // A queue this long is a burst the calls cannot absorb: this reserve takes its wallet's
+      // lock on its own (still exact: the lock orders it), rather than waiting without bound.
+      if (reserveQueue.length >= MAX_QUEUED) return Effect.andThen(landed(input.accountId), reserveInTransaction(input))
+      const me: Waiter = { input, done: Deferred.makeUnsafe<Signal, unknown>() }
+      reserveQueue.push(me)
+      countReserving(input.accountId, 1)
+      startFlights()
+      return Effect.flatMap(
+        Deferred.await(me.done),
+        (signal): Effect.Effect<ReserveResult, unknown> => signal._tag === "Done" ? Effect.succeed(signal.result) : fly(me)
+      )
     }).pipe(
       // A leader or waiter that went away would strand the reserves queued behind it.
       Effect.uninterruptible

@@ -5,7 +5,7 @@ import { type Capability, isCapability } from "../../src/domain/Capability.ts"
 import type { AccountId, AgentId } from "../../src/domain/ids.ts"
 import { planAgentChange } from "../../src/agents/owners.ts"
 import { paged } from "./paging.ts"
-import { makeSqlLedger, type SettleOptions } from "./SqlLedger.ts"
+import { makeSqlLedger, type LedgerOptions } from "./SqlLedger.ts"
 import { makeSqlWebhookStore, writeEvents } from "./SqlWebhooks.ts"
 import { agentChangeEvents, agentCreated } from "../../src/webhooks/events.ts"
 import { type NewAgent, type PolicyPatch, Store, type StoreShape, type UpdateAgentResult } from "../../src/ports/Store.ts"
@@ -87,7 +87,7 @@ const keyFinds = (entry: CachedAgent, keyHash: string, now: Date): boolean =>
   )
 
 /** The SQL store's options: those of its ledger's settles (SqlLedger.ts). */
-export type SqlStoreOptions = SettleOptions
+export type SqlStoreOptions = LedgerOptions
 
 export const makeSqlStoreWith = (options: SqlStoreOptions = {}) => Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient

@@ -892,5 +892,66 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
         RETURN 'Released';
       END
       $$`)
+  }),
+  "0020_ledger_batch_across_wallets": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // One call carries the holds (and queued settles) of several wallets
+    // (adapters/sql/SqlLedger.ts). Every wallet is locked in account order,
+    // byte order (COLLATE "C", whatever the database's collation), so two
+    // such calls, or one and the settle writer's, never wait for each other's
+    // locks the other way round: the settles and reserves are taken wallet by
+    // wallet in that order, a wallet's settles before its reserves, each
+    // kind in the order given. After the first reserve that is not held
+    // (a refusal, or a hold for the general path) no further reserve is
+    // decided in this call (the caller sends them again once that one is
+    // recorded); settles still are. Answers as 0018's: settles with negative
+    // ords, reserves with their positions, a held one with its wallet's
+    // pockets after it. The caller sends the reserves already in that order.
+    yield* sql.unsafe(`
+      CREATE OR REPLACE FUNCTION spendgate_ledger_batch(p_settles JSONB, p_requests JSONB, p_known_capabilities TEXT)
+      RETURNS TABLE (ord BIGINT, outcome TEXT, from_usd BIGINT, from_sats BIGINT, wallet_usd BIGINT, wallet_sats BIGINT)
+      LANGUAGE plpgsql AS $$
+      DECLARE
+        kind INT;
+        req JSONB;
+        i BIGINT;
+        stopped BOOLEAN := false;
+      BEGIN
+        FOR kind, req, i IN
+          SELECT k, e, n FROM (
+            SELECT 0 AS k, e, n FROM jsonb_array_elements(p_settles) WITH ORDINALITY AS s (e, n)
+            UNION ALL
+            SELECT 1 AS k, e, n FROM jsonb_array_elements(p_requests) WITH ORDINALITY AS r (e, n)
+          ) AS items
+          ORDER BY e->>'accountId' COLLATE "C", k, n
+        LOOP
+          IF kind = 0 THEN
+            ord := -i;
+            from_usd := NULL;
+            from_sats := NULL;
+            SELECT s.outcome, s.wallet_usd, s.wallet_sats INTO outcome, wallet_usd, wallet_sats
+              FROM spendgate_settle(req->>'accountId', req->>'reservationId', (req->>'actual')::numeric,
+                req->>'transactionId', req->>'auditId', req->>'description', (req->>'now')::timestamptz) AS s;
+            RETURN NEXT;
+            CONTINUE;
+          END IF;
+          CONTINUE WHEN stopped;
+          ord := i;
+          wallet_usd := NULL;
+          wallet_sats := NULL;
+          SELECT r.outcome, r.from_usd, r.from_sats INTO outcome, from_usd, from_sats
+            FROM spendgate_reserve(req->>'accountId', req->>'agentId', req->>'reservationId', req->>'auditId',
+              req->>'capability', req->>'provider', (req->>'quoted')::bigint, (req->>'rate')::bigint, req->>'day',
+              (req->>'now')::timestamptz, (req->>'expiresAt')::timestamptz, p_known_capabilities) AS r;
+          IF outcome = 'held' THEN
+            SELECT w.usd_micro, w.sats_msat INTO wallet_usd, wallet_sats FROM wallets w
+              WHERE w.account_id = req->>'accountId';
+          ELSE
+            stopped := true;
+          END IF;
+          RETURN NEXT;
+        END LOOP;
+      END
+      $$`)
   })
 }

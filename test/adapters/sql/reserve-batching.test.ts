@@ -10,10 +10,12 @@ import { freshPostgresLayer } from "../../support/postgres.ts"
 import { call, fundedAccount, testLayer } from "../../wallet/ledger.contract.ts"
 
 /**
- * Group commit of a hot wallet's holds: concurrent reserves of one wallet are
- * coalesced into one transaction (the reserve audit records of a batch share
- * the transaction id that wrote them), each still decided on its own, in
- * arrival order, under the wallet lock.
+ * Group commit of holds: concurrent reserves — of one hot wallet, and of
+ * many wallets — are coalesced into one transaction (the reserve audit
+ * records of a batch share the transaction id that wrote them), each still
+ * decided on its own, in arrival order within its wallet, under its wallet's
+ * lock; wallets are locked in one order, so calls and the settle writer
+ * never deadlock.
  */
 
 const backends = [
@@ -106,6 +108,43 @@ describe.each(backends)("batched holds over %s", (_name, client) => {
         SELECT COUNT(*) AS n FROM reservations WHERE account_id = ${accountId} AND status = 'held'`
       expect(Number(held[0]!.n)).toBe(0)
       expect(yield* verifyChainSegment(null, yield* store.listAudit(accountId, 0n, 1000))).toBeNull()
+    }))
+  }, 60_000)
+
+  it("calls over many wallets at once: each wallet holds exactly what it can, wallets share transactions, no deadlock", async () => {
+    await runtime.runPromise(Effect.gen(function*() {
+      // Eight wallets of 100 cents and one empty one; 20 calls of 10 cents on each, all at once and
+      // interleaved, while the settles of the earlier calls are written (and carried) meanwhile.
+      const owners = yield* Effect.all(Array.from({ length: 8 }, () => fundedAccount(100n)))
+      const empty = yield* fundedAccount(0n)
+      const everyone = [...owners, empty]
+      const calls = Array.from({ length: 20 * everyone.length }, (_, i) => everyone[i % everyone.length]!)
+      const exits = yield* Effect.all(calls.map((owner) => Effect.exit(call(owner, 10n))), { concurrency: "unbounded" })
+      for (const owner of owners) {
+        const mine = exits.filter((_, i) => calls[i] === owner)
+        expect(mine.filter(Exit.isSuccess).length).toBe(10)
+        expect((yield* (yield* Wallets).get(owner)).usdMicroUsd).toBe(0n)
+      }
+      // The empty wallet's refusals (each takes the general path) stop no other wallet's holds.
+      expect(exits.filter((_, i) => calls[i] === empty).every(Exit.isFailure)).toBe(true)
+      const sql = yield* SqlClient.SqlClient
+      const accounts = owners.map((owner) => owner.agent.accountId)
+      const rows = yield* sql<{ holds: number | string; transactions: number | string; shared: number | string }>`
+        SELECT COUNT(*) AS holds, COUNT(DISTINCT xmin::text) AS transactions,
+          (SELECT COUNT(*) FROM (
+            SELECT xmin::text FROM audit_log WHERE kind = 'reserve' AND account_id IN ${sql.in(accounts)}
+            GROUP BY xmin::text HAVING COUNT(DISTINCT account_id) > 1) AS s) AS shared
+        FROM audit_log WHERE kind = 'reserve' AND account_id IN ${sql.in(accounts)}`
+      expect(Number(rows[0]!.holds)).toBe(80)
+      expect(Number(rows[0]!.transactions)).toBeLessThan(80)
+      // Some transaction wrote the holds of more than one wallet.
+      expect(Number(rows[0]!.shared)).toBeGreaterThan(0)
+      const store = yield* Store
+      for (const accountId of accounts) {
+        const audit = yield* store.listAudit(accountId, 0n, 1000)
+        expect(audit.filter((record) => record.kind === "settle").length).toBe(10)
+        expect(yield* verifyChainSegment(null, audit)).toBeNull()
+      }
     }))
   }, 60_000)
 })
