@@ -857,13 +857,13 @@ export const makeSqlLedger = (
   let queuedCount = 0
   let writerWake: Deferred.Deferred<void> | undefined
   let writeNow = false
-  /** Cuts the writer's wait short when a read or shutdown needs the settles now. */
-  let hurry: Deferred.Deferred<void> | undefined
+  /** Cuts the writer's pause short when a read or shutdown needs the settles now. */
+  let hurry: (() => void) | undefined
 
   const wakeWriter = (now: boolean) => {
     if (now) {
       writeNow = true
-      if (hurry !== undefined) Deferred.doneUnsafe(hurry, Effect.void)
+      hurry?.()
     }
     if (writerWake !== undefined) {
       const wake = writerWake
@@ -1021,6 +1021,27 @@ export const makeSqlLedger = (
       }
     })
 
+  /**
+   * The writer's moment for a reserve to carry the settles: SETTLE_DELAY_MS of real time, cut
+   * short by `wakeWriter(true)`. One timer, no fiber of its own: it runs after every answered
+   * call that finds the writer idle.
+   */
+  const writerPause = Effect.callback<void>((resume) => {
+    const timer = setTimeout(() => {
+      hurry = undefined
+      resume(Effect.void)
+    }, settleDelayMs)
+    hurry = () => {
+      clearTimeout(timer)
+      hurry = undefined
+      resume(Effect.void)
+    }
+    return Effect.sync(() => {
+      clearTimeout(timer)
+      hurry = undefined
+    })
+  })
+
   /** The settle writer: runs for the life of the store (see `settleWriter`). */
   const settleWriterLoop = Effect.gen(function*() {
     for (;;) {
@@ -1030,12 +1051,7 @@ export const makeSqlLedger = (
         yield* Deferred.await(wake)
       }
       // A moment for the next reserve of the wallet to carry its settles in its own commit.
-      if (!writeNow) {
-        const cut = Deferred.makeUnsafe<void>()
-        hurry = cut
-        yield* Effect.raceFirst(realSleep(settleDelayMs), Deferred.await(cut))
-        hurry = undefined
-      }
+      if (!writeNow) yield* writerPause
       writeNow = false
       const batch: Array<QueuedSettle> = []
       for (const accountId of [...queuedSettles.keys()]) {
