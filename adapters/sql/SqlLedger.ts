@@ -904,6 +904,8 @@ export const makeSqlLedger = (
     if (left.length > 0) queuedSettles.set(accountId, left)
     else queuedSettles.delete(accountId)
     queuedCount -= taken.length
+    // Nothing left for the writer to wait for: its pause ends now rather than wake the process later.
+    if (queuedCount === 0 && taken.length > 0) hurry?.()
     return taken
   }
 
