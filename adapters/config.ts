@@ -135,6 +135,12 @@ export interface ServerConfig {
    * milliseconds (SETTLE_DELAY_MS, default 2; SQL storage).
    */
   readonly settleDelayMs: number
+  /**
+   * How many reserve calls may be in flight at once, across wallets; the
+   * reserves that arrive meanwhile go together in the next call
+   * (RESERVE_FLIGHTS, default 2; SQL storage).
+   */
+  readonly reserveFlights: number
 }
 
 const MIN_ADMIN_TOKEN_LENGTH = 24
@@ -175,6 +181,10 @@ export const serverConfig: Config.Config<ServerConfig> = Config.all({
   ),
   settleDelayMs: Config.Int("SETTLE_DELAY_MS").pipe(
     check("SETTLE_DELAY_MS", (ms) => (ms >= 0 && ms <= 60_000) || "must be a whole number of milliseconds from 0 to 60000"),
+    Config.withDefault(2)
+  ),
+  reserveFlights: Config.Int("RESERVE_FLIGHTS").pipe(
+    check("RESERVE_FLIGHTS", (n) => (n >= 1 && n <= 64) || "must be a whole number from 1 to 64"),
     Config.withDefault(2)
   )
 })

@@ -213,7 +213,9 @@ const serveWith = (config: ServerConfig, otlp: Option.Option<OtlpConfig>) => Eff
   if (payments.devRailsPublic) yield* Effect.logWarning(devRailsPublicWarning(payments, config.host))
 
   yield* checkPortFree(config.host, config.port)
-  const storage = yield* Layer.build(storeLayer(database, { settleDelayMs: config.settleDelayMs }))
+  const storage = yield* Layer.build(
+    storeLayer(database, { settleDelayMs: config.settleDelayMs, reserveFlights: config.reserveFlights })
+  )
 
   const app = serverLayer({
     port: config.port,

@@ -70,7 +70,10 @@ describe("configuration", () => {
     [{ DEV_RAILS_PUBLIC: "1" }, "Invalid configuration: DEV_RAILS_PUBLIC must be on or off"],
     [{ RATE_LIMIT_AGENT_PER_MINUTE: "many" }, "Invalid configuration: RATE_LIMIT_AGENT_PER_MINUTE: Expected"],
     [{ RATE_LIMIT_ACCOUNT_PER_MINUTE: "0" }, "Invalid configuration: RATE_LIMIT_ACCOUNT_PER_MINUTE must be at least 1"],
-    [{ REDIS_URL: "http://x" }, "Invalid configuration: REDIS_URL must be a redis:// or rediss:// URL"]
+    [{ REDIS_URL: "http://x" }, "Invalid configuration: REDIS_URL must be a redis:// or rediss:// URL"],
+    [{ RESERVE_FLIGHTS: "0" }, "Invalid configuration: RESERVE_FLIGHTS must be a whole number from 1 to 64"],
+    [{ RESERVE_FLIGHTS: "65" }, "Invalid configuration: RESERVE_FLIGHTS must be a whole number from 1 to 64"],
+    [{ SETTLE_DELAY_MS: "-1" }, "Invalid configuration: SETTLE_DELAY_MS must be a whole number of milliseconds from 0 to 60000"]
   ]
 
   for (const [env, expected] of cases) {
