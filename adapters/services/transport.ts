@@ -228,7 +228,10 @@ export const layer = (
         const headers: Record<string, string> = { ...request.headers }
         const withBody = request.body !== undefined && request.method !== "GET"
         if (withBody) headers["content-type"] = "application/json"
-        for (const [name, value] of Object.entries(credentialsOf.get(service.slug) ?? {})) headers[name] = Redacted.value(value)
+        // The operator's credentials replace whatever the caller sent under those names.
+        for (const [name, value] of Object.entries(credentialsOf.get(service.slug) ?? {})) {
+          headers[name.toLowerCase()] = Redacted.value(value)
+        }
         return upstream.send({
           url,
           method: request.method,
