@@ -54,7 +54,7 @@ export const providersLayer = (
   const providers = Layer.effect(
     Providers,
     Effect.map(Effect.forEach(config.builders, (b) => b.build), (all) => ({ all }))
-  ).pipe(Layer.provide(Layer.mergeAll(http, upstream, outbound)))
+  ).pipe(Layer.provide(Layer.mergeAll(upstream, outbound)))
   const transport = Transport.layer({ operatorServices: config.operatorServices, registry: { allowHosts: config.allowHosts } })
     .pipe(Layer.provide([http, upstream]))
   const statuses = Layer.effect(

@@ -5,7 +5,6 @@
  * path, headers); the registry (../registry.ts) walks them in order.
  */
 import { Config, Effect, Option, Redacted } from "effect"
-import type { HttpClient } from "effect/http"
 import type { UpstreamClient } from "./exchange.ts"
 import type { AnyProvider, ModelInfo, UnitPrice } from "../../../src/capabilities/Provider.ts"
 import type { Capability } from "../../../src/domain/Capability.ts"
@@ -15,8 +14,8 @@ import type { PriceEntry } from "../../priceCards.ts"
 import type { OperatorService } from "../../services/transport.ts"
 import { checkUnitPrice } from "./settings.ts"
 
-/** Metered exchanges go through the upstream client; Piston's runner still through Effect's HttpClient. */
-export type Builder = Effect.Effect<AnyProvider, never, UpstreamClient | HttpClient.HttpClient | OutboundHttp>
+/** Every provider's exchanges go through the upstream client; page readers fetch through OutboundHttp. */
+export type Builder = Effect.Effect<AnyProvider, never, UpstreamClient | OutboundHttp>
 export type Probe = Effect.Effect<{ readonly ok: true; readonly degraded?: string } | { readonly ok: false; readonly reason: string }>
 
 /** One provider turned on by the configuration. */
