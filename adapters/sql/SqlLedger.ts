@@ -1058,8 +1058,8 @@ export const makeSqlLedger = (
       const batch: Array<QueuedSettle> = []
       for (const accountId of [...queuedSettles.keys()]) {
         if (batch.length >= MAX_SETTLE_BATCH) break
-        // A wallet with a reserve batch in flight: its leader carries the fresh ones (it took, or
-        // will take, them under the wallet's lock, in order with its reserves); one that failed
+        // A wallet with reserves waiting or in a call: that call carries the fresh ones (it took,
+        // or will take, them under the wallet's lock, in order with its reserves); one that failed
         // before is the writer's alone, so a wallet that is never idle does not strand it.
         batch.push(...(reserving.has(accountId) ? takeSettles(accountId, "retried") : takeSettles(accountId, "all")))
       }
