@@ -18,6 +18,7 @@
 import { Context, Data, Effect, Layer } from "effect"
 import type { IncomingHttpHeaders } from "node:http"
 import { Agent, type Dispatcher, FormData as UndiciFormData } from "undici"
+import { declaredLength } from "./declaredLength.ts"
 
 export interface UpstreamRequest {
   readonly url: URL
@@ -63,10 +64,6 @@ const flatHeaders = (headers: IncomingHttpHeaders): Record<string, string> => {
   }
   return flat
 }
-
-/** A plain whole number of bytes, else undefined (as `declaredLength` reads it). */
-const declared = (value: string | Array<string> | undefined): number | undefined =>
-  typeof value === "string" && /^\d{1,15}$/.test(value) ? Number(value) : undefined
 
 /** Undici takes only FormData of its own instance: the entries copied over. */
 const undiciBody = (body: UpstreamRequest["body"]): string | Uint8Array | UndiciFormData | null => {
@@ -127,7 +124,7 @@ export const sendWith = (dispatcher: Dispatcher) => (request: UpstreamRequest): 
         status = statusCode
         headers = flatHeaders(responseHeaders)
         limit = request.maxBytes(statusCode)
-        const length = declared(responseHeaders["content-length"])
+        const length = declaredLength(headers)
         if (length !== undefined && length > limit) {
           answer(true)
           drop(overflowed())

@@ -120,11 +120,17 @@ export const layer = (
           }))
         )
 
+      /** The service's base URL, the call's path and its query. */
+      const targetUrl = (service: Service, request: Request) => {
+        const url = new URL(service.baseUrl.replace(/\/+$/, "") + request.path)
+        for (const [k, v] of Object.entries(request.query)) url.searchParams.set(k, v)
+        return url
+      }
+
       /** Builds the upstream request (operator credentials injected) and opens it. */
       const open = (service: Service, request: Request) =>
         Effect.gen(function*() {
-          const url = new URL(service.baseUrl.replace(/\/+$/, "") + request.path)
-          for (const [k, v] of Object.entries(request.query)) url.searchParams.set(k, v)
+          const url = targetUrl(service, request)
           if (service.origin === "registry") return yield* openRegistry(service, url, request)
           let outgoing = HttpClientRequest.make(request.method as HttpMethod.HttpMethod)(url.toString()).pipe(
             HttpClientRequest.setHeaders(request.headers)
@@ -221,37 +227,36 @@ export const layer = (
        * An operator service: one exchange of the upstream client (the operator's credentials
        * injected), read into memory up to the bound within the deadline.
        */
-      const sendOperator = (service: Service, request: Request) => {
-        const fail = failure(service)
-        const url = new URL(service.baseUrl.replace(/\/+$/, "") + request.path)
-        for (const [k, v] of Object.entries(request.query)) url.searchParams.set(k, v)
-        const headers: Record<string, string> = { ...request.headers }
-        const withBody = request.body !== undefined && request.method !== "GET"
-        if (withBody) headers["content-type"] = "application/json"
-        // The operator's credentials replace whatever the caller sent under those names.
-        for (const [name, value] of Object.entries(credentialsOf.get(service.slug) ?? {})) {
-          headers[name.toLowerCase()] = Redacted.value(value)
-        }
-        return upstream.send({
-          url,
-          method: request.method,
-          headers,
-          body: withBody ? JSON.stringify(request.body) : undefined,
-          timeoutMs,
-          maxBytes: () => maxBytes
-        }).pipe(
-          Effect.catchTags({
-            UpstreamTimeout: () => Effect.fail(fail("timeout", `no answer in ${timeoutMs} ms`)),
-            UpstreamUnreachable: (error) => Effect.fail(networkFailure(service)(error.cause)),
-            UpstreamBroken: (error) => Effect.fail(networkFailure(service)(error.cause))
-          }),
-          Effect.flatMap((answer) =>
-            answer.overflow
-              ? Effect.fail(fail("too_large", `the answer is larger than ${maxBytes} bytes`))
-              : proxyResponse(service, answer.status, answer.headers, answer.bytes)
+      const sendOperator = (service: Service, request: Request) =>
+        Effect.suspend(() => {
+          const fail = failure(service)
+          const headers: Record<string, string> = { ...request.headers }
+          const withBody = request.body !== undefined && request.method !== "GET"
+          if (withBody) headers["content-type"] = "application/json"
+          // The operator's credentials replace whatever the caller sent under those names.
+          for (const [name, value] of Object.entries(credentialsOf.get(service.slug) ?? {})) {
+            headers[name.toLowerCase()] = Redacted.value(value)
+          }
+          return upstream.send({
+            url: targetUrl(service, request),
+            method: request.method,
+            headers,
+            body: withBody ? JSON.stringify(request.body) : undefined,
+            timeoutMs,
+            maxBytes: () => maxBytes
+          }).pipe(
+            Effect.catchTags({
+              UpstreamTimeout: () => Effect.fail(fail("timeout", `no answer in ${timeoutMs} ms`)),
+              UpstreamUnreachable: (error) => Effect.fail(networkFailure(service)(error.cause)),
+              UpstreamBroken: (error) => Effect.fail(networkFailure(service)(error.cause))
+            }),
+            Effect.flatMap((answer) =>
+              answer.overflow
+                ? Effect.fail(fail("too_large", `the answer is larger than ${maxBytes} bytes`))
+                : proxyResponse(service, answer.status, answer.headers, answer.bytes)
+            )
           )
-        )
-      }
+        })
 
       const send = (service: Service, request: Request) =>
         service.origin === "registry" ? sendRegistry(service, request) : sendOperator(service, request)

@@ -12,10 +12,11 @@ import {
   decodeOrUndefined,
   MAX_ERROR_BODY_BYTES,
   MAX_UPSTREAM_MESSAGE_CHARS,
+  isSuccessStatus,
   parseJson,
-  providerName
+  providerName,
+  UpstreamClient
 } from "../kit/index.ts"
-import { UpstreamClient } from "../kit/index.ts"
 import { env, httpUrl, nothing, one, type ProviderConfig, unitPriceOf } from "../kit/config.ts"
 
 /**
@@ -176,8 +177,6 @@ interface Reply {
   readonly overflow: boolean
 }
 
-const isSuccess = (status: number) => status >= 200 && status < 300
-
 /**
  * Sends the request and reads its answer (the upstream client: one
  * exchange within `deadlineMs`). Once the answer is read, fails or the
@@ -196,7 +195,7 @@ const exchange = (
     headers: { accept: "application/json", "content-type": "application/json" },
     body: JSON.stringify(body),
     timeoutMs: deadlineMs,
-    maxBytes: (status) => (isSuccess(status) ? settings.maxResponseBytes : MAX_ERROR_BODY_BYTES)
+    maxBytes: (status) => (isSuccessStatus(status) ? settings.maxResponseBytes : MAX_ERROR_BODY_BYTES)
   }).pipe(
     Effect.map((answer) => ({ status: answer.status, bytes: answer.bytes, overflow: answer.overflow })),
     Effect.catchTags({

@@ -201,7 +201,8 @@ const bodyOf = (body: HttpBody.HttpBody): UpstreamRequest["body"] => {
   }
 }
 
-const isSuccess = (status: number) => status >= 200 && status < 300
+/** A 2xx status: the answer an adapter reads in full (an error answer is read up to MAX_ERROR_BODY_BYTES). */
+export const isSuccessStatus = (status: number): boolean => status >= 200 && status < 300
 
 /**
  * Sends one request and reads its successful answer, all within
@@ -225,7 +226,7 @@ export const exchange = (
       headers: request.headers,
       body: bodyOf(request.body),
       timeoutMs: upstream.timeoutMs,
-      maxBytes: (status) => (isSuccess(status) ? upstream.maxResponseBytes : MAX_ERROR_BODY_BYTES)
+      maxBytes: (status) => (isSuccessStatus(status) ? upstream.maxResponseBytes : MAX_ERROR_BODY_BYTES)
     })
   }).pipe(
     Effect.catchTags({
@@ -235,13 +236,13 @@ export const exchange = (
       UpstreamBroken: (error) =>
         // An error answer whose body broke is still that error, with no explanation to quote.
         Effect.fail(
-          isSuccess(error.status)
+          isSuccessStatus(error.status)
             ? fail(upstream, "network", `the connection to ${upstream.provider} broke during its answer${causeDetail(error.cause)}`)
             : statusFailure(upstream, error.status, {}, new Uint8Array(0))
         )
     }),
     Effect.flatMap((answer): Effect.Effect<Reply, ProviderFailure> => {
-      if (!isSuccess(answer.status)) return Effect.fail(statusFailure(upstream, answer.status, answer.headers, answer.bytes))
+      if (!isSuccessStatus(answer.status)) return Effect.fail(statusFailure(upstream, answer.status, answer.headers, answer.bytes))
       if (answer.overflow) {
         return Effect.fail(
           fail(upstream, "too_large", `${upstream.provider}'s answer is larger than ${upstream.maxResponseBytes} bytes`)

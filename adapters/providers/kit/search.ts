@@ -78,7 +78,7 @@ export const keyedSearch = <S extends Schema.ConstraintDecoder<unknown>>(engine:
       )
       const client = yield* UpstreamClient
       const url = settings.baseUrl + engine.path
-      // The key's header is redacted from spans, and no trace headers go upstream (exchange.ts).
+      // No span is recorded for the exchange and no trace headers go upstream (exchange.ts).
       return perCallProvider("search", settings, `${engine.label}.run`, (input: SearchInput) =>
         Effect.gen(function*() {
           const limit = input.numResults ?? DEFAULT_NUM_RESULTS
