@@ -1,7 +1,7 @@
 import { Effect, Exit, Layer, ManagedRuntime } from "effect"
 import { SqlClient } from "effect/sql"
 import { afterAll, describe, expect, it } from "vitest"
-import { storeOverClient } from "../../../adapters/sql/Database.ts"
+import { storeOverClient, storeOverClientWith } from "../../../adapters/sql/Database.ts"
 import * as PgliteClient from "../../../adapters/sql/PgliteClient.ts"
 import { verifyChainSegment } from "../../../src/audit/chain.ts"
 import { Store } from "../../../src/ports/Store.ts"
@@ -146,5 +146,57 @@ describe.each(backends)("batched holds over %s", (_name, client) => {
         expect(yield* verifyChainSegment(null, audit)).toBeNull()
       }
     }))
+  }, 60_000)
+
+  it("a call of several wallets that fails in the database: its reserves of every wallet fail, nothing of it is held, the books add up", async () => {
+    // One call in flight at a time: the first reserve goes alone, all the others wait and go together in
+    // the next call, which the injected fault fails.
+    const single = ManagedRuntime.make(
+      Layer.provideMerge(testLayer(storeOverClientWith({ reserveFlights: 1 })), client() as Layer.Layer<SqlClient.SqlClient, unknown>)
+    )
+    try {
+      await single.runPromise(Effect.gen(function*() {
+        const owners = yield* Effect.all(Array.from({ length: 6 }, () => fundedAccount(100n)))
+        const faulty = owners[0]!.agent.accountId
+        const sql = yield* SqlClient.SqlClient
+        // The second reservation the first wallet would write fails (its first goes alone).
+        yield* sql.unsafe(`CREATE SEQUENCE IF NOT EXISTS injected_fault_many_seq`)
+        yield* sql.unsafe(`SELECT setval('injected_fault_many_seq', 1, false)`)
+        yield* sql.unsafe(`
+          CREATE OR REPLACE FUNCTION injected_fault_many() RETURNS trigger LANGUAGE plpgsql AS $$
+          BEGIN
+            IF NEW.account_id = '${faulty}' AND nextval('injected_fault_many_seq') = 2 THEN
+              RAISE EXCEPTION 'injected fault';
+            END IF;
+            RETURN NEW;
+          END $$`)
+        yield* sql.unsafe(`DROP TRIGGER IF EXISTS injected_fault_many ON reservations`)
+        yield* sql.unsafe(
+          `CREATE TRIGGER injected_fault_many BEFORE INSERT ON reservations FOR EACH ROW EXECUTE FUNCTION injected_fault_many()`
+        )
+        const calls = Array.from({ length: 5 * owners.length }, (_, i) => owners[i % owners.length]!)
+        const exits = yield* Effect.all(calls.map((owner) => Effect.exit(call(owner, 10n))), { concurrency: "unbounded" })
+          .pipe(Effect.ensuring(Effect.orDie(sql.unsafe(`DROP TRIGGER injected_fault_many ON reservations`))))
+        // The failed call held for several wallets: calls of wallets other than the faulty one failed with it.
+        expect(exits.some((exit, i) => calls[i] !== owners[0] && Exit.isFailure(exit))).toBe(true)
+        const store = yield* Store
+        for (const owner of owners) {
+          const accountId = owner.agent.accountId
+          const succeeded = exits.filter((exit, i) => calls[i] === owner && Exit.isSuccess(exit)).length
+          // A read waits for the settles this instance answered before it.
+          expect((yield* (yield* Wallets).get(owner)).usdMicroUsd).toBe(BigInt(100 - 10 * succeeded) * 10_000n)
+          const held = yield* sql<{ n: number | string }>`
+            SELECT COUNT(*) AS n FROM reservations WHERE account_id = ${accountId} AND status = 'held'`
+          expect(Number(held[0]!.n)).toBe(0)
+          const audit = yield* store.listAudit(accountId, 0n, 1000)
+          expect(audit.filter((record) => record.kind === "settle").length).toBe(succeeded)
+          expect(yield* verifyChainSegment(null, audit)).toBeNull()
+        }
+        // The wallets serve the next calls: no flight was left claimed.
+        for (const owner of owners) expect(Exit.isSuccess(yield* Effect.exit(call(owner, 10n)))).toBe(true)
+      }))
+    } finally {
+      await single.dispose()
+    }
   }, 60_000)
 })
