@@ -359,6 +359,12 @@ export interface LedgerOptions {
    * reserves that arrive meanwhile wait and go together in the next call.
    */
   readonly reserveFlights?: number | undefined
+  /**
+   * How many reserves may wait for a call (default 256, at least 1). Beyond that a reserve of a
+   * wallet with none waiting or in flight takes its wallet's lock on its own; a reserve of a
+   * wallet with some still waits behind them, so it never passes one of its own wallet.
+   */
+  readonly maxQueued?: number | undefined
 }
 
 export const makeSqlLedger = (
@@ -370,6 +376,7 @@ export const makeSqlLedger = (
   const settleRetryMaxPauseMs = options.settleRetryMaxPauseMs ?? SETTLE_RETRY_MAX_PAUSE_MS
   const settleShutdownTimeoutMs = options.settleShutdownTimeoutMs ?? SETTLE_SHUTDOWN_TIMEOUT_MS
   const reserveFlights = Math.max(1, Math.floor(options.reserveFlights ?? RESERVE_FLIGHTS))
+  const maxQueued = Math.max(1, Math.floor(options.maxQueued ?? MAX_QUEUED))
   const lockWallet = (accountId: AccountId) =>
     Effect.flatMap(
       sql<WalletRow>`SELECT * FROM wallets WHERE account_id = ${accountId} FOR UPDATE`,
@@ -1204,7 +1211,8 @@ export const makeSqlLedger = (
    * the wallets' locks in account order, as the settle writer does, so two
    * calls never wait for each other's locks the other way round. A failure
    * fails the call's reserves not yet decided, of every wallet in it. At most
-   * MAX_QUEUED wait; beyond that a reserve takes the general path.
+   * `maxQueued` wait; beyond that a reserve of a wallet with none waiting or
+   * in flight takes the general path (one of a wallet with some still waits).
    */
   const reserveQueue: Array<Waiter> = []
   /** Wallets in a call in flight: their next reserves wait for it, so a wallet's decisions keep arrival order. */
@@ -1314,9 +1322,13 @@ export const makeSqlLedger = (
 
   const reserveCoalesced = (input: ReserveInput) =>
     Effect.suspend(() => {
-      // A queue this long is a burst the calls cannot absorb: this reserve takes its wallet's
-      // lock on its own (still exact: the lock orders it), rather than waiting without bound.
-      if (reserveQueue.length >= MAX_QUEUED) return Effect.andThen(landed(input.accountId), reserveInTransaction(input))
+      // A queue this long is a burst the calls cannot absorb: a reserve of a wallet with none
+      // waiting or in flight takes its wallet's lock on its own (still exact: the lock orders it),
+      // rather than waiting without bound. One of a wallet with some waits behind them: on its own
+      // it could be decided before them, out of arrival order.
+      if (reserveQueue.length >= maxQueued && !reserving.has(input.accountId)) {
+        return Effect.andThen(landed(input.accountId), reserveInTransaction(input))
+      }
       const me: Waiter = { input, done: Deferred.makeUnsafe<Signal, unknown>() }
       reserveQueue.push(me)
       countReserving(input.accountId, 1)

@@ -1,4 +1,4 @@
-import { Effect, Exit, Layer, ManagedRuntime } from "effect"
+import { Deferred, Effect, Exit, Fiber, Layer, ManagedRuntime } from "effect"
 import { SqlClient } from "effect/sql"
 import { afterAll, describe, expect, it } from "vitest"
 import { storeOverClient, storeOverClientWith } from "../../../adapters/sql/Database.ts"
@@ -197,6 +197,67 @@ describe.each(backends)("batched holds over %s", (_name, client) => {
       }))
     } finally {
       await single.dispose()
+    }
+  }, 60_000)
+})
+
+describe("a full reserve queue over PostgreSQL", () => {
+  it("a reserve that finds the queue full never passes the waiting reserves of its own wallet", async () => {
+    // One call in flight, two reserves may wait: the third reserve of a wallet finds the queue full.
+    const tight = ManagedRuntime.make(
+      Layer.provideMerge(
+        testLayer(storeOverClientWith({ reserveFlights: 1, maxQueued: 2 })),
+        freshPostgresLayer(8) as Layer.Layer<SqlClient.SqlClient, unknown>
+      )
+    )
+    try {
+      await tight.runPromise(Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const blocker = yield* fundedAccount(100n)
+        // Enough for one 10-cent call: whichever reserve is decided first holds it.
+        const scarce = yield* fundedAccount(10n)
+        const bystander = yield* fundedAccount(100n)
+        // Another connection holds the blocker's wallet lock: the one call in flight waits for it.
+        const release = yield* Deferred.make<void>()
+        const locked = yield* Deferred.make<void>()
+        const holder = yield* Effect.forkChild(sql.withTransaction(Effect.gen(function*() {
+          yield* sql`SELECT 1 FROM wallets WHERE account_id = ${blocker.agent.accountId} FOR UPDATE`
+          yield* Deferred.succeed(locked, undefined)
+          yield* Deferred.await(release)
+        })))
+        yield* Deferred.await(locked)
+        const first = yield* Effect.forkChild(Effect.exit(call(blocker, 10n)))
+        // Until the call in flight waits for that lock in the database.
+        for (let waited = 0;; waited += 20) {
+          const rows = yield* sql<{ n: number | string }>`
+            SELECT COUNT(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`
+          if (Number(rows[0]!.n) > 0) break
+          if (waited > 10_000) throw new Error("the call in flight never waited for the lock")
+          yield* Effect.sleep("20 millis")
+        }
+        // Three reserves of the scarce wallet, one after the other: two wait, the third finds the queue full.
+        const scarceCalls = []
+        for (let i = 0; i < 3; i++) {
+          scarceCalls.push(yield* Effect.forkChild(Effect.exit(call(scarce, 10n))))
+          yield* Effect.sleep("100 millis")
+        }
+        // A wallet with nothing waiting still takes its own lock at once while the queue is full.
+        // (Waited for from outside: a reserve cannot be interrupted.)
+        const alone = yield* Effect.forkChild(call(bystander, 10n))
+        expect(Exit.isSuccess(yield* Effect.exit(Fiber.join(alone).pipe(Effect.timeout("5 seconds"))))).toBe(true)
+        yield* Deferred.succeed(release, undefined)
+        yield* Fiber.join(holder)
+        expect(Exit.isSuccess(yield* Fiber.join(first))).toBe(true)
+        const exits = yield* Effect.forEach(scarceCalls, Fiber.join)
+        // Arrival order: the first holds the wallet's 10 cents, the two after it are refused.
+        expect(exits.map(Exit.isSuccess)).toEqual([true, false, false])
+        expect((yield* (yield* Wallets).get(scarce)).usdMicroUsd).toBe(0n)
+        const store = yield* Store
+        const audit = yield* store.listAudit(scarce.agent.accountId, 0n, 1000)
+        expect(yield* verifyChainSegment(null, audit)).toBeNull()
+      }))
+    } finally {
+      await tight.dispose()
     }
   }, 60_000)
 })
