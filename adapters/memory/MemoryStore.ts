@@ -756,13 +756,18 @@ const makeMemoryLedger = (shared: {
         }
       }),
     agentSpend: (accountId, agentId, day) =>
-      Effect.sync(() => ({
-        dailySpentMicroUsd: daily.get(dayKey(agentId, day)) ?? 0n,
-        monthlySpentMicroUsd: monthlySpent(agentId, day),
-        lifetimeSpentMicroUsd: transactions
+      Effect.sync(() =>
+        // Another account's agent spent nothing here, as the SQL store's join finds.
+        shared.agentEntry(accountId, agentId) === undefined
+          ? { dailySpentMicroUsd: 0n, monthlySpentMicroUsd: 0n }
+          : { dailySpentMicroUsd: daily.get(dayKey(agentId, day)) ?? 0n, monthlySpentMicroUsd: monthlySpent(agentId, day) }
+      ),
+    agentLifetimeSpend: (accountId, agentId) =>
+      Effect.sync(() =>
+        transactions
           .filter((t) => t.accountId === accountId && t.agentId === agentId && t.type === "charge")
           .reduce((sum, t) => sum + t.amountMicroUsd, 0n)
-      })),
+      ),
     recentActivity: (accountId, agentId, now) =>
       Effect.sync(() =>
         shared.agentEntry(accountId, agentId) === undefined

@@ -1650,21 +1650,24 @@ export const makeSqlLedger = (
 
     agentSpend: (accountId, agentId, day) =>
       Effect.gen(function*() {
-        const [dailyRow] = yield* sql<{ spent_micro_usd: Int8 }>`
-          SELECT d.spent_micro_usd FROM agent_daily_spend d JOIN agents a ON a.id = d.agent_id
-          WHERE d.agent_id = ${agentId} AND d.day = ${day} AND a.account_id = ${accountId}`
-        const [lifetime] = yield* sql<{ total: Int8 | null }>`
-          SELECT COALESCE(SUM(amount_micro_usd), 0) AS total FROM transactions
-          WHERE agent_id = ${agentId} AND account_id = ${accountId} AND type = 'charge'`
-        const [monthly] = yield* sql<{ spent: Int8 }>`
-          SELECT ${monthSpent(sql`a.id`, day)} AS spent FROM agents a
-          WHERE a.id = ${agentId} AND a.account_id = ${accountId}`
+        // One statement, one snapshot: the day's row and the month's rows (at most 31).
+        const [row] = yield* sql<{ daily: Int8 | null; monthly: Int8 }>`
+          SELECT (SELECT d.spent_micro_usd FROM agent_daily_spend d WHERE d.agent_id = a.id AND d.day = ${day}) AS daily,
+            ${monthSpent(sql`a.id`, day)} AS monthly
+          FROM agents a WHERE a.id = ${agentId} AND a.account_id = ${accountId}`
         return {
-          dailySpentMicroUsd: dailyRow === undefined ? 0n : big(dailyRow.spent_micro_usd),
-          monthlySpentMicroUsd: monthly === undefined ? 0n : big(monthly.spent),
-          lifetimeSpentMicroUsd: lifetime?.total == null ? 0n : big(lifetime.total)
+          dailySpentMicroUsd: row?.daily == null ? 0n : big(row.daily),
+          monthlySpentMicroUsd: row === undefined ? 0n : big(row.monthly)
         }
       }).pipe(Effect.orDie),
+
+    agentLifetimeSpend: (accountId, agentId) =>
+      Effect.map(
+        sql<{ total: Int8 | null }>`
+          SELECT COALESCE(SUM(amount_micro_usd), 0) AS total FROM transactions
+          WHERE agent_id = ${agentId} AND account_id = ${accountId} AND type = 'charge'`,
+        ([row]) => row?.total == null ? 0n : big(row.total)
+      ).pipe(Effect.orDie),
 
     recentActivity: (accountId, agentId, now) =>
       Effect.gen(function*() {
@@ -1704,6 +1707,7 @@ export const makeSqlLedger = (
     listReservations: afterSettles(ledger.listReservations),
     spendGroups: afterSettles(ledger.spendGroups),
     agentSpend: afterSettles(ledger.agentSpend),
+    agentLifetimeSpend: afterSettles(ledger.agentLifetimeSpend),
     recentActivity: afterSettles(ledger.recentActivity),
     getAudit: afterSettles(ledger.getAudit),
     listAudit: afterSettles(ledger.listAudit),

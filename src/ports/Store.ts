@@ -355,7 +355,6 @@ export interface AgentSpend {
   readonly dailySpentMicroUsd: bigint
   /** Held plus settled spend of the calendar month (UTC) of `day`, up to and including `day`. */
   readonly monthlySpentMicroUsd: bigint
-  readonly lifetimeSpentMicroUsd: bigint
 }
 
 export interface LedgerStore {
@@ -441,7 +440,10 @@ export interface LedgerStore {
   readonly listReservations: (accountId: AccountId, page: PageRequest) => Effect.Effect<Page<Reservation>>
   /** The account's charges and refunds in the window, grouped by UTC day, agent, capability and provider, from one snapshot. */
   readonly spendGroups: (accountId: AccountId, query: SpendQuery) => Effect.Effect<SpendGroups>
+  /** The agent's spend of `day` and of its month: what its caps count (a few rows, whatever the agent's history). */
   readonly agentSpend: (accountId: AccountId, agentId: AgentId, day: string) => Effect.Effect<AgentSpend>
+  /** What the agent's charges add up to, ever (refunds do not lower it): a read over its history, kept off the spend path. */
+  readonly agentLifetimeSpend: (accountId: AccountId, agentId: AgentId) => Effect.Effect<bigint>
   /** The agent's calls of the last hour and minute before `now` (what the velocity limits count). */
   readonly recentActivity: (accountId: AccountId, agentId: AgentId, now: Date) => Effect.Effect<RecentActivity>
   readonly getAudit: (accountId: AccountId, auditId: string) => Effect.Effect<Option.Option<AuditRecord>>

@@ -131,7 +131,8 @@ export class Wallets extends Context.Service<Wallets, {
         yield* requireOwner(principal, "read the wallet of an agent")
         const wallet = yield* view(yield* store.getWallet(principal.agent.accountId))
         const spend = yield* store.agentSpend(principal.agent.accountId, agentId, utcDay(yield* now))
-        return { ...wallet, agentId, ...spend }
+        const lifetimeSpentMicroUsd = yield* store.agentLifetimeSpend(principal.agent.accountId, agentId)
+        return { ...wallet, agentId, ...spend, lifetimeSpentMicroUsd }
       })
 
       const credit = Effect.fn("Wallets.credit")(function*(request: CreditRequest) {

@@ -1,7 +1,7 @@
 import type { RegistryStore } from "../../src/ports/RegistryStore.ts"
 import { registryOnly } from "../../adapters/services/transport.ts"
 import { assert, describe, layer } from "@effect/vitest"
-import { Deferred, Effect, Exit, Fiber, Layer, Option, Result } from "effect"
+import { Clock, Deferred, Effect, Exit, Fiber, Layer, Option, Result } from "effect"
 import { TestClock } from "effect/testing"
 import { Agents } from "../../src/agents/Agents.ts"
 import { Policies } from "../../src/agents/Policies.ts"
@@ -462,6 +462,17 @@ export const ledgerContract = (name: string, store: () => Layer.Layer<Store | Id
           assert.strictEqual(policy.dailySpentMicroUsd, 10n * CENT)
           const ofAgent = yield* (yield* Wallets).ofAgent(owner, owner.agent.id)
           assert.strictEqual(ofAgent.lifetimeSpentMicroUsd, 20n * CENT)
+          assert.strictEqual(ofAgent.dailySpentMicroUsd, 10n * CENT)
+          // Read through another account, the agent spent nothing there.
+          const stranger = yield* fundedAccount(0n)
+          const store = yield* Store
+          const day = utcDay(new Date(yield* Clock.currentTimeMillis))
+          assert.deepStrictEqual(yield* store.agentSpend(stranger.agent.accountId, owner.agent.id, day), {
+            dailySpentMicroUsd: 0n,
+            monthlySpentMicroUsd: 0n
+          })
+          assert.strictEqual(yield* store.agentLifetimeSpend(stranger.agent.accountId, owner.agent.id), 0n)
+          assert.strictEqual(yield* store.agentLifetimeSpend(owner.agent.accountId, owner.agent.id), 20n * CENT)
         }).pipe(Effect.provide(TestClock.layer())))
 
       /** What `spend` does up to the upstream call, and then nothing: the process died. */
