@@ -130,8 +130,8 @@ export interface ServerConfig {
    */
   readonly shutdownGraceSeconds: number
   /**
-   * How long an answered call's settle waits for the next reserve of its
-   * wallet to share that commit before it is written on its own, in
+   * How long an answered call's settle waits for the next reserve call to
+   * share that commit before it is written on its own, in
    * milliseconds (SETTLE_DELAY_MS, default 2; SQL storage).
    */
   readonly settleDelayMs: number

@@ -348,7 +348,7 @@ type Signal =
 
 /** How holds are batched and how the settles taken off the caller's path are written (the store's options). */
 export interface LedgerOptions {
-  /** How long an answered call's settle waits for its wallet's next reserve before it is written alone (ms, default 2). */
+  /** How long an answered call's settle waits for the next reserve call before it is written alone (ms, default 2). */
   readonly settleDelayMs?: number | undefined
   /** The longest pause before a settle the database refused is tried again (ms, default 5000). */
   readonly settleRetryMaxPauseMs?: number | undefined
@@ -844,8 +844,9 @@ export const makeSqlLedger = (
   // ---- settles off the caller's path ------------------------------------
   //
   // `settleLater` queues a settle and answers at once. The queued settles of
-  // a wallet ride in the next reserve batch of that wallet (one commit for
-  // both: a hot wallet pays one commit per call); those no reserve picks up
+  // a wallet ride in the next reserve call, of that wallet or of others
+  // (`carriedSettles`: one commit for both, so a hot wallet, or calls one
+  // after another over many wallets, pay one commit per call); those no reserve picks up
   // within SETTLE_DELAY_MS are written by the settle writer, several wallets
   // in one call. Until a settle has landed, reads of its account on this
   // instance wait for it (`landed`). A settle that cannot be written is
@@ -1059,7 +1060,7 @@ export const makeSqlLedger = (
         writerWake = wake
         yield* Deferred.await(wake)
       }
-      // A moment for the next reserve of the wallet to carry its settles in its own commit.
+      // A moment for the next reserve call to carry the settles in its own commit.
       if (!writeNow) yield* writerPause
       writeNow = false
       const batch: Array<QueuedSettle> = []
@@ -1270,6 +1271,27 @@ export const makeSqlLedger = (
   const byAccount = (a: Waiter, b: Waiter) =>
     a.input.accountId < b.input.accountId ? -1 : a.input.accountId > b.input.accountId ? 1 : 0
 
+  /**
+   * The settles a reserve call carries: its wallets' fresh ones, then the fresh ones of other
+   * wallets that no call has claimed and whose earlier settles are not being written elsewhere
+   * (so a wallet's settles still land in the order they were answered), at most MAX_SETTLE_BATCH
+   * in all. Over many wallets a hold's commit then lands the settles answered since the last
+   * call, rather than the writer paying a commit of its own for them SETTLE_DELAY_MS later.
+   * The call takes those wallets' locks in the same account order, after nothing of theirs.
+   */
+  const carriedSettles = (accounts: ReadonlyArray<string>): Array<QueuedSettle> => {
+    const carried = accounts.flatMap((accountId) => takeSettles(accountId, "fresh"))
+    for (const accountId of [...queuedSettles.keys()]) {
+      if (carried.length >= MAX_SETTLE_BATCH) break
+      if (walletsInFlight.has(accountId)) continue
+      const queued = queuedSettles.get(accountId)!
+      // Every settle of the wallet not landed is queued: none is on its way in another call.
+      if (unsettled.get(accountId)?.size !== queued.length) continue
+      carried.push(...takeSettles(accountId, "fresh"))
+    }
+    return carried
+  }
+
   /** The leader's call: its batch decided, the flight ended (the next one started), each reserve told its outcome. */
   const fly = (leader: Waiter) => {
     let batch: ReadonlyArray<Waiter> = [leader]
@@ -1292,10 +1314,7 @@ export const makeSqlLedger = (
       for (const accountId of accounts) yield* written(accountId)
       // Array.prototype.sort is stable: arrival order stays within each wallet.
       const ordered = [...batch].sort(byAccount)
-      const { results, failure } = yield* decideInOrder(
-        ordered.map((waiter) => waiter.input),
-        accounts.flatMap((accountId) => takeSettles(accountId, "fresh"))
-      )
+      const { results, failure } = yield* decideInOrder(ordered.map((waiter) => waiter.input), carriedSettles(accounts))
       endFlight()
       let own: ReserveResult | undefined
       for (let i = 0; i < ordered.length; i++) {

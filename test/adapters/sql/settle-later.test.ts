@@ -1,9 +1,10 @@
-import { Effect, Layer, ManagedRuntime, Option } from "effect"
+import { Deferred, Effect, Layer, ManagedRuntime, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import { afterAll, describe, expect, it } from "vitest"
 import { storeOverClientWith } from "../../../adapters/sql/Database.ts"
 import * as PgliteClient from "../../../adapters/sql/PgliteClient.ts"
 import { settleIdsOf, Store } from "../../../src/ports/Store.ts"
+import { Spend } from "../../../src/wallet/Spend.ts"
 import { Wallets } from "../../../src/wallet/Wallets.ts"
 import { refuseCharges } from "../../support/chargeFaults.ts"
 import { checkAccount } from "../../support/ledger-check.ts"
@@ -84,11 +85,51 @@ describe.each(backends)("the settle writer over %s", (_name, client) => {
   )
   afterAll(() => runtime.dispose())
 
+  it("a hold of another wallet carries the settles answered before it: calls one after another over three wallets", async () => {
+    await runtime.runPromise(Effect.gen(function*() {
+      const owners = [yield* fundedAccount(50n), yield* fundedAccount(50n), yield* fundedAccount(50n)]
+      // Well within the writer's 300 ms wait, no read among them.
+      for (const owner of owners) yield* call(owner, 10n, { actual: 3n * CENT })
+      const sql = yield* SqlClient.SqlClient
+      const ids = owners.map((owner) => owner.agent.accountId)
+      const records = sql<{ account_id: string; kind: string; tx: string }>`
+        SELECT account_id, kind, xmin::text AS tx FROM audit_log
+        WHERE kind IN ('reserve', 'settle') AND account_id IN (${ids[0]!}, ${ids[1]!}, ${ids[2]!})`
+      for (let i = 0; i < 100 && (yield* records).filter((r) => r.kind === "settle").length < 3; i++) {
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 50)))
+      }
+      const rows = yield* records
+      const tx = (accountId: string, kind: string) => rows.find((r) => r.account_id === accountId && r.kind === kind)?.tx
+      expect(rows.filter((r) => r.kind === "settle").length).toBe(3)
+      // The first wallet's settle landed in the second wallet's hold's commit, the second's in the third's.
+      expect(tx(ids[0]!, "settle")).toBe(tx(ids[1]!, "reserve"))
+      expect(tx(ids[1]!, "settle")).toBe(tx(ids[2]!, "reserve"))
+      // The last one, which no hold came to carry, the writer sent on its own.
+      expect(tx(ids[2]!, "settle")).not.toBe(tx(ids[2]!, "reserve"))
+      for (const accountId of ids) expect((yield* checkAccount(accountId)).problems).toEqual([])
+    }))
+  }, 60_000)
+
   it("sends the queued settles of several wallets in one call, once no reserve carried them", async () => {
     await runtime.runPromise(Effect.gen(function*() {
       const owners = [yield* fundedAccount(50n), yield* fundedAccount(50n), yield* fundedAccount(50n)]
-      // Three calls well within the writer's 300 ms wait, no read among them.
-      for (const owner of owners) yield* call(owner, 10n, { actual: 3n * CENT })
+      const spend = yield* Spend
+      // Three calls at once whose upstream answers only once all three are held: their settles
+      // are queued together, after every hold, and no reserve comes after them.
+      const held = yield* Effect.all(owners.map(() => Deferred.make<void>()))
+      const answer = Effect.andThen(Effect.forEach(held, Deferred.await), Effect.succeed({ value: "ok", actualMicroUsd: 3n * CENT }))
+      yield* Effect.all(
+        owners.map((owner, i) =>
+          spend.spend(owner, {
+            capability: "search",
+            provider: "test",
+            quotedMicroUsd: 10n * CENT,
+            description: "test call",
+            run: Effect.andThen(Deferred.succeed(held[i]!, undefined), answer)
+          })
+        ),
+        { concurrency: "unbounded" }
+      )
       const sql = yield* SqlClient.SqlClient
       const ids = owners.map((owner) => owner.agent.accountId)
       const count = sql<{ n: number | string; settles: number | string }>`
