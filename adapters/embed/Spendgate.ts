@@ -17,6 +17,7 @@ import * as MemoryStore from "../memory/MemoryStore.ts"
 import { devRails } from "../rails/dev.ts"
 import { registryOnly } from "../services/transport.ts"
 import { storeLayer } from "../sql/Database.ts"
+import type { LedgerOptions } from "../sql/SqlLedger.ts"
 
 /**
  * Spendgate in one line per storage, for running the gateway inside your own
@@ -62,6 +63,14 @@ export interface Options {
   readonly webhooks?: Layer.Layer<WebhookTransport>
   /** Run the recovery sweep of expired holds, invoice expiry and webhook delivery in the background (default `true`). */
   readonly background?: boolean
+  /**
+   * How SQL storage (`pglite`, `postgres`) groups holds and writes settles, as the server's
+   * `SETTLE_DELAY_MS` and `RESERVE_FLIGHTS` set it: `settleDelayMs` (default 2),
+   * `reserveFlights` (default 2), `maxQueued` (reserves that may wait for a call, default 256),
+   * `settleRetryMaxPauseMs` (default 5000), `settleShutdownTimeoutMs` (default 10000).
+   * `memory()` has none of these and ignores them.
+   */
+  readonly ledger?: LedgerOptions
 }
 
 type Storage<E> = Layer.Layer<Store | AdminStore | IdempotencyStore | RegistryStore, E>
@@ -93,7 +102,7 @@ export const memory = (options: Options = {}): Layer.Layer<Provided> => compose(
  * locked against a second process); `undefined` keeps the database in memory.
  */
 export const pglite = (dataDir: string | undefined, options: Options = {}): Layer.Layer<Provided, unknown> =>
-  compose(storeLayer({ databaseUrl: Option.none(), dataDir }), dataDir, options)
+  compose(storeLayer({ databaseUrl: Option.none(), dataDir }, options.ledger), dataDir, options)
 
 /** A PostgreSQL server at `url` (`postgres://…`), migrated on open. */
 export const postgres = (
@@ -105,7 +114,7 @@ export const postgres = (
       databaseUrl: Option.some(typeof url === "string" ? Redacted.make(url) : url),
       dataDir: undefined,
       ...(options.maxConnections === undefined ? {} : { maxConnections: options.maxConnections })
-    }),
+    }, options.ledger),
     undefined,
     options
   )

@@ -1,4 +1,6 @@
-import { Effect, Layer } from "effect"
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Layer, Redacted } from "effect"
+import { Reactivity } from "effect/reactivity"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -85,5 +87,30 @@ describe("Spendgate ready layers", () => {
       return first.receipt.chargedMicroUsd
     })))
     expect(charged).toBe(12_500n)
+  }, 60_000)
+
+  it("postgres(url, { ledger }): the ledger's options reach the store", async () => {
+    await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const url = yield* freshDatabaseUrl
+      const sql = yield* PgClient.make({ url: Redacted.make(url), maxConnections: 1 })
+      const settles = Effect.map(
+        sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM audit_log WHERE kind = 'settle'`,
+        (rows) => Number(rows[0]!.n)
+      )
+      // Settles written in the background, `after` ms after the call answered.
+      const settledAfter = (after: number) => Effect.andThen(Effect.sleep(after), settles)
+      // The default: the settle writer sends it within milliseconds.
+      yield* Effect.provide(
+        Effect.andThen(fundAndSpend, Effect.map(settledAfter(500), (n) => expect(n).toBe(1))),
+        Spendgate.postgres(url)
+      )
+      // A settle delay of a minute: nothing carries it and nothing reads, so it waits (still the one)...
+      yield* Effect.provide(
+        Effect.andThen(fundAndSpend, Effect.map(settledAfter(500), (n) => expect(n).toBe(1))),
+        Spendgate.postgres(url, { ledger: { settleDelayMs: 60_000 } })
+      )
+      // ...until the store closes, which lands it.
+      expect(yield* settles).toBe(2)
+    }).pipe(Effect.provide(Reactivity.layer))))
   }, 60_000)
 })
