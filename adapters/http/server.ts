@@ -8,7 +8,7 @@ import type { RateLimiter } from "../../src/ports/RateLimiter.ts"
 import { RateSource } from "../../src/ports/RateSource.ts"
 import { L402AuthenticationLive, type L402HttpOptions } from "./l402.ts"
 import { HttpApiBuilder } from "effect/http-api"
-import { createServer } from "node:http"
+import { createServer, type Server } from "node:http"
 import { withClientErrors } from "./clientError.ts"
 import type { Services } from "../../src/Gateway.ts"
 import type { Providers } from "../../src/capabilities/Capabilities.ts"
@@ -156,6 +156,21 @@ const routeResolverFor = (railRoutes: ReadonlyArray<RailRoute>) =>
   ])
 
 /**
+ * How long an idle keep-alive connection stays open (ms). Node's default (5 s)
+ * is about what clients keep a connection idle for (undici: 4 s), so a client
+ * that reuses one as the server closes it gets a reset; a server that waits
+ * longer than its clients leaves the closing to them (65 s: past the 60 s
+ * idle timeout of the usual load balancers). The header timeout stays above it.
+ */
+export const KEEP_ALIVE_TIMEOUT_MS = 65_000
+
+const keepAliveLonger = (server: Server): Server => {
+  server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS
+  server.headersTimeout = KEEP_ALIVE_TIMEOUT_MS + 1_000
+  return server
+}
+
+/**
  * The HTTP server over the core services. The core (and its storage) must be
  * provided from outside, so that the port opens only once storage is ready.
  */
@@ -171,7 +186,7 @@ export const serverLayer = (
     // The request's span is observe's (named by route, with no URL, query or headers): the framework's is off.
     Layer.provide(Layer.succeed(HttpMiddleware.TracerDisabledWhen)(constTrue)),
     Layer.provideMerge(
-      NodeHttpServer.layer(() => withClientErrors(createServer()), {
+      NodeHttpServer.layer(() => keepAliveLonger(withClientErrors(createServer())), {
         port: options.port,
         host: options.host,
         gracefulShutdownTimeout: Duration.millis(options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS)
