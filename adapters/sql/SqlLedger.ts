@@ -1277,7 +1277,7 @@ export const makeSqlLedger = (
    * (so a wallet's settles still land in the order they were answered), at most MAX_SETTLE_BATCH
    * in all. Over many wallets a hold's commit then lands the settles answered since the last
    * call, rather than the writer paying a commit of its own for them SETTLE_DELAY_MS later.
-   * The call takes those wallets' locks in the same account order, after nothing of theirs.
+   * The call takes those wallets' locks in account order with its own, as every call does.
    */
   const carriedSettles = (accounts: ReadonlyArray<string>): Array<QueuedSettle> => {
     const carried = accounts.flatMap((accountId) => takeSettles(accountId, "fresh"))
