@@ -1,4 +1,5 @@
 import { Effect, Layer, Option, Redacted } from "effect"
+import { identity } from "effect/Function"
 import { HttpServerRequest } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Agents } from "../../src/agents/Agents.ts"
@@ -10,7 +11,7 @@ import { microUsdToCents } from "../../src/domain/Money.ts"
 import { remainingUnder } from "../../src/wallet/Spend.ts"
 import type { PolicyPatch } from "../../src/ports/Store.ts"
 import { Health } from "../../src/Health.ts"
-import { SpanStackTraces, spanTraceOptions } from "../../src/observability/Tracing.ts"
+import { currentSpans } from "../../src/observability/Tracing.ts"
 import {
   Api,
   Authentication,
@@ -194,12 +195,13 @@ export const AuthenticationLive = Layer.effect(
             ? request.headers[API_KEY_HEADER] ?? ""
             : bearer
           // Its own span, beside the handler's (not around it); the key is never an attribute.
+          const spans = yield* currentSpans
           const principal = yield* agents.authenticate(key).pipe(
-            Effect.tap((found) => Effect.annotateCurrentSpan("spendgate.agent_id", found.agent.id)),
+            spans.enabled ? Effect.tap((found) => spans.annotate({ "spendgate.agent_id": found.agent.id })) : identity,
             Effect.mapError(toHttpError),
-            Effect.withSpan("Authentication", {
+            spans.span("Authentication", () => ({
               attributes: { "spendgate.auth.scheme": bearer === "" && request.headers["authorization"] === undefined ? "x-api-key" : "bearer" }
-            }, spanTraceOptions(yield* SpanStackTraces))
+            }))
           )
           return yield* Effect.provideService(httpEffect, CurrentPrincipal, principal)
         })

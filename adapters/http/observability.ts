@@ -1,4 +1,4 @@
-import { Cause, Context, Effect, Exit, Layer, Metric, Option, Redacted } from "effect"
+import { Cause, Context, Effect, Exit, Layer, LogLevel, Metric, Option, Redacted, References } from "effect"
 import { HttpBody, HttpEffect, HttpRouter, HttpServerRequest, HttpServerResponse, HttpTraceContext } from "effect/http"
 import { HttpApi, type HttpApiGroup } from "effect/http-api"
 // The module alone: the OTLP exporters of effect/observability load only when configured (otlp.ts).
@@ -7,7 +7,7 @@ import { createHash, randomUUID, timingSafeEqual } from "node:crypto"
 import { Providers } from "../../src/capabilities/Capabilities.ts"
 import { ProviderHealth } from "../../src/capabilities/ProviderHealth.ts"
 import { seriesCache } from "../../src/observability/Metrics.ts"
-import { SpanStackTraces, spanTraceOptions } from "../../src/observability/Tracing.ts"
+import { spansIn } from "../../src/observability/Tracing.ts"
 import { DatabasePool } from "../sql/DatabasePool.ts"
 import { envelopeResponse } from "./errors.ts"
 
@@ -262,7 +262,11 @@ export const observe = (options: ObserveOptions) =>
     const started = performance.now()
     const path = request.url.split("?")[0]!
     const template = options.routes.resolve(request.method, path)
-    const caller = HttpTraceContext.fromHeaders(request.headers)
+    // Spans (and their parent from the caller's headers) only when they are recorded (Tracing.ts);
+    // the access line only when Info lines are written.
+    const spans = spansIn(context)
+    const logsAccess = options.accessLog !== false &&
+      LogLevel.isGreaterThanOrEqualTo("Info", Context.get(context, References.MinimumLogLevel))
     return Effect.gen(function*() {
       // The server writes the answer inside `app`; a pre-response handler is the last word on it.
       yield* HttpEffect.appendPreResponseHandler((_request, response) =>
@@ -273,13 +277,19 @@ export const observe = (options: ObserveOptions) =>
       const seconds = (performance.now() - started) / 1000
       // Unknown paths share one series, so a scan cannot grow the metrics without bound.
       const metricRoute = template ?? "unmatched"
-      yield* Metric.update(requestsSeries(metricRoute, request.method, status), 1)
-      yield* Metric.update(durationSeries(metricRoute), seconds)
-      yield* Effect.annotateCurrentSpan({
-        "http.response.status_code": status,
-        ...(facts.agentId === undefined ? {} : { "spendgate.agent_id": facts.agentId })
+      // Both series in one fiber step (Metric.update is a step each).
+      yield* Effect.contextWith((current: Context.Context<never>) => {
+        requestsSeries(metricRoute, request.method, status).updateUnsafe(1, current)
+        durationSeries(metricRoute).updateUnsafe(seconds, current)
+        return Effect.void
       })
-      if (options.accessLog !== false) {
+      if (spans.enabled) {
+        yield* spans.annotate({
+          "http.response.status_code": status,
+          ...(facts.agentId === undefined ? {} : { "spendgate.agent_id": facts.agentId })
+        })
+      }
+      if (logsAccess) {
         const route = template ?? elideIds(path)
         const durationMs = Math.round(seconds * 100_000) / 100
         yield* Effect.logInfo(`${request.method} ${route} ${status} ${durationMs}ms`).pipe(
@@ -296,15 +306,18 @@ export const observe = (options: ObserveOptions) =>
       return exit.value
     }).pipe(
       Effect.annotateLogs("requestId", requestId),
-      Effect.withSpan(template === undefined ? request.method : `${request.method} ${template}`, {
-        kind: "server",
-        ...(Option.isSome(caller) ? { parent: caller.value } : { root: true }),
-        attributes: {
-          "http.request.method": request.method,
-          ...(template === undefined ? {} : { "http.route": template }),
-          "spendgate.request_id": requestId
+      spans.span(template === undefined ? request.method : `${request.method} ${template}`, () => {
+        const caller = HttpTraceContext.fromHeaders(request.headers)
+        return {
+          kind: "server",
+          ...(Option.isSome(caller) ? { parent: caller.value } : { root: true }),
+          attributes: {
+            "http.request.method": request.method,
+            ...(template === undefined ? {} : { "http.route": template }),
+            "spendgate.request_id": requestId
+          }
         }
-      }, spanTraceOptions(Context.get(context, SpanStackTraces)))
+      })
     )
   })
 

@@ -13,6 +13,7 @@ import {
 } from "../domain/ids.ts"
 import type { Page, PageRequest } from "../ports/Store.ts"
 import { Store } from "../ports/Store.ts"
+import { spanned } from "../observability/Tracing.ts"
 import { requireOwner, requireSelfOrOwner } from "./Access.ts"
 import { publishAgentEvent } from "./events.ts"
 
@@ -125,7 +126,8 @@ export class Agents extends Context.Service<Agents, {
         return { apiKey: owner.apiKey, accountId, agent: owner.agent }
       })
 
-      const authenticateKeyHash = Effect.fn("Agents.authenticateKeyHash")(function*(keyHash: string) {
+      // On every request: spans only when they are recorded (`spanned`), no per-call stack capture.
+      const findByKeyHash = Effect.fnUntraced(function*(keyHash: string) {
         const at = yield* now
         const found = yield* store.findAgentByKeyHash(keyHash, at)
         if (Option.isNone(found)) {
@@ -138,13 +140,16 @@ export class Agents extends Context.Service<Agents, {
         }
         return { agent } satisfies Principal
       })
+      const authenticateKeyHash = (keyHash: string) =>
+        findByKeyHash(keyHash).pipe(spanned("Agents.authenticateKeyHash"))
 
-      const authenticate = Effect.fn("Agents.authenticate")(function*(apiKey: string) {
+      const authenticateUntraced = Effect.fnUntraced(function*(apiKey: string) {
         if (!isApiKeyFormat(apiKey)) {
           return yield* new Unauthorized({ message: "Missing or invalid API key" })
         }
         return yield* authenticateKeyHash(yield* hashApiKey(apiKey))
       })
+      const authenticate = (apiKey: string) => authenticateUntraced(apiKey).pipe(spanned("Agents.authenticate"))
 
       const create = Effect.fn("Agents.create")(function*(
         principal: Principal,

@@ -1,4 +1,4 @@
-import { Effect, Metric } from "effect"
+import { type Context, Effect, Metric } from "effect"
 
 /**
  * The spend pipeline's metrics, counted in one place (src/wallet/Spend.ts)
@@ -72,14 +72,32 @@ const spendRefusalsSeries = seriesCache((attributes) =>
   Metric.counter("spendgate_spend_refusals_total", { ...spendRefusalsOptions, attributes })
 )
 
-export const countCharge = (capability: string, provider: string, microUsd: bigint): Effect.Effect<void> => {
+/**
+ * Updates made in one fiber step: `Metric.update` and `Metric.modify` are a
+ * step (and an effect) each, and a metered call makes several.
+ */
+const metricStep = (apply: (context: Context.Context<never>) => void): Effect.Effect<void> =>
+  Effect.contextWith((context: Context.Context<never>) => {
+    apply(context)
+    return Effect.void
+  })
+
+const chargeUpdates = (capability: string, provider: string, microUsd: bigint, context: Context.Context<never>) => {
   const key = `${capability}\u0000${provider}`
   const attributes = () => ({ capability, provider })
-  return Effect.andThen(
-    Metric.update(chargesSeries(key, attributes), 1),
-    Metric.update(chargedMicroUsdSeries(key, attributes), Number(microUsd))
-  )
+  chargesSeries(key, attributes).updateUnsafe(1, context)
+  chargedMicroUsdSeries(key, attributes).updateUnsafe(Number(microUsd), context)
 }
+
+export const countCharge = (capability: string, provider: string, microUsd: bigint): Effect.Effect<void> =>
+  metricStep((context) => chargeUpdates(capability, provider, microUsd, context))
+
+/** A settled call's metrics, in one step: its hold ended (`holdEnded`) and its charge is counted (`countCharge`). */
+export const countSettledCharge = (capability: string, provider: string, microUsd: bigint): Effect.Effect<void> =>
+  metricStep((context) => {
+    holdsInFlight.modifyUnsafe(-1, context)
+    chargeUpdates(capability, provider, microUsd, context)
+  })
 
 export const countSpendRefusal = (code: string): Effect.Effect<void> =>
   Metric.update(spendRefusalsSeries(code, () => ({ code })), 1)
@@ -87,5 +105,5 @@ export const countSpendRefusal = (code: string): Effect.Effect<void> =>
 export const countRateLimited = (scope: string): Effect.Effect<void> =>
   Metric.update(Metric.withAttributes(rateLimitedTotal, { scope }), 1)
 
-export const holdTaken: Effect.Effect<void> = Metric.modify(holdsInFlight, 1)
-export const holdEnded: Effect.Effect<void> = Metric.modify(holdsInFlight, -1)
+export const holdTaken: Effect.Effect<void> = metricStep((context) => holdsInFlight.modifyUnsafe(1, context))
+export const holdEnded: Effect.Effect<void> = metricStep((context) => holdsInFlight.modifyUnsafe(-1, context))

@@ -27,3 +27,61 @@ export const spanTraceOptions = (enabled: boolean): Tracer.TraceOptions | undefi
  */
 export const withoutTracing = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   effect.pipe(Effect.provideService(SpanStackTraces, false), Effect.provideService(References.TracerEnabled, false))
+
+/** A span's options, or a function that makes them (called only when the span is recorded). */
+export type SpanOptionsOf = Tracer.SpanOptionsNoTrace | (() => Tracer.SpanOptionsNoTrace)
+
+/**
+ * The spans of code on a metered call's path, as the fiber's context has
+ * them: with tracing on (Effect's `TracerEnabled`), `span` is `Effect.withSpan`
+ * with the `SpanStackTraces` setting and `annotate` is
+ * `Effect.annotateCurrentSpan`; with tracing off both do nothing and cost
+ * nothing. Off, `Effect.withSpan` would still make an inert placeholder span,
+ * register its end, and provide it and its stack frame to the wrapped effect
+ * (several fiber steps and allocations per span, on every call), and an
+ * annotation would still be a fiber step: only to be dropped.
+ */
+export interface Spans {
+  readonly enabled: boolean
+  readonly span: (name: string, options?: SpanOptionsOf) => <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  readonly annotate: (attributes: Record<string, unknown>) => Effect.Effect<void>
+}
+
+const spansOff: Spans = {
+  enabled: false,
+  span: () => (self) => self,
+  annotate: () => Effect.void
+}
+
+const spansOn = (traceOptions: Tracer.TraceOptions | undefined): Spans => ({
+  enabled: true,
+  span: (name, options) => (self) =>
+    Effect.withSpan(name, typeof options === "function" ? options() : options, traceOptions)(self),
+  annotate: (attributes) => Effect.annotateCurrentSpan(attributes)
+})
+
+const spansWithStack = spansOn(undefined)
+const spansWithoutStack = spansOn(noStackTrace)
+
+/** The `Spans` for a context's `TracerEnabled` and `SpanStackTraces`. */
+export const spansIn = (context: Context.Context<never>): Spans =>
+  !Context.get(context, References.TracerEnabled)
+    ? spansOff
+    : Context.get(context, SpanStackTraces)
+    ? spansWithStack
+    : spansWithoutStack
+
+/** The current fiber's `Spans` (one fiber step). */
+export const currentSpans: Effect.Effect<Spans> = Effect.contextWith((context: Context.Context<never>) =>
+  Effect.succeed(spansIn(context))
+)
+
+/**
+ * `Effect.withSpan(name, options)` when spans are recorded, `self` when not
+ * (one fiber step either way): for functions on a metered call's path in
+ * place of `Effect.fn(name)`, which per call also captures an `Error` for
+ * its call site and provides a stack frame, whether or not a span is kept.
+ */
+export const spanned = (name: string, options?: SpanOptionsOf) =>
+<A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.contextWith((context: Context.Context<never>) => spansIn(context).span(name, options)(self))

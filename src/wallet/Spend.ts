@@ -1,4 +1,5 @@
 import { Cause, Clock, Context, Duration, Effect, Exit, Layer, Option, Result, Schedule } from "effect"
+import { identity } from "effect/Function"
 import type { Principal } from "../domain/Agent.ts"
 import type { Capability } from "../domain/Capability.ts"
 import { AgentKilled, type SpendRefusal } from "../domain/errors.ts"
@@ -8,7 +9,7 @@ import { RateSource } from "../ports/RateSource.ts"
 import { type QuoteClaim, type SettleInput, settleIdsOf, Store } from "../ports/Store.ts"
 import type { QuoteRefusal } from "../quotes/Quote.ts"
 import * as Metrics from "../observability/Metrics.ts"
-import { SpanStackTraces, spanTraceOptions } from "../observability/Tracing.ts"
+import { currentSpans } from "../observability/Tracing.ts"
 import { type HoldPlan, planHold, planLateSettle, planSettle, type SettlePlan } from "./decide.ts"
 
 /**
@@ -200,13 +201,14 @@ export class Spend extends Context.Service<Spend, {
               const agent = principal.agent
               // The spans of the pipeline (Effect's own tracing; exported when the host configures an exporter):
               // names, ids and amounts only, never an input, an answer or a key.
-              const spanAttributes = {
+              // Made only when spans are recorded: a host that exports none has tracing off, and then the
+              // pipeline neither builds nor annotates a span (src/observability/Tracing.ts).
+              const spans = yield* currentSpans
+              const spanAttributes = () => ({
                 "spendgate.capability": request.capability,
                 "spendgate.provider": request.provider,
                 "spendgate.agent_id": agent.id
-              }
-              // Off when the host exports no spans (src/observability/Tracing.ts).
-              const traceOptions = spanTraceOptions(yield* SpanStackTraces)
+              })
               // Quotes are never negative: a negative one is a bug, refused here as a defect.
               const quotedMicroUsd = MicroUsd.make(request.quotedMicroUsd)
               const rate = Option.getOrNull(yield* rates.current)
@@ -227,16 +229,18 @@ export class Spend extends Context.Service<Spend, {
                 standardRules: true,
                 quote: request.quote
               }).pipe(
-                Effect.tap((result) =>
-                  Effect.annotateCurrentSpan(
-                    Result.isFailure(result)
-                      ? { "spendgate.refusal": result.failure.code }
-                      : { "spendgate.reservation_id": result.success.id }
+                spans.enabled
+                  ? Effect.tap((result) =>
+                    spans.annotate(
+                      Result.isFailure(result)
+                        ? { "spendgate.refusal": result.failure.code }
+                        : { "spendgate.reservation_id": result.success.id }
+                    )
                   )
-                ),
-                Effect.withSpan("Spend.reserve", {
-                  attributes: { ...spanAttributes, "spendgate.quoted_micro_usd": Number(quotedMicroUsd) }
-                }, traceOptions)
+                  : identity,
+                spans.span("Spend.reserve", () => ({
+                  attributes: { ...spanAttributes(), "spendgate.quoted_micro_usd": Number(quotedMicroUsd) }
+                }))
               )
               if (Result.isFailure(reserved)) {
                 yield* Metrics.countSpendRefusal(reserved.failure.code)
@@ -249,12 +253,13 @@ export class Spend extends Context.Service<Spend, {
 
               const callStartedMs = yield* Clock.currentTimeMillis
               const exit = yield* Effect.exit(restore(request.run).pipe(
-                Effect.tap((done) =>
-                  Effect.annotateCurrentSpan("spendgate.actual_micro_usd", Number(done.actualMicroUsd))
-                ),
-                Effect.withSpan("Spend.upstream", { kind: "client", attributes: spanAttributes }, traceOptions)
+                spans.enabled
+                  ? Effect.tap((done) => spans.annotate({ "spendgate.actual_micro_usd": Number(done.actualMicroUsd) }))
+                  : identity,
+                spans.span("Spend.upstream", () => ({ kind: "client", attributes: spanAttributes() }))
               ))
-              const latencyMs = (yield* Clock.currentTimeMillis) - callStartedMs
+              const callEndedMs = yield* Clock.currentTimeMillis
+              const latencyMs = callEndedMs - callStartedMs
               if (Exit.isFailure(exit) && request.keepHold?.(exit.cause) === true) {
                 running.delete(reservation.id)
                 // Left to whoever resolves it (resolveHeld): no longer a hold of a call in flight.
@@ -271,7 +276,7 @@ export class Spend extends Context.Service<Spend, {
                   reason,
                   now: yield* now
                 }).pipe(
-                  Effect.withSpan("Spend.release", { attributes: { ...spanAttributes, "spendgate.release_reason": reason } }, traceOptions),
+                  spans.span("Spend.release", () => ({ attributes: { ...spanAttributes(), "spendgate.release_reason": reason } })),
                   // Still `running` until the release has landed (and if it never does, this process's
                   // sweep releases the hold at its expiry): recovery must never charge a failed call.
                   Effect.tap(() => Effect.sync(() => running.delete(reservation.id))),
@@ -280,7 +285,7 @@ export class Spend extends Context.Service<Spend, {
                 return yield* Effect.failCause(exit.cause)
               }
 
-              const settledAt = yield* now
+              const settledAt = new Date(callEndedMs)
               const settleInput: SettleInput = {
                 reservationId: reservation.id,
                 accountId: agent.accountId,
@@ -307,18 +312,17 @@ export class Spend extends Context.Service<Spend, {
                 settling.add(reservation.id)
                 running.delete(reservation.id)
                 yield* store.settleLater({ ...settleInput, onLanded: () => settling.delete(reservation.id) }).pipe(
-                  Effect.withSpan("Spend.settle", {
+                  spans.span("Spend.settle", () => ({
                     attributes: {
-                      ...spanAttributes,
+                      ...spanAttributes(),
                       "spendgate.reservation_id": reservation.id,
                       "spendgate.outcome": "queued",
                       "spendgate.charged_micro_usd": Number(plan.chargedMicroUsd),
                       "spendgate.transaction_id": settleInput.transactionId
                     }
-                  }, traceOptions)
+                  }))
                 )
-                yield* Metrics.holdEnded
-                yield* Metrics.countCharge(request.capability, request.provider, plan.chargedMicroUsd)
+                yield* Metrics.countSettledCharge(request.capability, request.provider, plan.chargedMicroUsd)
                 return {
                   value: exit.value.value,
                   receipt: receiptOf(request.quotedMicroUsd, request.provider, rate?.rate ?? null, reservation, plan,
@@ -327,7 +331,7 @@ export class Spend extends Context.Service<Spend, {
               }
               const outcome = yield* store.settle(settleInput).pipe(
                 Effect.tap((settled) =>
-                  Effect.annotateCurrentSpan(
+                  spans.annotate(
                     settled._tag === "Settled"
                       ? {
                         "spendgate.outcome": settled.late ? "settled-late" : "settled",
@@ -337,9 +341,9 @@ export class Spend extends Context.Service<Spend, {
                       : { "spendgate.outcome": settled._tag === "Unpaid" ? "unpaid" : "not-held" }
                   )
                 ),
-                Effect.withSpan("Spend.settle", {
-                  attributes: { ...spanAttributes, "spendgate.reservation_id": reservation.id }
-                }, traceOptions),
+                spans.span("Spend.settle", () => ({
+                  attributes: { ...spanAttributes(), "spendgate.reservation_id": reservation.id }
+                })),
                 // Still `running` if the settle failed: this process's sweep then releases the hold.
                 Effect.tap(() => Effect.sync(() => running.delete(reservation.id))),
                 Effect.ensuring(Metrics.holdEnded)
