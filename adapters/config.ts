@@ -130,6 +130,11 @@ export interface ServerConfig {
    */
   readonly shutdownGraceSeconds: number
   /**
+   * How many client connections the server holds open at once
+   * (MAX_CONNECTIONS, default 4096; adapters/http/server.ts).
+   */
+  readonly maxConnections: number
+  /**
    * How long an answered call's settle waits for the next reserve call to
    * share that commit before it is written on its own, in
    * milliseconds (SETTLE_DELAY_MS, default 2; SQL storage).
@@ -178,6 +183,10 @@ export const serverConfig: Config.Config<ServerConfig> = Config.all({
   shutdownGraceSeconds: Config.Int("SHUTDOWN_GRACE_SECONDS").pipe(
     check("SHUTDOWN_GRACE_SECONDS", (seconds) => (seconds >= 0 && seconds <= 3600) || "must be a whole number of seconds from 0 to 3600"),
     Config.withDefault(10)
+  ),
+  maxConnections: Config.Int("MAX_CONNECTIONS").pipe(
+    check("MAX_CONNECTIONS", (count) => (count >= 1 && count <= 1_000_000) || "must be a whole number from 1 to 1000000"),
+    Config.withDefault(4096)
   ),
   settleDelayMs: Config.Int("SETTLE_DELAY_MS").pipe(
     check("SETTLE_DELAY_MS", (ms) => (ms >= 0 && ms <= 60_000) || "must be a whole number of milliseconds from 0 to 60000"),

@@ -237,7 +237,8 @@ const serveWith = (config: ServerConfig, otlp: Option.Option<OtlpConfig>) => Eff
       }),
     // One line per request at Info; LOG_LEVEL=Warn (or above) silences it.
     logRequests: true,
-    shutdownGraceMs: config.shutdownGraceSeconds * 1000
+    shutdownGraceMs: config.shutdownGraceSeconds * 1000,
+    maxConnections: config.maxConnections
   }).pipe(
     Layer.provide(
       Layer.mergeAll(Spend.sweeper(), Funding.expirer(), Webhooks.worker(), L402Payments.resolver(), followersLayer(payments))

@@ -76,6 +76,12 @@ export interface HttpOptions {
    * this long to finish before they are interrupted (default 10 s).
    */
   readonly shutdownGraceMs?: number
+  /**
+   * How many client connections the server holds open at once (MAX_CONNECTIONS,
+   * default 4096): past it a new connection is closed at once, and the idle
+   * keep-alive connections are closed to make room (see `capConnections`).
+   */
+  readonly maxConnections?: number
 }
 
 export interface L402SellOptions extends L402HttpOptions {
@@ -170,6 +176,24 @@ const keepAliveLonger = (server: Server): Server => {
   return server
 }
 
+/** The default of `HttpOptions.maxConnections` (MAX_CONNECTIONS). */
+export const DEFAULT_MAX_CONNECTIONS = 4096
+
+/**
+ * At most `max` client connections at once, so that idle keep-alive
+ * connections (held 65 s) cannot use up the process's file descriptors,
+ * which its database pool and upstream calls need too. A connection past the
+ * cap is closed at once by Node; the server then closes its idle keep-alive
+ * connections (those between requests: a request being read or answered is
+ * never cut), so that clients holding connections idle cannot keep new
+ * clients out. A client whose idle connection is closed opens a new one.
+ */
+const capConnections = (max: number) => (server: Server): Server => {
+  server.maxConnections = max
+  server.on("drop", () => server.closeIdleConnections())
+  return server
+}
+
 /**
  * The HTTP server over the core services. The core (and its storage) must be
  * provided from outside, so that the port opens only once storage is ready.
@@ -186,7 +210,9 @@ export const serverLayer = (
     // The request's span is observe's (named by route, with no URL, query or headers): the framework's is off.
     Layer.provide(Layer.succeed(HttpMiddleware.TracerDisabledWhen)(constTrue)),
     Layer.provideMerge(
-      NodeHttpServer.layer(() => keepAliveLonger(withClientErrors(createServer())), {
+      NodeHttpServer.layer(() =>
+        capConnections(options.maxConnections ?? DEFAULT_MAX_CONNECTIONS)(keepAliveLonger(withClientErrors(createServer())))
+      , {
         port: options.port,
         host: options.host,
         gracefulShutdownTimeout: Duration.millis(options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS)

@@ -73,7 +73,9 @@ describe("configuration", () => {
     [{ REDIS_URL: "http://x" }, "Invalid configuration: REDIS_URL must be a redis:// or rediss:// URL"],
     [{ RESERVE_FLIGHTS: "0" }, "Invalid configuration: RESERVE_FLIGHTS must be a whole number from 1 to 64"],
     [{ RESERVE_FLIGHTS: "65" }, "Invalid configuration: RESERVE_FLIGHTS must be a whole number from 1 to 64"],
-    [{ SETTLE_DELAY_MS: "-1" }, "Invalid configuration: SETTLE_DELAY_MS must be a whole number of milliseconds from 0 to 60000"]
+    [{ SETTLE_DELAY_MS: "-1" }, "Invalid configuration: SETTLE_DELAY_MS must be a whole number of milliseconds from 0 to 60000"],
+    [{ MAX_CONNECTIONS: "0" }, "Invalid configuration: MAX_CONNECTIONS must be a whole number from 1 to 1000000"],
+    [{ MAX_CONNECTIONS: "lots" }, "Invalid configuration: MAX_CONNECTIONS: "]
   ]
 
   for (const [env, expected] of cases) {
@@ -117,6 +119,13 @@ describe("configuration", () => {
     expect(Exit.isSuccess(set) && set.value.quoteTtlSeconds).toBe(5)
     const unset = await withEnv(loadServerConfig, {})
     expect(Exit.isSuccess(unset) && unset.value.quoteTtlSeconds).toBe(60)
+  })
+
+  it("MAX_CONNECTIONS caps the server's client connections (4096 by default)", async () => {
+    const set = await withEnv(loadServerConfig, { MAX_CONNECTIONS: "100" })
+    expect(Exit.isSuccess(set) && set.value.maxConnections).toBe(100)
+    const unset = await withEnv(loadServerConfig, {})
+    expect(Exit.isSuccess(unset) && unset.value.maxConnections).toBe(4096)
   })
 
   it("LOG_FORMAT is text by default, or json; METRICS_TOKEN is kept redacted", async () => {

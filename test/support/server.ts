@@ -60,6 +60,8 @@ export const startServer = async (
      * test/http/signup.test.ts).
      */
     readonly signup?: SignupOptions
+    /** How many client connections at once (the real default otherwise). */
+    readonly maxConnections?: number
     /** How long a binding quote can be used (the real 60 s by default). */
     readonly quoteTtlMs?: number
     /** Capability providers (none by default). */
@@ -97,6 +99,7 @@ export const startServer = async (
     railRoutes: [...DevLightning.routes, ...(options.card?.routes ?? DevCard.routes)],
     ...(options.rateLimits === undefined ? {} : { rateLimits: options.rateLimits }),
     ...(options.l402 === undefined ? {} : { l402: options.l402 }),
+    ...(options.maxConnections === undefined ? {} : { maxConnections: options.maxConnections }),
     signup: options.signup ?? { perHour: 1_000_000 },
     adminToken: options.adminToken === undefined ? Option.none() : Option.some(Redacted.make(options.adminToken)),
     ...(options.metricsToken === undefined ? {} : { metricsToken: Option.some(Redacted.make(options.metricsToken)) }),
