@@ -74,6 +74,13 @@ describe("configuration", () => {
     [{ RESERVE_FLIGHTS: "0" }, "Invalid configuration: RESERVE_FLIGHTS must be a whole number from 1 to 64"],
     [{ RESERVE_FLIGHTS: "65" }, "Invalid configuration: RESERVE_FLIGHTS must be a whole number from 1 to 64"],
     [{ SETTLE_DELAY_MS: "-1" }, "Invalid configuration: SETTLE_DELAY_MS must be a whole number of milliseconds from 0 to 60000"],
+    [{ SIGNUP: "token" }, "Invalid configuration: SIGNUP_TOKEN is required when SIGNUP=token"],
+    [{ SIGNUP: "token", SIGNUP_TOKEN: "short" }, "Invalid configuration: SIGNUP_TOKEN must be at least 24 characters"],
+    [{ SIGNUP_TOKEN: "signup-token-0123456789abcdef" }, "Invalid configuration: SIGNUP_TOKEN is set but SIGNUP=open"],
+    [{ SIGNUP_RATE_PER_HOUR: "0" }, "Invalid configuration: SIGNUP_RATE_PER_HOUR must be a whole number from 1 to 1000000"],
+    [{ SIGNUP_RATE_PER_HOUR: "ten" }, "Invalid configuration: SIGNUP_RATE_PER_HOUR must be a whole number"],
+    [{ TRUST_PROXY: "11" }, "Invalid configuration: TRUST_PROXY must be the number of reverse proxies"],
+    [{ TRUST_PROXY: "-1" }, "Invalid configuration: TRUST_PROXY must be the number of reverse proxies"],
     [{ MAX_CONNECTIONS: "0" }, "Invalid configuration: MAX_CONNECTIONS must be a whole number from 1 to 1000000"],
     [{ MAX_CONNECTIONS: "lots" }, "Invalid configuration: MAX_CONNECTIONS: "]
   ]

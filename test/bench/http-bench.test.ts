@@ -81,7 +81,8 @@ describe("npm run bench:http", () => {
   }, 300_000)
 
   it("stops its children when interrupted with Ctrl-C", async () => {
-    const { code, stdout } = await run(["--duration=5", "--warmup=0", "--wallets=2", "--backends=pg"], /proxy\/openai/)
+    // Stopped once every child runs (the floor's measurement starts after the server and the floor are up).
+    const { code, stdout } = await run(["--duration=1", "--warmup=0", "--wallets=2", "--backends=pg"], /the floor \(forward/)
     expect(code).toBe(130)
     const children = childrenOf(stdout)
     // The upstream, the floor and the server.
