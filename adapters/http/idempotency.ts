@@ -1,5 +1,6 @@
 import { Effect, Layer, Option } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
+import type { HttpApiEndpoint } from "effect/http-api"
 import { ValidationError } from "../../src/domain/errors.ts"
 import {
   adminScope,
@@ -131,11 +132,20 @@ export const IdempotencyKeysLive: Layer.Layer<IdempotencyKeys, never, Idempotenc
     yield* Effect.forkScoped(sweepExpiredKeys().pipe(Effect.provideService(Idempotency, idempotency)))
 
     return IdempotencyKeys.of((httpEffect, { endpoint }) =>
-      Effect.gen(function*() {
-        const request = yield* HttpServerRequest.HttpServerRequest
+      // Without the header the endpoint runs as it is, in as few fiber steps as it can (every request).
+      Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
         const key = request.headers[IDEMPOTENCY_KEY_HEADER]
-        if (key === undefined) return yield* httpEffect
+        return key === undefined ? httpEffect : withKey(httpEffect, endpoint, request, key)
+      })
+    )
 
+    function withKey<E, R>(
+      httpEffect: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>,
+      endpoint: HttpApiEndpoint.Top,
+      request: HttpServerRequest.HttpServerRequest,
+      key: string
+    ) {
+      return Effect.gen(function*() {
         yield* Effect.mapError(validateKey(key), toMiddlewareError)
         const principal = yield* Effect.serviceOption(CurrentPrincipal)
         if (Option.isNone(principal) && endpoint.middlewares.has(Authentication)) {
@@ -168,6 +178,6 @@ export const IdempotencyKeysLive: Layer.Layer<IdempotencyKeys, never, Idempotenc
         ).pipe(Effect.catchIf(isCoreError, (error) => Effect.fail(toMiddlewareError(error))))
         return result._tag === "Executed" ? result.value : replay(result.response)
       })
-    )
+    }
   })
 )

@@ -120,13 +120,11 @@ export const RateLimitedAuthenticationLive = (options: RateLimitOptions = {}) =>
 
       return Authentication.of({
         bearer: (endpoint, context) =>
-          Effect.gen(function*() {
-            const request = yield* HttpServerRequest.HttpServerRequest
-            return yield* authentication.bearer(
+          Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+            authentication.bearer(
               Effect.provideService(limited(endpoint), HttpServerRequest.HttpServerRequest, request),
               context
-            )
-          })
+            ))
       })
     })
   ).pipe(Layer.provide([AuthenticationLive, options.limiter ?? MemoryRateLimiter.layer()]))
