@@ -143,7 +143,8 @@ export const accessControlFor = <Id extends string, Groups extends HttpApiGroup.
           }
           const { agent } = principal.value
 
-          const named = yield* targets(entry)
+          // Most routes name no target and need no capability: no step is spent on them (every request).
+          const named = "target" in rule && rule.target !== undefined ? yield* targets(entry) : undefined
           for (const target of named ?? [undefined]) {
             const message = refusal(rule.access, agent, target, entry.action)
             if (message === undefined) continue
@@ -155,7 +156,9 @@ export const accessControlFor = <Id extends string, Groups extends HttpApiGroup.
             return yield* forbidden(message)
           }
 
-          const capability = yield* neededCapability(entry)
+          const capability = "capability" in rule && rule.capability !== undefined
+            ? yield* neededCapability(entry)
+            : Option.none<Capability>()
           if (Option.isSome(capability)) {
             const self = yield* store.getAgent(agent.accountId, agent.id)
             // Gone since authentication: the handler's own lookups answer.
