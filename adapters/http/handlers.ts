@@ -1,5 +1,4 @@
 import { Effect, Layer, Option, Redacted } from "effect"
-import { identity } from "effect/Function"
 import { HttpServerRequest } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Agents } from "../../src/agents/Agents.ts"
@@ -197,7 +196,7 @@ export const AuthenticationLive = Layer.effect(
           // Its own span, beside the handler's (not around it); the key is never an attribute.
           const spans = yield* currentSpans
           const principal = yield* agents.authenticate(key).pipe(
-            spans.enabled ? Effect.tap((found) => spans.annotate({ "spendgate.agent_id": found.agent.id })) : identity,
+            spans.annotateWith((found) => ({ "spendgate.agent_id": found.agent.id })),
             Effect.mapError(toHttpError),
             spans.span("Authentication", () => ({
               attributes: { "spendgate.auth.scheme": bearer === "" && request.headers["authorization"] === undefined ? "x-api-key" : "bearer" }

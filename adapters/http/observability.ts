@@ -6,7 +6,7 @@ import * as PrometheusMetrics from "effect/observability/PrometheusMetrics"
 import { createHash, randomUUID, timingSafeEqual } from "node:crypto"
 import { Providers } from "../../src/capabilities/Capabilities.ts"
 import { ProviderHealth } from "../../src/capabilities/ProviderHealth.ts"
-import { seriesCache } from "../../src/observability/Metrics.ts"
+import { metricStep, seriesCache } from "../../src/observability/Metrics.ts"
 import { spansIn } from "../../src/observability/Tracing.ts"
 import { DatabasePool } from "../sql/DatabasePool.ts"
 import { envelopeResponse } from "./errors.ts"
@@ -278,10 +278,9 @@ export const observe = (options: ObserveOptions) =>
       // Unknown paths share one series, so a scan cannot grow the metrics without bound.
       const metricRoute = template ?? "unmatched"
       // Both series in one fiber step (Metric.update is a step each).
-      yield* Effect.contextWith((current: Context.Context<never>) => {
+      yield* metricStep((current) => {
         requestsSeries(metricRoute, request.method, status).updateUnsafe(1, current)
         durationSeries(metricRoute).updateUnsafe(seconds, current)
-        return Effect.void
       })
       if (spans.enabled) {
         yield* spans.annotate({

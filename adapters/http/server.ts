@@ -194,6 +194,10 @@ const capConnections = (max: number) => (server: Server): Server => {
   return server
 }
 
+/** Node's server: parser errors in the envelope, long keep-alive, the connection cap. */
+const nodeServer = (options: HttpOptions): Server =>
+  capConnections(options.maxConnections ?? DEFAULT_MAX_CONNECTIONS)(keepAliveLonger(withClientErrors(createServer())))
+
 /**
  * The HTTP server over the core services. The core (and its storage) must be
  * provided from outside, so that the port opens only once storage is ready.
@@ -210,9 +214,7 @@ export const serverLayer = (
     // The request's span is observe's (named by route, with no URL, query or headers): the framework's is off.
     Layer.provide(Layer.succeed(HttpMiddleware.TracerDisabledWhen)(constTrue)),
     Layer.provideMerge(
-      NodeHttpServer.layer(() =>
-        capConnections(options.maxConnections ?? DEFAULT_MAX_CONNECTIONS)(keepAliveLonger(withClientErrors(createServer())))
-      , {
+      NodeHttpServer.layer(() => nodeServer(options), {
         port: options.port,
         host: options.host,
         gracefulShutdownTimeout: Duration.millis(options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS)

@@ -76,7 +76,7 @@ const spendRefusalsSeries = seriesCache((attributes) =>
  * Updates made in one fiber step: `Metric.update` and `Metric.modify` are a
  * step (and an effect) each, and a metered call makes several.
  */
-const metricStep = (apply: (context: Context.Context<never>) => void): Effect.Effect<void> =>
+export const metricStep = (apply: (context: Context.Context<never>) => void): Effect.Effect<void> =>
   Effect.contextWith((context: Context.Context<never>) => {
     apply(context)
     return Effect.void

@@ -45,19 +45,25 @@ export interface Spans {
   readonly enabled: boolean
   readonly span: (name: string, options?: SpanOptionsOf) => <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
   readonly annotate: (attributes: Record<string, unknown>) => Effect.Effect<void>
+  /** Annotates the current span with what `attributes` makes of the effect's value (nothing, with tracing off). */
+  readonly annotateWith: <A>(
+    attributes: (value: A) => Record<string, unknown>
+  ) => <E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 }
 
 const spansOff: Spans = {
   enabled: false,
   span: () => (self) => self,
-  annotate: () => Effect.void
+  annotate: () => Effect.void,
+  annotateWith: () => (self) => self
 }
 
 const spansOn = (traceOptions: Tracer.TraceOptions | undefined): Spans => ({
   enabled: true,
   span: (name, options) => (self) =>
     Effect.withSpan(name, typeof options === "function" ? options() : options, traceOptions)(self),
-  annotate: (attributes) => Effect.annotateCurrentSpan(attributes)
+  annotate: (attributes) => Effect.annotateCurrentSpan(attributes),
+  annotateWith: (attributes) => Effect.tap((value) => Effect.annotateCurrentSpan(attributes(value)))
 })
 
 const spansWithStack = spansOn(undefined)

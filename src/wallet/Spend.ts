@@ -1,5 +1,4 @@
 import { Cause, Clock, Context, Duration, Effect, Exit, Layer, Option, Result, Schedule } from "effect"
-import { identity } from "effect/Function"
 import type { Principal } from "../domain/Agent.ts"
 import type { Capability } from "../domain/Capability.ts"
 import { AgentKilled, type SpendRefusal } from "../domain/errors.ts"
@@ -229,15 +228,11 @@ export class Spend extends Context.Service<Spend, {
                 standardRules: true,
                 quote: request.quote
               }).pipe(
-                spans.enabled
-                  ? Effect.tap((result) =>
-                    spans.annotate(
-                      Result.isFailure(result)
-                        ? { "spendgate.refusal": result.failure.code }
-                        : { "spendgate.reservation_id": result.success.id }
-                    )
-                  )
-                  : identity,
+                spans.annotateWith((result) =>
+                  Result.isFailure(result)
+                    ? { "spendgate.refusal": result.failure.code }
+                    : { "spendgate.reservation_id": result.success.id }
+                ),
                 spans.span("Spend.reserve", () => ({
                   attributes: { ...spanAttributes(), "spendgate.quoted_micro_usd": Number(quotedMicroUsd) }
                 }))
@@ -253,9 +248,7 @@ export class Spend extends Context.Service<Spend, {
 
               const callStartedMs = yield* Clock.currentTimeMillis
               const exit = yield* Effect.exit(restore(request.run).pipe(
-                spans.enabled
-                  ? Effect.tap((done) => spans.annotate({ "spendgate.actual_micro_usd": Number(done.actualMicroUsd) }))
-                  : identity,
+                spans.annotateWith((done) => ({ "spendgate.actual_micro_usd": Number(done.actualMicroUsd) })),
                 spans.span("Spend.upstream", () => ({ kind: "client", attributes: spanAttributes() }))
               ))
               const callEndedMs = yield* Clock.currentTimeMillis
@@ -330,16 +323,14 @@ export class Spend extends Context.Service<Spend, {
                 }
               }
               const outcome = yield* store.settle(settleInput).pipe(
-                Effect.tap((settled) =>
-                  spans.annotate(
-                    settled._tag === "Settled"
-                      ? {
-                        "spendgate.outcome": settled.late ? "settled-late" : "settled",
-                        "spendgate.charged_micro_usd": Number(settled.transaction.amountMicroUsd),
-                        "spendgate.transaction_id": settled.transaction.id
-                      }
-                      : { "spendgate.outcome": settled._tag === "Unpaid" ? "unpaid" : "not-held" }
-                  )
+                spans.annotateWith((settled) =>
+                  settled._tag === "Settled"
+                    ? {
+                      "spendgate.outcome": settled.late ? "settled-late" : "settled",
+                      "spendgate.charged_micro_usd": Number(settled.transaction.amountMicroUsd),
+                      "spendgate.transaction_id": settled.transaction.id
+                    }
+                    : { "spendgate.outcome": settled._tag === "Unpaid" ? "unpaid" : "not-held" }
                 ),
                 spans.span("Spend.settle", () => ({
                   attributes: { ...spanAttributes(), "spendgate.reservation_id": reservation.id }

@@ -1,6 +1,6 @@
-import * as Net from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as MemoryStore from "../../adapters/memory/MemoryStore.ts"
+import { connectRaw as connect } from "../support/rawClient.ts"
 import { type RunningServer, startServer } from "../support/server.ts"
 
 /**
@@ -8,33 +8,6 @@ import { type RunningServer, startServer } from "../support/server.ts"
  * closed at once, and the idle keep-alive connections are closed to make
  * room; a request being answered is never cut.
  */
-
-interface Client {
-  readonly socket: Net.Socket
-  /** Sends a request and resolves with the whole answer (headers and JSON body). */
-  readonly ask: (request: string) => Promise<string>
-  readonly closed: () => boolean
-}
-
-const connect = async (port: number): Promise<Client> => {
-  const socket = Net.connect({ port, host: "127.0.0.1" })
-  await new Promise<void>((resolve, reject) => socket.once("connect", resolve).once("error", reject))
-  let text = ""
-  let closed = false
-  socket.on("data", (chunk) => (text += chunk.toString()))
-  socket.on("error", () => {})
-  socket.on("close", () => (closed = true))
-  const ask = async (request: string) => {
-    text = ""
-    socket.write(request)
-    for (let waited = 0; !/\r\n\r\n[\s\S]*\}/.test(text); waited += 10) {
-      if (closed || waited > 10_000) throw new Error(`no answer (closed: ${closed}): ${text}`)
-      await new Promise((resolve) => setTimeout(resolve, 10))
-    }
-    return text
-  }
-  return { socket, ask, closed: () => closed }
-}
 
 const until = async (condition: () => boolean, what: string) => {
   for (let waited = 0; !condition(); waited += 10) {
