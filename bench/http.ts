@@ -33,6 +33,13 @@
  * ratio. RSS is the server's resident memory after start-up (idle) and
  * after the last cell.
  *
+ * On PostgreSQL each cell also prints the database's work per request:
+ * write transactions (each takes a transaction id; with holds grouped and
+ * settles carried a metered call can cost less than one), WAL bytes, and the
+ * CPU time of the backends connected to the benchmark's database (read from
+ * /proc, so PostgreSQL must run on this machine). Transaction ids and WAL are
+ * counted for the whole PostgreSQL server: run it where nothing else writes.
+ *
  * Options (flag or environment variable):
  *   --duration=S     BENCH_DURATION     seconds of load per cell (default 3; decimals allowed)
  *   --warmup=S       BENCH_WARMUP       seconds of load before each cell, not counted (default 0.5)
@@ -221,28 +228,86 @@ const cpuMs = (pid: number): number | undefined => {
 // ---------------------------------------------------------------------------
 // PostgreSQL: a fresh database
 
-const adminStatement = async (statement: string): Promise<void> => {
+/** Runs one statement on the admin database (POSTGRES_URL) over a connection of its own; its rows. */
+const adminQuery = async <A extends object>(statement: string): Promise<ReadonlyArray<A>> => {
   // The project's own driver, loaded only when the PostgreSQL backend runs.
   const [{ PgClient }, { Effect, Redacted }, { Reactivity }] = await Promise.all([
     import("@effect/sql-pg"),
     import("effect"),
     import("effect/reactivity")
   ])
-  await Effect.runPromise(Effect.scoped(
+  return Effect.runPromise(Effect.scoped(
     Effect.gen(function*() {
       const sql = yield* PgClient.make({ url: Redacted.make(adminUrl), maxConnections: 1 })
-      yield* sql.unsafe(statement)
+      return yield* sql.unsafe<A>(statement)
     }).pipe(Effect.provide(Reactivity.layer))
   ))
 }
 
-const freshDatabase = async (): Promise<string> => {
+const adminStatement = async (statement: string): Promise<void> => {
+  await adminQuery(statement)
+}
+
+const freshDatabase = async (): Promise<{ readonly url: string; readonly name: string }> => {
   const name = `spendgate_bench_http_${Date.now().toString(36)}_${process.pid}`
   await adminStatement(`CREATE DATABASE ${name}`)
   cleanups.push(() => adminStatement(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))
   const url = new URL(adminUrl)
   url.pathname = `/${name}`
-  return url.toString()
+  return { url: url.toString(), name }
+}
+
+/**
+ * What PostgreSQL has done so far, read from the admin database (so the
+ * reading is not counted in it): the next transaction id (write
+ * transactions take one each; cluster-wide, PostgreSQL 13 or later), the
+ * WAL position in bytes (cluster-wide) and the CPU time of each backend
+ * connected to the benchmark's database, by process id (Linux /proc; the
+ * server's PostgreSQL must run on this machine). Unlike the statistics
+ * views, these are current the moment they are read. Undefined when they
+ * cannot be read.
+ */
+interface DatabaseSample {
+  readonly nextXid: bigint
+  readonly walBytes: bigint
+  readonly backendCpuMs: ReadonlyMap<number, number>
+}
+
+const databaseSample = async (database: string): Promise<DatabaseSample | undefined> => {
+  try {
+    const [row] = await adminQuery<{ xmax: string; wal: string; pids: string | null }>(
+      `SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS xmax,
+              (pg_current_wal_lsn() - '0/0'::pg_lsn)::text AS wal,
+              (SELECT string_agg(pid::text, ',') FROM pg_stat_activity WHERE datname = '${database}') AS pids`
+    )
+    if (row === undefined) return undefined
+    const backendCpuMs = new Map<number, number>()
+    for (const pid of (row.pids ?? "").split(",").filter((p) => p !== "").map(Number)) {
+      const used = cpuMs(pid)
+      if (used !== undefined) backendCpuMs.set(pid, used)
+    }
+    return { nextXid: BigInt(row.xmax), walBytes: BigInt(row.wal.replace(/\..*$/, "")), backendCpuMs }
+  } catch {
+    return undefined
+  }
+}
+
+/** PostgreSQL's work per answered request between two samples. */
+interface DatabaseFigures {
+  readonly transactionsPerRequest: number
+  readonly walBytesPerRequest: number
+  /** CPU of the backends alive at the second sample (a backend that ended between them is not counted). */
+  readonly backendCpuMsPerRequest: number | undefined
+}
+
+const databaseFigures = (before: DatabaseSample, after: DatabaseSample, requests: number): DatabaseFigures => {
+  let cpu = 0
+  for (const [pid, used] of after.backendCpuMs) cpu += used - (before.backendCpuMs.get(pid) ?? 0)
+  return {
+    transactionsPerRequest: Number(after.nextXid - before.nextXid) / requests,
+    walBytesPerRequest: Number(after.walBytes - before.walBytes) / requests,
+    backendCpuMsPerRequest: after.backendCpuMs.size === 0 ? undefined : cpu / requests
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -295,6 +360,8 @@ const fundedAccounts = async (base: string, count: number, prefix: string): Prom
 interface Cell {
   /** The server's CPU time per answered request, ms (undefined for the upstream). */
   readonly cpuMsPerRequest?: number | undefined
+  /** PostgreSQL's work per answered request (PostgreSQL backend only). */
+  readonly database?: DatabaseFigures | undefined
   readonly rps: number
   readonly p50: number
   readonly p99: number
@@ -361,15 +428,23 @@ const measure = async (
   body: string,
   connections: number,
   keys: ReadonlyArray<string>,
-  serverPid?: number
+  serverPid?: number,
+  database?: string
 ): Promise<Cell> => {
   if (warmupSeconds > 0) await load(url, body, connections, warmupSeconds, keys)
+  const databaseBefore = database === undefined ? undefined : await databaseSample(database)
   const before = serverPid === undefined ? undefined : cpuMs(serverPid)
   const cell = await load(url, body, connections, durationSeconds, keys)
   const after = serverPid === undefined ? undefined : cpuMs(serverPid)
-  return before === undefined || after === undefined || cell.ok === 0
-    ? cell
-    : { ...cell, cpuMsPerRequest: (after - before) / (cell.ok + cell.failed) }
+  const databaseAfter = database === undefined ? undefined : await databaseSample(database)
+  const requests = cell.ok + cell.failed
+  return {
+    ...cell,
+    cpuMsPerRequest: before === undefined || after === undefined || cell.ok === 0 ? undefined : (after - before) / requests,
+    database: databaseBefore === undefined || databaseAfter === undefined || cell.ok === 0
+      ? undefined
+      : databaseFigures(databaseBefore, databaseAfter, requests)
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -409,8 +484,8 @@ const startServer = async (backend: "pg" | "pglite", upstreamPort: number) => {
     RATE_LIMIT_ACCOUNT_PER_MINUTE: "1000000000",
     SIGNUP_RATE_PER_HOUR: "1000000"
   }
-  const databaseUrl = backend === "pg" ? await freshDatabase() : undefined
-  if (databaseUrl !== undefined) env["DATABASE_URL"] = databaseUrl
+  const database = backend === "pg" ? await freshDatabase() : undefined
+  if (database !== undefined) env["DATABASE_URL"] = database.url
   const base = `http://127.0.0.1:${port}`
   const started = performance.now()
   const profile = profileDir === "" ? [] : ["--cpu-prof", `--cpu-prof-dir=${resolve(profileDir)}`, `--cpu-prof-name=${backend}-${Date.now()}.cpuprofile`]
@@ -430,7 +505,7 @@ const startServer = async (backend: "pg" | "pglite", upstreamPort: number) => {
     }
     await sleep(10)
   }
-  return { server, base, startMs: performance.now() - started, startCpuMs: cpuMs(server.child.pid!), databaseUrl }
+  return { server, base, startMs: performance.now() - started, startCpuMs: cpuMs(server.child.pid!), database }
 }
 
 /** The stack's floor (bench/floor.ts) on the backend's database: its base URL and child. */
@@ -449,7 +524,7 @@ const startFloor = async (databaseUrl: string, upstreamPort: number) => {
 }
 
 const runBackend = async (backend: "pg" | "pglite", upstreamPort: number, rows: Array<Row>, figures: Array<ServerFigures>) => {
-  const { server, base, startMs, startCpuMs, databaseUrl } = await startServer(backend, upstreamPort)
+  const { server, base, startMs, startCpuMs, database } = await startServer(backend, upstreamPort)
   console.error(`bench:http: ${backend}: healthy after ${startMs.toFixed(0)} ms; funding ${walletCount + 1} wallets`)
   await sleep(1000)
   const pid = server.child.pid!
@@ -457,19 +532,19 @@ const runBackend = async (backend: "pg" | "pglite", upstreamPort: number, rows: 
   const [hot] = await fundedAccounts(base, 1, "hot")
   const many = await fundedAccounts(base, walletCount, "wallet")
   const direct = `http://127.0.0.1:${upstreamPort}/v1/chat/completions`
-  const floor = databaseUrl === undefined ? undefined : await startFloor(databaseUrl, upstreamPort)
+  const floor = database === undefined ? undefined : await startFloor(database.url, upstreamPort)
   for (const connections of connectionCounts) {
     const directCell = await measure(direct, JSON.stringify(chatBody), connections, [])
     rows.push({ backend, target: "upstream direct", connections, wallets: "-", cell: directCell })
     if (floor !== undefined) {
       console.error(`bench:http: ${backend}: the floor (forward + 1 commit), ${connections} connection(s)`)
-      const cell = await measure(`${floor.base}/v1/proxy/openai`, proxyBody, connections, [], floor.floor.child.pid)
+      const cell = await measure(`${floor.base}/v1/proxy/openai`, proxyBody, connections, [], floor.floor.child.pid, database?.name)
       rows.push({ backend, target: "floor: forward + 1 commit", connections, wallets: "-", cell, direct: directCell })
     }
     for (const [target, path, body] of [["POST /v1/proxy/openai", "/v1/proxy/openai", proxyBody], ["POST /v1/capabilities/reason", "/v1/capabilities/reason", reasonBody]] as const) {
       for (const [wallets, keys] of [["1 (hot)", [hot!]], [String(walletCount), many]] as const) {
         console.error(`bench:http: ${backend}: ${target}, ${connections} connection(s), ${wallets} wallet(s)`)
-        const cell = await measure(`${base}${path}`, body, connections, keys, server.child.pid)
+        const cell = await measure(`${base}${path}`, body, connections, keys, server.child.pid, database?.name)
         rows.push({ backend, target, connections, wallets, cell, direct: directCell })
       }
     }
@@ -510,7 +585,7 @@ const main = async () => {
 
   console.log("")
   console.log(table(
-    ["backend", "target", "conn", "wallets", "req/s", "p50 ms", "p99 ms", "overhead p50 ms", "ratio", "server CPU ms/req", "failed"],
+    ["backend", "target", "conn", "wallets", "req/s", "p50 ms", "p99 ms", "overhead p50 ms", "ratio", "server CPU ms/req", "DB tx/req", "WAL B/req", "DB CPU ms/req", "failed"],
     rows.map((row) => [
       row.backend,
       row.target,
@@ -522,6 +597,9 @@ const main = async () => {
       row.direct === undefined ? "-" : fixed(row.cell.p50 - row.direct.p50, 2),
       row.direct === undefined ? "-" : `${fixed(row.cell.p50 / row.direct.p50, 1)}x`,
       fixed(row.cell.cpuMsPerRequest, 2),
+      fixed(row.cell.database?.transactionsPerRequest, 2),
+      fixed(row.cell.database?.walBytesPerRequest, 0),
+      fixed(row.cell.database?.backendCpuMsPerRequest, 2),
       String(row.cell.failed)
     ])
   ))

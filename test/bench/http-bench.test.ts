@@ -53,7 +53,7 @@ describe("npm run bench:http", () => {
   it("prints the table for PostgreSQL and PGlite and stops every child", async () => {
     const { code, stdout, stderr } = await run(["--duration=0.2", "--warmup=0", "--wallets=3", "--backends=pg,pglite"])
     expect(code, stderr).toBe(0)
-    expect(stdout).toMatch(/\| backend +\| target +\| conn +\| wallets +\| req\/s +\| p50 ms +\| p99 ms +\| overhead p50 ms +\| ratio +\| server CPU ms\/req +\| failed +\|/)
+    expect(stdout).toMatch(/\| backend +\| target +\| conn +\| wallets +\| req\/s +\| p50 ms +\| p99 ms +\| overhead p50 ms +\| ratio +\| server CPU ms\/req +\| DB tx\/req +\| WAL B\/req +\| DB CPU ms\/req +\| failed +\|/)
     for (const backend of ["pg", "pglite"]) {
       for (const target of ["upstream direct", "POST /v1/proxy/openai", "POST /v1/capabilities/reason"]) {
         for (const connections of [1, 16]) {
@@ -66,12 +66,30 @@ describe("npm run bench:http", () => {
     // No metered request failed (a refused key, an unfunded wallet or a rate limit would).
     for (const row of rows) {
       const cells = row.split("|").map((c) => c.trim())
-      expect(cells[11], row).toBe("0")
+      expect(cells[14], row).toBe("0")
     }
     // The stack's floor, on PostgreSQL only: its forwarded calls all answered.
     const floorRows = stdout.split("\n").filter((line) => /\| floor: forward \+ 1 commit /.test(line))
     expect(floorRows.map((row) => row.split("|").map((c) => c.trim()).slice(1, 4))).toEqual([["pg", "floor: forward + 1 commit", "1"], ["pg", "floor: forward + 1 commit", "16"]])
-    for (const row of floorRows) expect(row.split("|").map((c) => c.trim())[11], row).toBe("0")
+    for (const row of floorRows) expect(row.split("|").map((c) => c.trim())[14], row).toBe("0")
+    // The database's work per request, on PostgreSQL only. The floor commits one write
+    // transaction per request (other work on the server can only add to the count).
+    for (const row of floorRows) {
+      const [transactions, wal, cpu] = row.split("|").map((c) => c.trim()).slice(11, 14)
+      expect(Number(transactions), row).toBeGreaterThanOrEqual(1)
+      expect(Number(wal), row).toBeGreaterThan(0)
+      expect(cpu, row).toMatch(/^\d+\.\d\d$/)
+    }
+    for (const row of rows) {
+      const cells = row.split("|").map((c) => c.trim())
+      if (cells[1] === "pg") {
+        expect(Number(cells[11]), row).toBeGreaterThan(0)
+        expect(Number(cells[12]), row).toBeGreaterThan(0)
+        expect(cells[13], row).toMatch(/^\d+\.\d\d$/)
+      } else {
+        expect(cells.slice(11, 14), row).toEqual(["-", "-", "-"])
+      }
+    }
     expect(stdout).toMatch(/\| pg +\| \d+ +\| \d+ +\| \d+ +\| \d+ +\|/)
     expect(stdout).toMatch(/\| pglite +\| \d+ +\| \d+ +\| \d+ +\| \d+ +\|/)
     const children = childrenOf(stdout)
