@@ -118,14 +118,13 @@ export const accessControlFor = <Id extends string, Groups extends HttpApiGroup.
       const services = yield* Effect.serviceOption(Services)
 
       /** The capability a call needs, or None when the route needs none (or names no known service: the handler says 404). */
-      const neededCapability = (entry: MatrixEntry) =>
-        Effect.gen(function*() {
-          if (!("capability" in entry.rule) || entry.rule.capability === undefined) return Option.none<Capability>()
-          if (entry.rule.capability !== "service") return Option.some(entry.rule.capability)
-          if (Option.isNone(services)) return yield* Effect.die(new Error("The proxy is served without Services"))
-          const slug = (yield* HttpRouter.RouteContext).params["slug"] ?? ""
-          return Option.map(Option.getSuccess(yield* Effect.result(services.value.get(slug))), proxyCapability)
-        })
+      const neededCapability = Effect.fnUntraced(function*(entry: MatrixEntry) {
+        if (!("capability" in entry.rule) || entry.rule.capability === undefined) return Option.none<Capability>()
+        if (entry.rule.capability !== "service") return Option.some(entry.rule.capability)
+        if (Option.isNone(services)) return yield* Effect.die(new Error("The proxy is served without Services"))
+        const slug = (yield* HttpRouter.RouteContext).params["slug"] ?? ""
+        return Option.map(Option.getSuccess(yield* Effect.result(services.value.get(slug))), proxyCapability)
+      })
 
       return AccessControl.of((httpEffect, { endpoint, group }: {
         readonly endpoint: HttpApiEndpoint.Top

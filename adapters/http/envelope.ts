@@ -228,6 +228,18 @@ const hasBody = (request: HttpServerRequest.HttpServerRequest): boolean => {
   return request.headers["transfer-encoding"] !== undefined || (length !== undefined && length !== "0")
 }
 
+/** The body checked (read once here; the endpoint reads the same cached bytes), then the endpoint. Made once, not per request. */
+const readThenRun = Effect.fnUntraced(function*<E, R>(
+  request: HttpServerRequest.HttpServerRequest,
+  app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
+) {
+  if (hasBody(request) && !isOpaqueBody(request)) {
+    const body = bodyRefusal(yield* request.text)
+    if (body !== undefined) return refusalResponse(body)
+  }
+  return yield* app
+})
+
 export const envelopeMiddleware = (options: { readonly bodyLimitBytes?: number } = {}) => {
   const limitBytes = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES
   const maxBodySize = ByteSize.bytes(limitBytes)
@@ -240,14 +252,7 @@ export const envelopeMiddleware = (options: { readonly bodyLimitBytes?: number }
       }
       const target = targetRefusal(request.url)
       if (target !== undefined) return refusalResponse(target)
-      const response = yield* Effect.gen(function*() {
-        if (hasBody(request) && !isOpaqueBody(request)) {
-          // Read once here; the endpoint reads the same cached bytes.
-          const body = bodyRefusal(yield* request.text)
-          if (body !== undefined) return refusalResponse(body)
-        }
-        return yield* app
-      }).pipe(
+      const response = yield* readThenRun(request, app).pipe(
         Effect.provideService(HttpIncomingMessage.MaxBodySize, maxBodySize),
         Effect.catchCause((cause) => fromCause(cause, limitBytes))
       )

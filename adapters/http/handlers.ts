@@ -177,33 +177,37 @@ export const AuthenticationLive = Layer.effect(
     const agents = yield* Agents
     // Dashboard sessions (sessions.ts), where the server has them.
     const sessions = yield* Effect.serviceOption(Sessions)
-    return Authentication.of({
-      bearer: (httpEffect, { credential }) =>
-        Effect.gen(function*() {
-          const request = yield* HttpServerRequest.HttpServerRequest
-          if (Option.isSome(sessions)) {
-            // No Authorization or X-API-Key header: the session cookie, checked for CSRF on changes.
-            const session = yield* cookieSession(sessions.value, request)
-            if (Option.isSome(session)) {
-              const principal = yield* sessionPrincipal(agents, session.value)
-              return yield* Effect.provideService(httpEffect, CurrentPrincipal, principal)
-            }
-          }
-          const bearer = Redacted.value(credential)
-          const key = bearer === "" && request.headers["authorization"] === undefined
-            ? request.headers[API_KEY_HEADER] ?? ""
-            : bearer
-          // Its own span, beside the handler's (not around it); the key is never an attribute.
-          const spans = yield* currentSpans
-          const principal = yield* agents.authenticate(key).pipe(
-            spans.annotateWith((found) => ({ "spendgate.agent_id": found.agent.id })),
-            Effect.mapError(toHttpError),
-            spans.span("Authentication", () => ({
-              attributes: { "spendgate.auth.scheme": bearer === "" && request.headers["authorization"] === undefined ? "x-api-key" : "bearer" }
-            }))
-          )
+    // Made once, not per request (docs/performance.md, "Generators made once").
+    const authenticateBearer = Effect.fnUntraced(function*<A, E, R>(
+      httpEffect: Effect.Effect<A, E, R>,
+      credential: Redacted.Redacted<string>
+    ) {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      if (Option.isSome(sessions)) {
+        // No Authorization or X-API-Key header: the session cookie, checked for CSRF on changes.
+        const session = yield* cookieSession(sessions.value, request)
+        if (Option.isSome(session)) {
+          const principal = yield* sessionPrincipal(agents, session.value)
           return yield* Effect.provideService(httpEffect, CurrentPrincipal, principal)
-        })
+        }
+      }
+      const bearer = Redacted.value(credential)
+      const key = bearer === "" && request.headers["authorization"] === undefined
+        ? request.headers[API_KEY_HEADER] ?? ""
+        : bearer
+      // Its own span, beside the handler's (not around it); the key is never an attribute.
+      const spans = yield* currentSpans
+      const principal = yield* agents.authenticate(key).pipe(
+        spans.annotateWith((found) => ({ "spendgate.agent_id": found.agent.id })),
+        Effect.mapError(toHttpError),
+        spans.span("Authentication", () => ({
+          attributes: { "spendgate.auth.scheme": bearer === "" && request.headers["authorization"] === undefined ? "x-api-key" : "bearer" }
+        }))
+      )
+      return yield* Effect.provideService(httpEffect, CurrentPrincipal, principal)
+    })
+    return Authentication.of({
+      bearer: (httpEffect, { credential }) => authenticateBearer(httpEffect, credential)
     })
   })
 )

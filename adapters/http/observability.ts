@@ -7,7 +7,7 @@ import { createHash, randomUUID, timingSafeEqual } from "node:crypto"
 import { Providers } from "../../src/capabilities/Capabilities.ts"
 import { ProviderHealth } from "../../src/capabilities/ProviderHealth.ts"
 import { metricStep, seriesCache } from "../../src/observability/Metrics.ts"
-import { spansIn } from "../../src/observability/Tracing.ts"
+import { type Spans, spansIn } from "../../src/observability/Tracing.ts"
 import { DatabasePool } from "../sql/DatabasePool.ts"
 import { envelopeResponse } from "./errors.ts"
 
@@ -238,6 +238,60 @@ export interface ObserveOptions {
   readonly accessLog?: boolean | undefined
 }
 
+/** What `observe` knows of a request before running it. */
+interface Observed<E, R> {
+  readonly app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
+  readonly request: HttpServerRequest.HttpServerRequest
+  readonly requestId: string
+  readonly facts: RequestFacts
+  readonly started: number
+  readonly path: string
+  readonly template: string | undefined
+  readonly spans: Spans
+  readonly logsAccess: boolean
+}
+
+/** A request run, measured and logged (a generator made once, not per request: docs/performance.md). */
+const observed = Effect.fnUntraced(function*<E, R>(
+  { app, facts, logsAccess, path, request, requestId, spans, started, template }: Observed<E, R>
+) {
+  // The server writes the answer inside `app`; a pre-response handler is the last word on it.
+  yield* HttpEffect.appendPreResponseHandler((_request, response) =>
+    Effect.succeed(HttpServerResponse.setHeader(withRequestIdInBody(response, requestId), REQUEST_ID_HEADER, requestId))
+  )
+  const exit = yield* Effect.exit(Effect.provideService(app, CurrentRequestFacts, facts))
+  const status = Exit.isSuccess(exit) ? exit.value.status : Cause.hasInterruptsOnly(exit.cause) ? 499 : 500
+  const seconds = (performance.now() - started) / 1000
+  // Unknown paths share one series, so a scan cannot grow the metrics without bound.
+  const metricRoute = template ?? "unmatched"
+  // Both series in one fiber step (Metric.update is a step each).
+  yield* metricStep((current) => {
+    requestsSeries(metricRoute, request.method, status).updateUnsafe(1, current)
+    durationSeries(metricRoute).updateUnsafe(seconds, current)
+  })
+  if (spans.enabled) {
+    yield* spans.annotate({
+      "http.response.status_code": status,
+      ...(facts.agentId === undefined ? {} : { "spendgate.agent_id": facts.agentId })
+    })
+  }
+  if (logsAccess) {
+    const route = template ?? elideIds(path)
+    const durationMs = Math.round(seconds * 100_000) / 100
+    yield* Effect.logInfo(`${request.method} ${route} ${status} ${durationMs}ms`).pipe(
+      Effect.annotateLogs({
+        method: request.method,
+        route,
+        status,
+        durationMs,
+        ...(facts.agentId === undefined ? {} : { agentId: facts.agentId })
+      })
+    )
+  }
+  if (Exit.isFailure(exit)) return yield* Effect.failCause(exit.cause)
+  return exit.value
+})
+
 /**
  * `HttpRouter.serve`'s middleware: request ids, the access log, the HTTP
  * metrics and the request's span.
@@ -267,43 +321,7 @@ export const observe = (options: ObserveOptions) =>
     const spans = spansIn(context)
     const logsAccess = options.accessLog !== false &&
       LogLevel.isGreaterThanOrEqualTo("Info", Context.get(context, References.MinimumLogLevel))
-    return Effect.gen(function*() {
-      // The server writes the answer inside `app`; a pre-response handler is the last word on it.
-      yield* HttpEffect.appendPreResponseHandler((_request, response) =>
-        Effect.succeed(HttpServerResponse.setHeader(withRequestIdInBody(response, requestId), REQUEST_ID_HEADER, requestId))
-      )
-      const exit = yield* Effect.exit(Effect.provideService(app, CurrentRequestFacts, facts))
-      const status = Exit.isSuccess(exit) ? exit.value.status : Cause.hasInterruptsOnly(exit.cause) ? 499 : 500
-      const seconds = (performance.now() - started) / 1000
-      // Unknown paths share one series, so a scan cannot grow the metrics without bound.
-      const metricRoute = template ?? "unmatched"
-      // Both series in one fiber step (Metric.update is a step each).
-      yield* metricStep((current) => {
-        requestsSeries(metricRoute, request.method, status).updateUnsafe(1, current)
-        durationSeries(metricRoute).updateUnsafe(seconds, current)
-      })
-      if (spans.enabled) {
-        yield* spans.annotate({
-          "http.response.status_code": status,
-          ...(facts.agentId === undefined ? {} : { "spendgate.agent_id": facts.agentId })
-        })
-      }
-      if (logsAccess) {
-        const route = template ?? elideIds(path)
-        const durationMs = Math.round(seconds * 100_000) / 100
-        yield* Effect.logInfo(`${request.method} ${route} ${status} ${durationMs}ms`).pipe(
-          Effect.annotateLogs({
-            method: request.method,
-            route,
-            status,
-            durationMs,
-            ...(facts.agentId === undefined ? {} : { agentId: facts.agentId })
-          })
-        )
-      }
-      if (Exit.isFailure(exit)) return yield* Effect.failCause(exit.cause)
-      return exit.value
-    }).pipe(
+    return observed({ app, request, requestId, facts, started, path, template, spans, logsAccess }).pipe(
       Effect.annotateLogs("requestId", requestId),
       spans.span(template === undefined ? request.method : `${request.method} ${template}`, () => {
         const caller = HttpTraceContext.fromHeaders(request.headers)

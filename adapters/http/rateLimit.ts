@@ -102,21 +102,23 @@ export const RateLimitedAuthenticationLive = (options: RateLimitOptions = {}) =>
       const limiter = yield* RateLimiter
 
       // Runs once CurrentPrincipal is known, in place of the endpoint.
-      const limited = <E>(endpoint: Effect.Effect<HttpServerResponse.HttpServerResponse, E, CurrentPrincipal>) =>
-        Effect.gen(function*() {
-          const { agent } = yield* CurrentPrincipal
-          yield* noteAgent(agent.id)
-          const decision = yield* limiter.take(rateLimitKeys(agent, options))
-          if (!decision.allowed) {
-            yield* countRateLimited(decision.scope)
-            return rateLimitedResponse(decision)
-          }
-          const headers = rateLimitHeaders(decision)
-          yield* HttpEffect.appendPreResponseHandler((_request, response) =>
-            Effect.succeed(HttpServerResponse.setHeaders(response, headers))
-          )
-          return yield* endpoint
-        })
+      // (A generator made once, not per request: docs/performance.md, "Generators made once".)
+      const limited = Effect.fnUntraced(function*<E>(
+        endpoint: Effect.Effect<HttpServerResponse.HttpServerResponse, E, CurrentPrincipal>
+      ) {
+        const { agent } = yield* CurrentPrincipal
+        yield* noteAgent(agent.id)
+        const decision = yield* limiter.take(rateLimitKeys(agent, options))
+        if (!decision.allowed) {
+          yield* countRateLimited(decision.scope)
+          return rateLimitedResponse(decision)
+        }
+        const headers = rateLimitHeaders(decision)
+        yield* HttpEffect.appendPreResponseHandler((_request, response) =>
+          Effect.succeed(HttpServerResponse.setHeaders(response, headers))
+        )
+        return yield* endpoint
+      })
 
       return Authentication.of({
         bearer: (endpoint, context) =>

@@ -4,7 +4,7 @@ import { HttpApiBuilder } from "effect/http-api"
 import { microUsdToCents } from "../../src/domain/Money.ts"
 import { callReceipt } from "../../src/wallet/receipt.ts"
 import type { Service, Submission } from "../../src/services/Service.ts"
-import { Services } from "../../src/services/Services.ts"
+import { type ProxyCall, Services } from "../../src/services/Services.ts"
 import { Api } from "./Api.ts"
 import { failAsHttpError, toHttpError } from "./errors.ts"
 import { CurrentPrincipal } from "./middleware.ts"
@@ -69,30 +69,31 @@ export const ServicesHandlers = HttpApiBuilder.group(
   "services",
   Effect.fn(function*(handlers) {
     const services = yield* Services
+    // Made once, not per call (docs/performance.md, "Generators made once").
+    const proxy = Effect.fnUntraced(function*(slug: string, payload: ProxyCall) {
+      const principal = yield* CurrentPrincipal
+      const wantsStream = typeof payload.body === "object" && payload.body !== null &&
+        (payload.body as { stream?: unknown }).stream === true
+      if (wantsStream) {
+        const streamed = yield* services.proxyStream(principal, slug, payload).pipe(Effect.catch(failAsHttpError))
+        return HttpServerResponse.stream(streamed.body, {
+          status: streamed.status,
+          headers: { ...streamed.headers, "cache-control": "no-cache" },
+          contentType: streamed.headers["content-type"] ?? "text/event-stream"
+        })
+      }
+      const result = yield* services.proxy(principal, slug, payload).pipe(Effect.catch(failAsHttpError))
+      return {
+        status: result.response.status,
+        headers: result.response.headers,
+        body: result.response.body,
+        metadata: callReceipt(result.receipt, { provider: slug, model: result.model })
+      }
+    })
     return handlers
       .handle("list", () => Effect.map(services.list, (all) => all.map(serviceSummary)))
       .handle("get", ({ params }) => services.get(params.slug).pipe(Effect.map(serviceDetail), Effect.mapError(toHttpError)))
-      .handle("proxy", ({ params, payload }) =>
-        Effect.gen(function*() {
-          const principal = yield* CurrentPrincipal
-          const wantsStream = typeof payload.body === "object" && payload.body !== null &&
-            (payload.body as { stream?: unknown }).stream === true
-          if (wantsStream) {
-            const streamed = yield* services.proxyStream(principal, params.slug, payload).pipe(Effect.catch(failAsHttpError))
-            return HttpServerResponse.stream(streamed.body, {
-              status: streamed.status,
-              headers: { ...streamed.headers, "cache-control": "no-cache" },
-              contentType: streamed.headers["content-type"] ?? "text/event-stream"
-            })
-          }
-          const result = yield* services.proxy(principal, params.slug, payload).pipe(Effect.catch(failAsHttpError))
-          return {
-            status: result.response.status,
-            headers: result.response.headers,
-            body: result.response.body,
-            metadata: callReceipt(result.receipt, { provider: params.slug, model: result.model })
-          }
-        }))
+      .handle("proxy", ({ params, payload }) => proxy(params.slug, payload))
       .handle("submit", ({ payload }) =>
         Effect.flatMap(CurrentPrincipal, (principal) =>
           services.submit(principal, payload).pipe(Effect.map(submissionJson), Effect.mapError(toHttpError))))

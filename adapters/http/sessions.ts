@@ -219,15 +219,20 @@ export const cookieSession = (
   sessions: Sessions["Service"],
   request: HttpServerRequest.HttpServerRequest
 ): Effect.Effect<Option.Option<Session>, Unauthorized | Forbidden> =>
-  Effect.gen(function*() {
-    if (hasHeaderCredentials(request)) return Option.none()
-    const cookie = request.cookies[SESSION_COOKIE]
-    if (cookie === undefined || cookie === "") return Option.none()
-    const session = yield* sessions.find(cookie)
-    if (Option.isNone(session)) return yield* Effect.fail(sessionExpired())
-    yield* checkCsrf(request, session.value)
-    return session
-  })
+  // A request with a key header (nearly every API call) costs no generator.
+  hasHeaderCredentials(request) ? Effect.succeedNone : sessionOfCookie(sessions, request)
+
+const sessionOfCookie = Effect.fnUntraced(function*(
+  sessions: Sessions["Service"],
+  request: HttpServerRequest.HttpServerRequest
+) {
+  const cookie = request.cookies[SESSION_COOKIE]
+  if (cookie === undefined || cookie === "") return Option.none<Session>()
+  const session = yield* sessions.find(cookie)
+  if (Option.isNone(session)) return yield* Effect.fail(sessionExpired())
+  yield* checkCsrf(request, session.value)
+  return session
+})
 
 /** The principal of an owner or agent session, from its key's hash, checked as the key would be. */
 export const sessionPrincipal = (

@@ -987,49 +987,50 @@ export const makeSqlLedger = (
     })
 
   /** A settle's outcome from a batch: logged when it was not the plain settle it was queued as. Never fails. */
-  const settleOutcome = (item: QueuedSettle, outcome: string): Effect.Effect<void> =>
-    Effect.gen(function*() {
-      if (outcome === "slow") {
-        // The hold was swept as its call's (released) while this settle waited: a late settle.
-        const late = yield* Effect.exit(settleInTransaction(item.input))
-        if (Exit.isFailure(late)) return yield* retryLater(item, late.cause)
-      } else if (outcome !== "Settled") {
-        // Nothing held: an earlier attempt of this settle landed (its answer was lost), or recovery
-        // captured the hold first. The charge the books hold under the receipt's id tells which.
-        const charge = yield* Effect.exit(
-          sql<{ description: string; amount_micro_usd: Int8 }>`
-            SELECT description, amount_micro_usd FROM transactions
-            WHERE id = ${item.input.transactionId} AND account_id = ${item.input.accountId}`
+  const settleOutcome: (item: QueuedSettle, outcome: string) => Effect.Effect<void> = Effect.fnUntraced(function*(
+    item: QueuedSettle,
+    outcome: string
+  ) {
+    if (outcome === "slow") {
+      // The hold was swept as its call's (released) while this settle waited: a late settle.
+      const late = yield* Effect.exit(settleInTransaction(item.input))
+      if (Exit.isFailure(late)) return yield* retryLater(item, late.cause)
+    } else if (outcome !== "Settled") {
+      // Nothing held: an earlier attempt of this settle landed (its answer was lost), or recovery
+      // captured the hold first. The charge the books hold under the receipt's id tells which.
+      const charge = yield* Effect.exit(
+        sql<{ description: string; amount_micro_usd: Int8 }>`
+          SELECT description, amount_micro_usd FROM transactions
+          WHERE id = ${item.input.transactionId} AND account_id = ${item.input.accountId}`
+      )
+      const row = Exit.isSuccess(charge) ? charge.value[0] : undefined
+      if (row !== undefined && row.description === item.input.description) {
+        yield* Effect.logDebug(`Settle of ${item.input.reservationId} had already landed (an earlier attempt's answer was lost)`)
+      } else {
+        yield* Effect.logWarning(
+          `Settle of ${item.input.reservationId} found nothing held (${outcome}): ` +
+            (row !== undefined
+              ? `recovery captured it at its quote first (charged ${big(row.amount_micro_usd)} µUSD)`
+              : "the hold was ended without this settle")
         )
-        const row = Exit.isSuccess(charge) ? charge.value[0] : undefined
-        if (row !== undefined && row.description === item.input.description) {
-          yield* Effect.logDebug(`Settle of ${item.input.reservationId} had already landed (an earlier attempt's answer was lost)`)
-        } else {
-          yield* Effect.logWarning(
-            `Settle of ${item.input.reservationId} found nothing held (${outcome}): ` +
-              (row !== undefined
-                ? `recovery captured it at its quote first (charged ${big(row.amount_micro_usd)} µUSD)`
-                : "the hold was ended without this settle")
-          )
-        }
       }
-      yield* settleDone(item)
-    })
+    }
+    yield* settleDone(item)
+  })
 
   /** Writes settles the writer took, all in one call; on failure each is tried alone, and one that fails again is retried later. */
-  const writeSettles = (batch: ReadonlyArray<QueuedSettle>) =>
-    Effect.gen(function*() {
-      const all = yield* Effect.exit(reserveManyInOneCall([], batch))
-      if (Exit.isSuccess(all)) {
-        for (let i = 0; i < batch.length; i++) yield* settleOutcome(batch[i]!, all.value.settled[i]!)
-        return
-      }
-      for (const item of batch) {
-        const alone = yield* Effect.exit(reserveManyInOneCall([], [item]))
-        if (Exit.isSuccess(alone)) yield* settleOutcome(item, alone.value.settled[0]!)
-        else yield* retryLater(item, alone.cause)
-      }
-    })
+  const writeSettles = Effect.fnUntraced(function*(batch: ReadonlyArray<QueuedSettle>) {
+    const all = yield* Effect.exit(reserveManyInOneCall([], batch))
+    if (Exit.isSuccess(all)) {
+      for (let i = 0; i < batch.length; i++) yield* settleOutcome(batch[i]!, all.value.settled[i]!)
+      return
+    }
+    for (const item of batch) {
+      const alone = yield* Effect.exit(reserveManyInOneCall([], [item]))
+      if (Exit.isSuccess(alone)) yield* settleOutcome(item, alone.value.settled[0]!)
+      else yield* retryLater(item, alone.cause)
+    }
+  })
 
   /**
    * The writer's moment for a reserve to carry the settles: SETTLE_DELAY_MS of real time, cut
@@ -1164,39 +1165,38 @@ export const makeSqlLedger = (
    * The wallets' queued settles ride in the first call; if that call fails,
    * they go back to the writer and the reserves are tried once without them.
    */
-  const decideInOrder = (inputs: ReadonlyArray<ReserveInput>, settles: ReadonlyArray<QueuedSettle>) =>
-    Effect.gen(function*() {
-      // Each step commits on its own: when one fails, the decisions already committed stand and
-      // are handed out; only the failed reserve and those after it fail.
-      const results: Array<ReserveResult> = []
-      let rest = inputs
-      let carried = settles
-      while (rest.length > 0) {
-        let step = yield* Effect.exit(reserveManyInOneCall(rest, carried))
-        if (Exit.isFailure(step) && carried.length > 0) {
-          // Retried by the writer alone from now on (one of them may be what failed the batch).
-          for (const item of carried) item.attempts++
-          enqueueSettles(carried, true)
-          carried = []
-          step = yield* Effect.exit(reserveManyInOneCall(rest))
-        }
-        if (Exit.isFailure(step)) return { results, failure: step.cause }
-        for (let i = 0; i < carried.length; i++) yield* settleOutcome(carried[i]!, step.value.settled[i]!)
+  const decideInOrder = Effect.fnUntraced(function*(inputs: ReadonlyArray<ReserveInput>, settles: ReadonlyArray<QueuedSettle>) {
+    // Each step commits on its own: when one fails, the decisions already committed stand and
+    // are handed out; only the failed reserve and those after it fail.
+    const results: Array<ReserveResult> = []
+    let rest = inputs
+    let carried = settles
+    while (rest.length > 0) {
+      let step = yield* Effect.exit(reserveManyInOneCall(rest, carried))
+      if (Exit.isFailure(step) && carried.length > 0) {
+        // Retried by the writer alone from now on (one of them may be what failed the batch).
+        for (const item of carried) item.attempts++
+        enqueueSettles(carried, true)
         carried = []
-        const held = step.value.held
-        const stop = held.findIndex((h) => h === null)
-        if (stop === -1) {
-          results.push(...(held as Array<ReserveResult>))
-          break
-        }
-        results.push(...(held.slice(0, stop) as Array<ReserveResult>))
-        const general = yield* Effect.exit(Effect.andThen(landed(rest[stop]!.accountId), reserveInTransaction(rest[stop]!)))
-        if (Exit.isFailure(general)) return { results, failure: general.cause }
-        results.push(general.value)
-        rest = rest.slice(stop + 1)
+        step = yield* Effect.exit(reserveManyInOneCall(rest))
       }
-      return { results, failure: undefined }
-    })
+      if (Exit.isFailure(step)) return { results, failure: step.cause }
+      for (let i = 0; i < carried.length; i++) yield* settleOutcome(carried[i]!, step.value.settled[i]!)
+      carried = []
+      const held = step.value.held
+      const stop = held.findIndex((h) => h === null)
+      if (stop === -1) {
+        results.push(...(held as Array<ReserveResult>))
+        break
+      }
+      results.push(...(held.slice(0, stop) as Array<ReserveResult>))
+      const general = yield* Effect.exit(Effect.andThen(landed(rest[stop]!.accountId), reserveInTransaction(rest[stop]!)))
+      if (Exit.isFailure(general)) return { results, failure: general.cause }
+      results.push(general.value)
+      rest = rest.slice(stop + 1)
+    }
+    return { results, failure: undefined }
+  })
 
   /**
    * Group commit of holds, across wallets. Reserves wait in one queue, in
@@ -1292,46 +1292,58 @@ export const makeSqlLedger = (
     return carried
   }
 
+  /** A call of reserves in flight: its leader, what it took, whether it has ended. */
+  interface Flight {
+    readonly leader: Waiter
+    batch: ReadonlyArray<Waiter>
+    accounts: ReadonlyArray<string>
+    ended: boolean
+  }
+
+  const endFlight = (flight: Flight) => {
+    if (flight.ended) return
+    flight.ended = true
+    flights--
+    for (const accountId of flight.accounts) walletsInFlight.delete(accountId)
+    for (const waiter of flight.batch) countReserving(waiter.input.accountId, -1)
+    startFlights()
+  }
+
+  // Made once, not per call (docs/performance.md, "Generators made once").
+  const flightCall = Effect.fnUntraced(function*(flight: Flight) {
+    const leader = flight.leader
+    // The leader's wallet's settles that the writer is writing land first (more reserves join meanwhile).
+    yield* written(leader.input.accountId)
+    flight.batch = takeBatch(leader)
+    const accounts = [...new Set(flight.batch.map((waiter) => waiter.input.accountId))]
+    flight.accounts = accounts
+    // So do the other wallets': the decisions see every settle answered before them.
+    for (const accountId of accounts) yield* written(accountId)
+    // Array.prototype.sort is stable: arrival order stays within each wallet.
+    const ordered = [...flight.batch].sort(byAccount)
+    const { results, failure } = yield* decideInOrder(ordered.map((waiter) => waiter.input), carriedSettles(accounts))
+    endFlight(flight)
+    let own: ReserveResult | undefined
+    for (let i = 0; i < ordered.length; i++) {
+      const waiter = ordered[i]!
+      if (i >= results.length) {
+        if (waiter !== leader) yield* Deferred.failCause(waiter.done, failure!)
+      } else if (waiter === leader) own = results[i]!
+      else yield* Deferred.succeed(waiter.done, { _tag: "Done", result: results[i]! } as const)
+    }
+    return own !== undefined ? own : yield* Effect.failCause(failure!)
+  })
+
   /** The leader's call: its batch decided, the flight ended (the next one started), each reserve told its outcome. */
   const fly = (leader: Waiter) => {
-    let batch: ReadonlyArray<Waiter> = [leader]
-    let accounts: ReadonlyArray<string> = [leader.input.accountId]
-    let ended = false
-    const endFlight = () => {
-      if (ended) return
-      ended = true
-      flights--
-      for (const accountId of accounts) walletsInFlight.delete(accountId)
-      for (const waiter of batch) countReserving(waiter.input.accountId, -1)
-      startFlights()
-    }
-    return Effect.gen(function*() {
-      // The leader's wallet's settles that the writer is writing land first (more reserves join meanwhile).
-      yield* written(leader.input.accountId)
-      batch = takeBatch(leader)
-      accounts = [...new Set(batch.map((waiter) => waiter.input.accountId))]
-      // So do the other wallets': the decisions see every settle answered before them.
-      for (const accountId of accounts) yield* written(accountId)
-      // Array.prototype.sort is stable: arrival order stays within each wallet.
-      const ordered = [...batch].sort(byAccount)
-      const { results, failure } = yield* decideInOrder(ordered.map((waiter) => waiter.input), carriedSettles(accounts))
-      endFlight()
-      let own: ReserveResult | undefined
-      for (let i = 0; i < ordered.length; i++) {
-        const waiter = ordered[i]!
-        if (i >= results.length) {
-          if (waiter !== leader) yield* Deferred.failCause(waiter.done, failure!)
-        } else if (waiter === leader) own = results[i]!
-        else yield* Deferred.succeed(waiter.done, { _tag: "Done", result: results[i]! } as const)
-      }
-      return own !== undefined ? own : yield* Effect.failCause(failure!)
-    }).pipe(
+    const flight: Flight = { leader, batch: [leader], accounts: [leader.input.accountId], ended: false }
+    return flightCall(flight).pipe(
       // Whatever ends the call (a defect included), the flight ends and no reserve of it is left waiting.
       Effect.onExit((exit) =>
         Effect.suspend(() => {
-          endFlight()
+          endFlight(flight)
           if (Exit.isSuccess(exit)) return Effect.void
-          return Effect.forEach(batch, (waiter) => waiter === leader ? Effect.void : Deferred.failCause(waiter.done, exit.cause), {
+          return Effect.forEach(flight.batch, (waiter) => waiter === leader ? Effect.void : Deferred.failCause(waiter.done, exit.cause), {
             discard: true
           })
         })
@@ -1360,6 +1372,18 @@ export const makeSqlLedger = (
       // A leader or waiter that went away would strand the reserves queued behind it.
       Effect.uninterruptible
     )
+
+  /** A reserve: on its own when decided on a snapshot, otherwise with others in one call (made once, not per call). */
+  const reserveAny = Effect.fnUntraced(function*(input: ReserveInput) {
+    if (input.standardRules !== true || input.quote !== undefined) {
+      // Decided on a snapshot: the wallet's settles answered before it are in it.
+      yield* landed(input.accountId)
+      return yield* reserveInTransaction(input)
+    }
+    // A refusal (with its events and, for velocity, the kill) or a hold that fires an
+    // event is decided again, and recorded, by the general path under its own lock.
+    return yield* reserveCoalesced(input)
+  })
 
   /**
    * Settle in one round trip: `spendgate_settle` (migration 0014) locks the
@@ -1484,17 +1508,7 @@ export const makeSqlLedger = (
         Effect.orDie
       ),
 
-    reserve: (input) =>
-      Effect.gen(function*() {
-        if (input.standardRules !== true || input.quote !== undefined) {
-          // Decided on a snapshot: the wallet's settles answered before it are in it.
-          yield* landed(input.accountId)
-          return yield* reserveInTransaction(input)
-        }
-        // A refusal (with its events and, for velocity, the kill) or a hold that fires an
-        // event is decided again, and recorded, by the general path under its own lock.
-        return yield* reserveCoalesced(input)
-      }).pipe(Effect.orDie),
+    reserve: (input) => Effect.orDie(reserveAny(input)),
 
     settle: (input) => Effect.orDie(settleAny(input)),
 

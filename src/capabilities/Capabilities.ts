@@ -159,6 +159,62 @@ export class Capabilities extends Context.Service<Capabilities, {
           ? summary(capability as Capability)
           : Effect.fail(new NotFound({ resource: `Capability ${capability.slice(0, 64)}` }))
 
+      /** A provider's run, as the spend pipeline calls it; the model it names goes into `found`. */
+      const runProvider = Effect.fnUntraced(function*<C extends BuiltCapability>(
+        provider: Provider<C>,
+        input: CapabilityIO[C]["input"],
+        quote: Quote,
+        found: { model: string | undefined }
+      ) {
+        if (!(yield* health.admit(provider.name))) {
+          return yield* new ProviderFailure({ provider: provider.name, reason: "unavailable", message: "circuit open" })
+        }
+        const started = yield* Clock.currentTimeMillis
+        const exit = yield* Effect.exit(provider.run(input, quote))
+        const latencyMs = (yield* Clock.currentTimeMillis) - started
+        if (Exit.isSuccess(exit)) {
+          yield* health.record(provider.name, { ok: true, latencyMs })
+          const metered: Metered<CapabilityIO[C]["output"]> = exit.value
+          found.model = metered.model ?? found.model
+          return { value: metered.output, actualMicroUsd: metered.actualMicroUsd }
+        }
+        const failure = Option.getOrUndefined(Exit.findErrorOption(exit))
+        if (failure === undefined) {
+          yield* health.abandon(provider.name)
+          return yield* Effect.failCause(exit.cause)
+        }
+        // A URL refused mid-flight is the caller's, not the provider's, fault.
+        if (failure.reason !== "blocked") {
+          yield* health.record(provider.name, { ok: false, latencyMs, error: `${failure.reason}: ${failure.message}` })
+        } else {
+          yield* health.abandon(provider.name)
+        }
+        return yield* Effect.fail(failure)
+      })
+
+      // Made once, not per call (docs/performance.md, "Generators made once").
+      const runOneMade = Effect.fnUntraced(function*<C extends BuiltCapability>(
+        principal: Principal,
+        capability: C,
+        provider: Provider<C>,
+        input: CapabilityIO[C]["input"],
+        quote: Quote,
+        bound: Bound | undefined
+      ) {
+        const found = { model: quote.model }
+        const run = runProvider(provider, input, quote, found).pipe(Effect.onInterrupt(() => health.abandon(provider.name)))
+        const request = {
+          capability,
+          provider: provider.name,
+          quotedMicroUsd: bound?.quotedMicroUsd ?? quote.microUsd,
+          description: descriptionOf(capability, provider.name, quote),
+          run
+        }
+        const { value, receipt } = bound === undefined
+          ? yield* spend.spend(principal, request)
+          : yield* spend.spendQuoted(principal, { ...request, quote: bound.claim })
+        return { data: value, receipt, provider: provider.name, model: found.model }
+      })
       const runOne = <C extends BuiltCapability>(
         principal: Principal,
         capability: C,
@@ -167,48 +223,7 @@ export class Capabilities extends Context.Service<Capabilities, {
         quote: Quote,
         /** A binding quote: the hold is its price, and it is used up with the hold. */
         bound?: Bound
-      ) =>
-        Effect.gen(function*() {
-          let latencyMs = 0
-          let model: string | undefined = quote.model
-          const run = Effect.gen(function*() {
-            if (!(yield* health.admit(provider.name))) {
-              return yield* new ProviderFailure({ provider: provider.name, reason: "unavailable", message: "circuit open" })
-            }
-            const started = yield* Clock.currentTimeMillis
-            const exit = yield* Effect.exit(provider.run(input, quote))
-            latencyMs = (yield* Clock.currentTimeMillis) - started
-            if (Exit.isSuccess(exit)) {
-              yield* health.record(provider.name, { ok: true, latencyMs })
-              const metered: Metered<CapabilityIO[C]["output"]> = exit.value
-              model = metered.model ?? model
-              return { value: metered.output, actualMicroUsd: metered.actualMicroUsd }
-            }
-            const failure = Option.getOrUndefined(Exit.findErrorOption(exit))
-            if (failure === undefined) {
-              yield* health.abandon(provider.name)
-              return yield* Effect.failCause(exit.cause)
-            }
-            // A URL refused mid-flight is the caller's, not the provider's, fault.
-            if (failure.reason !== "blocked") {
-              yield* health.record(provider.name, { ok: false, latencyMs, error: `${failure.reason}: ${failure.message}` })
-            } else {
-              yield* health.abandon(provider.name)
-            }
-            return yield* Effect.fail(failure)
-          }).pipe(Effect.onInterrupt(() => health.abandon(provider.name)))
-          const request = {
-            capability,
-            provider: provider.name,
-            quotedMicroUsd: bound?.quotedMicroUsd ?? quote.microUsd,
-            description: descriptionOf(capability, provider.name, quote),
-            run
-          }
-          const { value, receipt } = bound === undefined
-            ? yield* spend.spend(principal, request)
-            : yield* spend.spendQuoted(principal, { ...request, quote: bound.claim })
-          return { data: value, receipt, provider: provider.name, model }
-        })
+      ) => runOneMade(principal, capability, provider, input, quote, bound)
 
       /**
        * The "choose provider and quote" step, shared by execute and estimate:
@@ -217,59 +232,63 @@ export class Capabilities extends Context.Service<Capabilities, {
        * healthy first and cheapest first. Execute tries them in this order,
        * so the first is the one it would run (and estimate reports).
        */
+      // Made once, not per call (docs/performance.md, "Generators made once").
+      const chooseMade = Effect.fnUntraced(function*<C extends BuiltCapability>(
+        capability: C,
+        input: CapabilityIO[C]["input"]
+      ) {
+        const configured = providersFor(capability) as ReadonlyArray<Provider<C>>
+        const pinned = pinnedOf(input)
+        let candidates: ReadonlyArray<Provider<C>> = configured
+        if (pinned !== undefined) {
+          const found = configured.find((p) => p.name === pinned)
+          if (found === undefined) return yield* new NotFound({ resource: `Provider ${pinned.slice(0, 64)} for ${capability}` })
+          candidates = [found]
+        }
+        // Never run where the provider itself said it cannot work (e.g. no bubblewrap for the sandbox).
+        candidates = candidates.filter(usable)
+        if (candidates.length === 0) return yield* Effect.fail(new NoProvider({ capability }))
+
+        // Addresses chosen by the caller are checked before anything is held.
+        const url = (input as { readonly url?: string | undefined }).url
+        if (url !== undefined && Option.isSome(outbound)) yield* outbound.value.check(url)
+
+        const quoted: Array<{ readonly provider: Provider<C>; readonly quote: Quote; readonly healthy: boolean }> = []
+        let firstRefusal: NotFound | ModelNotPriced | ValidationError | undefined
+        for (const provider of candidates) {
+          const quote = provider.quote(input)
+          if (Result.isFailure(quote)) {
+            firstRefusal ??= quote.failure
+            continue
+          }
+          quoted.push({ provider, quote: quote.success, healthy: yield* health.isHealthy(provider.name) })
+        }
+        if (quoted.length === 0) {
+          // No provider's card prices the model: unpinned, the refusal names no one provider.
+          if (pinned === undefined && firstRefusal instanceof ModelNotPriced) {
+            return yield* new ModelNotPriced({ model: firstRefusal.model })
+          }
+          return yield* Effect.fail(firstRefusal!)
+        }
+        const ordered = pinned !== undefined
+          ? quoted
+          : [...quoted].sort((a, b) =>
+            a.healthy !== b.healthy
+              ? (a.healthy ? -1 : 1)
+              : a.quote.microUsd < b.quote.microUsd
+              ? -1
+              : a.quote.microUsd > b.quote.microUsd
+              ? 1
+              : 0
+          )
+        if (pinned === undefined && !ordered.some((o) => o.healthy)) return yield* Effect.fail(new NoProvider({ capability }))
+        return { pinned, ordered }
+
+      })
       const choose = <C extends BuiltCapability>(
         capability: C,
         input: CapabilityIO[C]["input"]
-      ): Effect.Effect<Choice<C>, NotFound | ModelNotPriced | ValidationError | UnsafeUrl | NoProvider> =>
-        Effect.gen(function*() {
-          const configured = providersFor(capability) as ReadonlyArray<Provider<C>>
-          const pinned = pinnedOf(input)
-          let candidates: ReadonlyArray<Provider<C>> = configured
-          if (pinned !== undefined) {
-            const found = configured.find((p) => p.name === pinned)
-            if (found === undefined) return yield* new NotFound({ resource: `Provider ${pinned.slice(0, 64)} for ${capability}` })
-            candidates = [found]
-          }
-          // Never run where the provider itself said it cannot work (e.g. no bubblewrap for the sandbox).
-          candidates = candidates.filter(usable)
-          if (candidates.length === 0) return yield* Effect.fail(new NoProvider({ capability }))
-
-          // Addresses chosen by the caller are checked before anything is held.
-          const url = (input as { readonly url?: string | undefined }).url
-          if (url !== undefined && Option.isSome(outbound)) yield* outbound.value.check(url)
-
-          const quoted: Array<{ readonly provider: Provider<C>; readonly quote: Quote; readonly healthy: boolean }> = []
-          let firstRefusal: NotFound | ModelNotPriced | ValidationError | undefined
-          for (const provider of candidates) {
-            const quote = provider.quote(input)
-            if (Result.isFailure(quote)) {
-              firstRefusal ??= quote.failure
-              continue
-            }
-            quoted.push({ provider, quote: quote.success, healthy: yield* health.isHealthy(provider.name) })
-          }
-          if (quoted.length === 0) {
-            // No provider's card prices the model: unpinned, the refusal names no one provider.
-            if (pinned === undefined && firstRefusal instanceof ModelNotPriced) {
-              return yield* new ModelNotPriced({ model: firstRefusal.model })
-            }
-            return yield* Effect.fail(firstRefusal!)
-          }
-          const ordered = pinned !== undefined
-            ? quoted
-            : [...quoted].sort((a, b) =>
-              a.healthy !== b.healthy
-                ? (a.healthy ? -1 : 1)
-                : a.quote.microUsd < b.quote.microUsd
-                ? -1
-                : a.quote.microUsd > b.quote.microUsd
-                ? 1
-                : 0
-            )
-          if (pinned === undefined && !ordered.some((o) => o.healthy)) return yield* Effect.fail(new NoProvider({ capability }))
-          return { pinned, ordered }
-
-        })
+      ): Effect.Effect<Choice<C>, NotFound | ModelNotPriced | ValidationError | UnsafeUrl | NoProvider> => chooseMade(capability, input)
 
       /** A provider failure on a URL the caller chose is the caller's: 400, as a refused URL. */
       const blockedAsValidation = (error: ProviderFailure) =>
@@ -294,54 +313,65 @@ export class Capabilities extends Context.Service<Capabilities, {
           )
         )
 
+      // Made once, not per call (docs/performance.md, "Generators made once").
+      const executeMade = Effect.fnUntraced(function*<C extends BuiltCapability>(
+        principal: Principal,
+        capability: C,
+        input: CapabilityIO[C]["input"],
+        options?: ExecuteOptions
+      ) {
+        if (options?.quoteId !== undefined) return yield* quoted.execute(principal, capability, input, options.quoteId)
+        const { pinned, ordered } = yield* choose(capability, input)
+        let lastFailure: ProviderFailure | undefined
+        for (const { provider, quote, healthy } of ordered) {
+          if (!healthy && pinned === undefined) continue
+          const attempt = yield* Effect.exit(runOne(principal, capability, provider, input, quote))
+          if (Exit.isSuccess(attempt)) return attempt.value
+          const error = Option.getOrUndefined(Exit.findErrorOption(attempt))
+          if (!(error instanceof ProviderFailure)) return yield* Effect.failCause(attempt.cause)
+          if (error.reason === "blocked") return yield* Effect.fail(blockedAsValidation(error))
+          lastFailure = error
+        }
+        return yield* Effect.fail(
+          lastFailure ?? new ProviderFailure({ provider: ordered[0]!.provider.name, reason: "unavailable", message: "no provider answered" })
+        )
+      })
       const execute = <C extends BuiltCapability>(
         principal: Principal,
         capability: C,
         input: CapabilityIO[C]["input"],
         options?: ExecuteOptions
-      ): Effect.Effect<ExecutionResult<CapabilityIO[C]["output"]>, ExecuteError> =>
-        Effect.gen(function*() {
-          if (options?.quoteId !== undefined) return yield* quoted.execute(principal, capability, input, options.quoteId)
-          const { pinned, ordered } = yield* choose(capability, input)
-          let lastFailure: ProviderFailure | undefined
-          for (const { provider, quote, healthy } of ordered) {
-            if (!healthy && pinned === undefined) continue
-            const attempt = yield* Effect.exit(runOne(principal, capability, provider, input, quote))
-            if (Exit.isSuccess(attempt)) return attempt.value
-            const error = Option.getOrUndefined(Exit.findErrorOption(attempt))
-            if (!(error instanceof ProviderFailure)) return yield* Effect.failCause(attempt.cause)
-            if (error.reason === "blocked") return yield* Effect.fail(blockedAsValidation(error))
-            lastFailure = error
-          }
-          return yield* Effect.fail(
-            lastFailure ?? new ProviderFailure({ provider: ordered[0]!.provider.name, reason: "unavailable", message: "no provider answered" })
-          )
-        })
+      ): Effect.Effect<ExecutionResult<CapabilityIO[C]["output"]>, ExecuteError> => executeMade(principal, capability, input, options)
 
+      // Made once, not per call (docs/performance.md, "Generators made once").
+      const estimateMade = Effect.fnUntraced(function*<C extends BuiltCapability>(
+        principal: Principal,
+        capability: C,
+        input: CapabilityIO[C]["input"]
+      ) {
+        const { ordered } = yield* choose(capability, input)
+        const { provider, quote } = ordered[0]!
+        const { decision, remainingThisHourMicroUsd, remainingThisMonthMicroUsd, remainingTodayMicroUsd } = yield* spend.estimate(
+          principal,
+          capability,
+          quote.microUsd
+        )
+        return {
+          capability,
+          provider: provider.name,
+          model: quote.model,
+          quotedMicroUsd: quote.microUsd,
+          refusal: Result.isFailure(decision) ? decision.failure : null,
+          remainingTodayMicroUsd,
+          remainingThisMonthMicroUsd,
+          remainingThisHourMicroUsd
+        } satisfies Estimate
+      })
       const estimate = <C extends BuiltCapability>(
         principal: Principal,
         capability: C,
         input: CapabilityIO[C]["input"]
-      ): Effect.Effect<Estimate, EstimateError> =>
-        Effect.gen(function*() {
-          const { ordered } = yield* choose(capability, input)
-          const { provider, quote } = ordered[0]!
-          const { decision, remainingThisHourMicroUsd, remainingThisMonthMicroUsd, remainingTodayMicroUsd } = yield* spend.estimate(
-            principal,
-            capability,
-            quote.microUsd
-          )
-          return {
-            capability,
-            provider: provider.name,
-            model: quote.model,
-            quotedMicroUsd: quote.microUsd,
-            refusal: Result.isFailure(decision) ? decision.failure : null,
-            remainingTodayMicroUsd,
-            remainingThisMonthMicroUsd,
-            remainingThisHourMicroUsd
-          } satisfies Estimate
-        })
+      ): Effect.Effect<Estimate, EstimateError> => estimateMade(principal, capability, input)
 
       const quoted = quotedCalls({
         store,

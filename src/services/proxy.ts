@@ -66,23 +66,22 @@ export const filterRequestHeaders = (headers: Readonly<Record<string, string>> |
   Object.fromEntries(Object.entries(headers ?? {}).map(([k, v]) => [k.toLowerCase(), v] as const).filter(([k]) => isForwardable(k)))
 
 /** The service, endpoint price and quote of a call, or why it cannot be made. */
-export const resolveCall = (catalogue: Catalogue, slug: string, call: ProxyCall) =>
-  Effect.gen(function*() {
-    const service = yield* catalogue.get(slug)
-    const endpoint = service.endpoints.find((e) => e.method === call.method && e.path === call.path)
-    if (endpoint === undefined) {
-      return yield* new NotFound({ resource: `Endpoint ${call.method} ${call.path.slice(0, 100)} of ${slug}` })
-    }
-    if (endpoint.price === null) {
-      return yield* new ValidationError({
-        message: "This endpoint has no price, so it cannot be called through the proxy",
-        issues: [{ path: "path", message: "unpriced endpoint" }]
-      })
-    }
-    const quoted = quoteProxy(endpoint.price, call.body, slug)
-    if (Result.isFailure(quoted)) return yield* Effect.fail(quoted.failure)
-    return { service, quote: quoted.success }
-  })
+export const resolveCall = Effect.fnUntraced(function*(catalogue: Catalogue, slug: string, call: ProxyCall) {
+  const service = yield* catalogue.get(slug)
+  const endpoint = service.endpoints.find((e) => e.method === call.method && e.path === call.path)
+  if (endpoint === undefined) {
+    return yield* new NotFound({ resource: `Endpoint ${call.method} ${call.path.slice(0, 100)} of ${slug}` })
+  }
+  if (endpoint.price === null) {
+    return yield* new ValidationError({
+      message: "This endpoint has no price, so it cannot be called through the proxy",
+      issues: [{ path: "path", message: "unpriced endpoint" }]
+    })
+  }
+  const quoted = quoteProxy(endpoint.price, call.body, slug)
+  if (Result.isFailure(quoted)) return yield* Effect.fail(quoted.failure)
+  return { service, quote: quoted.success }
+})
 
 /** What is sent to the service: the caller's call with forwardable headers and the quoted body. */
 export const upstreamRequest = (call: ProxyCall, quote: ProxyQuote) => ({
@@ -92,6 +91,7 @@ export const upstreamRequest = (call: ProxyCall, quote: ProxyQuote) => ({
   headers: filterRequestHeaders(call.headers),
   body: quote.body
 })
+type UpstreamRequest = ReturnType<typeof upstreamRequest>
 
 /** A refused address found while calling is the caller's problem, not the provider's. */
 export const blockedAsFailure = (service: Service) => (error: ProviderFailure | UnsafeUrl): ProviderFailure =>
@@ -120,44 +120,49 @@ export const makeProxy = (deps: {
   readonly spend: Spend["Service"]
   /** Pays the challenges of L402 services (absent: their 402 is the answer). */
   readonly l402?: L402Payments["Service"] | undefined
-}) =>
-(principal: Principal, slug: string, call: ProxyCall): Effect.Effect<ProxyResult, ProxyError> =>
-  Effect.gen(function*() {
-    const { catalogue, transport, spend, l402 } = deps
+}): (principal: Principal, slug: string, call: ProxyCall) => Effect.Effect<ProxyResult, ProxyError> => {
+  const { catalogue, transport, spend, l402 } = deps
+  const send = (service: Service, request: UpstreamRequest, authorization: string | undefined) =>
+    transport.send(service, authorization === undefined ? request : { ...request, headers: { ...request.headers, authorization } })
+      .pipe(Effect.mapError(blockedAsFailure(service)))
+  /**
+   * An L402 service: the cached token goes with the request; a 402 with a
+   * challenge is paid (its own charge, capability `pay`) and the request
+   * sent again with the new token, once.
+   */
+  const paidExchange = Effect.fnUntraced(function*(
+    payments: L402Payments["Service"],
+    principal: Principal,
+    service: Service,
+    request: UpstreamRequest,
+    target: URL,
+    maxSats: number
+  ) {
+    const accountId = principal.agent.accountId
+    const cached = payments.tokenFor(accountId, target)
+    const first = yield* send(service, request, cached)
+    if (first.status !== 402) return first
+    if (cached !== undefined) payments.forgetToken(accountId, target)
+    const paid = yield* payments.payChallenge(principal, target, first.headers["www-authenticate"], maxSats)
+    if (paid === undefined) return first
+    const retried = yield* send(service, request, paid.authorization)
+    if (retried.status === 402) payments.forgetToken(accountId, target)
+    return retried
+  })
+  // Generators made once, not per call (docs/performance.md, "Generators made once").
+  return Effect.fnUntraced(function*(principal: Principal, slug: string, call: ProxyCall) {
     const { service, quote } = yield* resolveCall(catalogue, slug, call)
     const request = upstreamRequest(call, quote)
-    const accountId = principal.agent.accountId
-    const target = new URL(service.baseUrl.replace(/\/+$/, "") + call.path)
-    const payable = service.l402 === true && l402 !== undefined
-    /**
-     * An L402 service: the cached token goes with the request; a 402 with a
-     * challenge is paid (its own charge, capability `pay`) and the request
-     * sent again with the new token, once.
-     */
-    const exchange: Effect.Effect<ProxyResponse, ProxyError> = Effect.gen(function*() {
-      const send = (authorization: string | undefined) =>
-        transport.send(service, authorization === undefined ? request : { ...request, headers: { ...request.headers, authorization } })
-          .pipe(Effect.mapError(blockedAsFailure(service)))
-      if (!payable) return yield* send(undefined)
-      const cached = l402.tokenFor(accountId, target)
-      const first = yield* send(cached)
-      if (first.status !== 402) return first
-      if (cached !== undefined) l402.forgetToken(accountId, target)
-      const paid = yield* l402.payChallenge(principal, target, first.headers["www-authenticate"], call.maxSats ?? PROXY_MAX_SATS)
-      if (paid === undefined) return first
-      const retried = yield* send(paid.authorization)
-      if (retried.status === 402) l402.forgetToken(accountId, target)
-      return retried
-    })
-    const run: Effect.Effect<{ readonly value: ProxyResponse; readonly actualMicroUsd: bigint }, ProxyError> = Effect.gen(
-      function*() {
-        const answer = yield* exchange
-        if (answer.status >= 500) {
-          return yield* new ProviderFailure({ provider: service.slug, reason: "unavailable", message: `answered ${answer.status}` })
-        }
-        // A refusal by the upstream (4xx) did no billable work: nothing is charged.
-        return { value: answer, actualMicroUsd: answer.status >= 400 ? 0n : quote.meter(answer) }
-      }
+    const exchange: Effect.Effect<ProxyResponse, ProxyError> = service.l402 === true && l402 !== undefined
+      ? paidExchange(l402, principal, service, request, new URL(service.baseUrl.replace(/\/+$/, "") + call.path), call.maxSats ?? PROXY_MAX_SATS)
+      : Effect.suspend(() => send(service, request, undefined))
+    const run: Effect.Effect<{ readonly value: ProxyResponse; readonly actualMicroUsd: bigint }, ProxyError> = Effect.flatMap(
+      exchange,
+      (answer) =>
+        answer.status >= 500
+          ? Effect.fail(new ProviderFailure({ provider: service.slug, reason: "unavailable", message: `answered ${answer.status}` }))
+          // A refusal by the upstream (4xx) did no billable work: nothing is charged.
+          : Effect.succeed({ value: answer, actualMicroUsd: answer.status >= 400 ? 0n : quote.meter(answer) })
     )
     const spent = yield* Effect.mapError(
       spend.spend(principal, {
@@ -171,3 +176,4 @@ export const makeProxy = (deps: {
     )
     return { response: spent.value, receipt: spent.receipt, model: quote.model }
   })
+}

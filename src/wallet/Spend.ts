@@ -194,221 +194,227 @@ export class Spend extends Context.Service<Spend, {
         /** Reservations whose settle is queued in the store (`settleLater`) and has not landed yet. */
         const settling = new Set<string>()
 
-        const spendQuoted = <A, E, R>(principal: Principal, request: SpendRequest<A, E, R>) =>
-          Effect.uninterruptibleMask((restore) =>
-            Effect.gen(function*() {
-              const agent = principal.agent
-              // The spans of the pipeline (Effect's own tracing; exported when the host configures an exporter):
-              // names, ids and amounts only, never an input, an answer or a key.
-              // Made only when spans are recorded: a host that exports none has tracing off, and then the
-              // pipeline neither builds nor annotates a span (src/observability/Tracing.ts).
-              const spans = yield* currentSpans
-              const spanAttributes = () => ({
-                "spendgate.capability": request.capability,
-                "spendgate.provider": request.provider,
-                "spendgate.agent_id": agent.id
-              })
-              // Quotes are never negative: a negative one is a bug, refused here as a defect.
-              const quotedMicroUsd = MicroUsd.make(request.quotedMicroUsd)
-              const rate = Option.getOrNull(yield* rates.current)
-              const reservedAt = yield* now
-              const reserved = yield* store.reserve({
-                reservationId: newReservationId(),
-                auditId: newAuditId(),
-                accountId: agent.accountId,
-                agentId: agent.id,
-                capability: request.capability,
-                provider: request.provider,
-                quotedMicroUsd,
-                rate,
-                day: utcDay(reservedAt),
-                now: reservedAt,
-                expiresAt: new Date(reservedAt.getTime() + holdTtlMs),
-                decide: (snapshot) => planHold(snapshot, request.capability, quotedMicroUsd, rate?.rate ?? null),
-                standardRules: true,
-                quote: request.quote
-              }).pipe(
-                spans.annotateWith((result) =>
-                  Result.isFailure(result)
-                    ? { "spendgate.refusal": result.failure.code }
-                    : { "spendgate.reservation_id": result.success.id }
-                ),
-                spans.span("Spend.reserve", () => ({
-                  attributes: { ...spanAttributes(), "spendgate.quoted_micro_usd": Number(quotedMicroUsd) }
-                }))
-              )
-              if (Result.isFailure(reserved)) {
-                yield* Metrics.countSpendRefusal(reserved.failure.code)
-                return yield* Effect.fail(reserved.failure)
-              }
-              const reservation = reserved.success
-              running.add(reservation.id)
-              yield* Metrics.holdTaken
-              request.onHeld?.(reservation.id)
+        // The generator is made once, not per call: a fresh generator function costs V8 a new
+        // prototype and object shape on every call (docs/performance.md, "Generators made once").
+        const spendQuotedIn = Effect.fnUntraced(function*<A, E, R>(
+          principal: Principal,
+          request: SpendRequest<A, E, R>,
+          restore: <X, Y, Z>(effect: Effect.Effect<X, Y, Z>) => Effect.Effect<X, Y, Z>
+        ) {
+            const agent = principal.agent
+            // The spans of the pipeline (Effect's own tracing; exported when the host configures an exporter):
+            // names, ids and amounts only, never an input, an answer or a key.
+            // Made only when spans are recorded: a host that exports none has tracing off, and then the
+            // pipeline neither builds nor annotates a span (src/observability/Tracing.ts).
+            const spans = yield* currentSpans
+            const spanAttributes = () => ({
+              "spendgate.capability": request.capability,
+              "spendgate.provider": request.provider,
+              "spendgate.agent_id": agent.id
+            })
+            // Quotes are never negative: a negative one is a bug, refused here as a defect.
+            const quotedMicroUsd = MicroUsd.make(request.quotedMicroUsd)
+            const rate = Option.getOrNull(yield* rates.current)
+            const reservedAt = yield* now
+            const reserved = yield* store.reserve({
+              reservationId: newReservationId(),
+              auditId: newAuditId(),
+              accountId: agent.accountId,
+              agentId: agent.id,
+              capability: request.capability,
+              provider: request.provider,
+              quotedMicroUsd,
+              rate,
+              day: utcDay(reservedAt),
+              now: reservedAt,
+              expiresAt: new Date(reservedAt.getTime() + holdTtlMs),
+              decide: (snapshot) => planHold(snapshot, request.capability, quotedMicroUsd, rate?.rate ?? null),
+              standardRules: true,
+              quote: request.quote
+            }).pipe(
+              spans.annotateWith((result) =>
+                Result.isFailure(result)
+                  ? { "spendgate.refusal": result.failure.code }
+                  : { "spendgate.reservation_id": result.success.id }
+              ),
+              spans.span("Spend.reserve", () => ({
+                attributes: { ...spanAttributes(), "spendgate.quoted_micro_usd": Number(quotedMicroUsd) }
+              }))
+            )
+            if (Result.isFailure(reserved)) {
+              yield* Metrics.countSpendRefusal(reserved.failure.code)
+              return yield* Effect.fail(reserved.failure)
+            }
+            const reservation = reserved.success
+            running.add(reservation.id)
+            yield* Metrics.holdTaken
+            request.onHeld?.(reservation.id)
 
-              const callStartedMs = yield* Clock.currentTimeMillis
-              const exit = yield* Effect.exit(restore(request.run).pipe(
-                spans.annotateWith((done) => ({ "spendgate.actual_micro_usd": Number(done.actualMicroUsd) })),
-                spans.span("Spend.upstream", () => ({ kind: "client", attributes: spanAttributes() }))
-              ))
-              const callEndedMs = yield* Clock.currentTimeMillis
-              const latencyMs = callEndedMs - callStartedMs
-              if (Exit.isFailure(exit) && request.keepHold?.(exit.cause) === true) {
-                running.delete(reservation.id)
-                // Left to whoever resolves it (resolveHeld): no longer a hold of a call in flight.
-                yield* Metrics.holdEnded
-                yield* Effect.logWarning(`Reservation ${reservation.id} (${request.provider}) kept held: outcome unknown`)
-                return yield* Effect.failCause(exit.cause)
-              }
-              if (Exit.isFailure(exit)) {
-                const reason = Cause.hasInterruptsOnly(exit.cause) ? "interrupted" : "upstream failed"
-                yield* store.release({
-                  reservationId: reservation.id,
-                  accountId: agent.accountId,
-                  auditId: newAuditId(),
-                  reason,
-                  now: yield* now
-                }).pipe(
-                  spans.span("Spend.release", () => ({ attributes: { ...spanAttributes(), "spendgate.release_reason": reason } })),
-                  // Still `running` until the release has landed (and if it never does, this process's
-                  // sweep releases the hold at its expiry): recovery must never charge a failed call.
-                  Effect.tap(() => Effect.sync(() => running.delete(reservation.id))),
-                  Effect.ensuring(Metrics.holdEnded)
-                )
-                return yield* Effect.failCause(exit.cause)
-              }
-
-              const settledAt = new Date(callEndedMs)
-              const settleInput: SettleInput = {
+            const callStartedMs = yield* Clock.currentTimeMillis
+            const exit = yield* Effect.exit(restore(request.run).pipe(
+              spans.annotateWith((done) => ({ "spendgate.actual_micro_usd": Number(done.actualMicroUsd) })),
+              spans.span("Spend.upstream", () => ({ kind: "client", attributes: spanAttributes() }))
+            ))
+            const callEndedMs = yield* Clock.currentTimeMillis
+            const latencyMs = callEndedMs - callStartedMs
+            if (Exit.isFailure(exit) && request.keepHold?.(exit.cause) === true) {
+              running.delete(reservation.id)
+              // Left to whoever resolves it (resolveHeld): no longer a hold of a call in flight.
+              yield* Metrics.holdEnded
+              yield* Effect.logWarning(`Reservation ${reservation.id} (${request.provider}) kept held: outcome unknown`)
+              return yield* Effect.failCause(exit.cause)
+            }
+            if (Exit.isFailure(exit)) {
+              const reason = Cause.hasInterruptsOnly(exit.cause) ? "interrupted" : "upstream failed"
+              yield* store.release({
                 reservationId: reservation.id,
                 accountId: agent.accountId,
-                actualMicroUsd: exit.value.actualMicroUsd,
-                // The ids recovery would use too (settleIdsOf): what the receipt names always exists.
-                ...settleIdsOf(reservation.id),
-                description: request.description,
-                now: settledAt,
-                plan: (held) => planSettle(held, exit.value.actualMicroUsd),
-                standardRules: true,
-                // The call outlived its hold and the sweep returned it: charge again or record what is owed.
-                planLate: (swept, snapshot) => planLateSettle(swept, exit.value.actualMicroUsd, snapshot)
-              }
-              const walletAfterHold = reservation.walletAfterHold
-              if (
-                store.settleLater !== undefined && walletAfterHold !== undefined && request.keepHold === undefined &&
-                settledAt.getTime() + DEFER_MARGIN_MS < reservation.expiresAt.getTime()
-              ) {
-                // Off the caller's path: the store commits it right after (batched); the receipt is
-                // what planSettle makes of the hold, the same rule the store applies.
-                const plan = planSettle(reservation, exit.value.actualMicroUsd)
-                // Until the settle lands the sweep leaves the hold alone (`settling`): it lands as the
-                // receipt says, however late.
-                settling.add(reservation.id)
-                running.delete(reservation.id)
-                yield* store.settleLater({ ...settleInput, onLanded: () => settling.delete(reservation.id) }).pipe(
-                  spans.span("Spend.settle", () => ({
-                    attributes: {
-                      ...spanAttributes(),
-                      "spendgate.reservation_id": reservation.id,
-                      "spendgate.outcome": "queued",
-                      "spendgate.charged_micro_usd": Number(plan.chargedMicroUsd),
-                      "spendgate.transaction_id": settleInput.transactionId
-                    }
-                  }))
-                )
-                yield* Metrics.countSettledCharge(request.capability, request.provider, plan.chargedMicroUsd)
-                return {
-                  value: exit.value.value,
-                  receipt: receiptOf(request.quotedMicroUsd, request.provider, rate?.rate ?? null, reservation, plan,
-                    walletAfterHold, latencyMs)
-                }
-              }
-              const outcome = yield* store.settle(settleInput).pipe(
-                spans.annotateWith((settled) =>
-                  settled._tag === "Settled"
-                    ? {
-                      "spendgate.outcome": settled.late ? "settled-late" : "settled",
-                      "spendgate.charged_micro_usd": Number(settled.transaction.amountMicroUsd),
-                      "spendgate.transaction_id": settled.transaction.id
-                    }
-                    : { "spendgate.outcome": settled._tag === "Unpaid" ? "unpaid" : "not-held" }
-                ),
-                spans.span("Spend.settle", () => ({
-                  attributes: { ...spanAttributes(), "spendgate.reservation_id": reservation.id }
-                })),
-                // Still `running` if the settle failed: this process's sweep then releases the hold.
+                auditId: newAuditId(),
+                reason,
+                now: yield* now
+              }).pipe(
+                spans.span("Spend.release", () => ({ attributes: { ...spanAttributes(), "spendgate.release_reason": reason } })),
+                // Still `running` until the release has landed (and if it never does, this process's
+                // sweep releases the hold at its expiry): recovery must never charge a failed call.
                 Effect.tap(() => Effect.sync(() => running.delete(reservation.id))),
                 Effect.ensuring(Metrics.holdEnded)
               )
-              if (outcome._tag === "NotHeld" && outcome.reservation?.status === "settled") {
-                // Another instance's recovery sweep captured the hold at its quote (the call outlived
-                // it there): that charge, under this settle's ids, is the call's.
-                yield* Effect.logWarning(
-                  `Reservation ${reservation.id} (${request.provider}) was captured at its quote by recovery before its settle`
-                )
-                const captured = yield* store.getTransaction(agent.accountId, settleInput.transactionId)
-                if (Option.isNone(captured)) {
-                  return yield* Effect.die(new Error(`reservation ${reservation.id} was settled, and not under its own ids`))
-                }
-                const charge = captured.value
-                const wallet = yield* store.getWallet(agent.accountId)
-                const snapshot = rate?.rate ?? null
-                return {
-                  value: exit.value.value,
-                  receipt: {
-                    quotedMicroUsd: request.quotedMicroUsd,
-                    chargedMicroUsd: charge.amountMicroUsd,
-                    chargedMsat: snapshot === null ? null : usdToMsatForCharge(charge.amountMicroUsd, snapshot),
-                    debitedUsdMicroUsd: charge.usdMicroUsd,
-                    debitedSatsMsat: charge.satsMsat,
-                    balanceAfterMicroUsd: wallet.usdMicroUsd + (snapshot === null ? 0n : msatToMicroUsdValue(wallet.satsMsat, snapshot)),
-                    auditId: charge.auditId,
-                    transactionId: charge.id,
-                    reservationId: reservation.id,
-                    provider: request.provider,
-                    latencyMs
+              return yield* Effect.failCause(exit.cause)
+            }
+
+            const settledAt = new Date(callEndedMs)
+            const settleInput: SettleInput = {
+              reservationId: reservation.id,
+              accountId: agent.accountId,
+              actualMicroUsd: exit.value.actualMicroUsd,
+              // The ids recovery would use too (settleIdsOf): what the receipt names always exists.
+              ...settleIdsOf(reservation.id),
+              description: request.description,
+              now: settledAt,
+              plan: (held) => planSettle(held, exit.value.actualMicroUsd),
+              standardRules: true,
+              // The call outlived its hold and the sweep returned it: charge again or record what is owed.
+              planLate: (swept, snapshot) => planLateSettle(swept, exit.value.actualMicroUsd, snapshot)
+            }
+            const walletAfterHold = reservation.walletAfterHold
+            if (
+              store.settleLater !== undefined && walletAfterHold !== undefined && request.keepHold === undefined &&
+              settledAt.getTime() + DEFER_MARGIN_MS < reservation.expiresAt.getTime()
+            ) {
+              // Off the caller's path: the store commits it right after (batched); the receipt is
+              // what planSettle makes of the hold, the same rule the store applies.
+              const plan = planSettle(reservation, exit.value.actualMicroUsd)
+              // Until the settle lands the sweep leaves the hold alone (`settling`): it lands as the
+              // receipt says, however late.
+              settling.add(reservation.id)
+              running.delete(reservation.id)
+              yield* store.settleLater({ ...settleInput, onLanded: () => settling.delete(reservation.id) }).pipe(
+                spans.span("Spend.settle", () => ({
+                  attributes: {
+                    ...spanAttributes(),
+                    "spendgate.reservation_id": reservation.id,
+                    "spendgate.outcome": "queued",
+                    "spendgate.charged_micro_usd": Number(plan.chargedMicroUsd),
+                    "spendgate.transaction_id": settleInput.transactionId
                   }
+                }))
+              )
+              yield* Metrics.countSettledCharge(request.capability, request.provider, plan.chargedMicroUsd)
+              return {
+                value: exit.value.value,
+                receipt: receiptOf(request.quotedMicroUsd, request.provider, rate?.rate ?? null, reservation, plan,
+                  walletAfterHold, latencyMs)
+              }
+            }
+            const outcome = yield* store.settle(settleInput).pipe(
+              spans.annotateWith((settled) =>
+                settled._tag === "Settled"
+                  ? {
+                    "spendgate.outcome": settled.late ? "settled-late" : "settled",
+                    "spendgate.charged_micro_usd": Number(settled.transaction.amountMicroUsd),
+                    "spendgate.transaction_id": settled.transaction.id
+                  }
+                  : { "spendgate.outcome": settled._tag === "Unpaid" ? "unpaid" : "not-held" }
+              ),
+              spans.span("Spend.settle", () => ({
+                attributes: { ...spanAttributes(), "spendgate.reservation_id": reservation.id }
+              })),
+              // Still `running` if the settle failed: this process's sweep then releases the hold.
+              Effect.tap(() => Effect.sync(() => running.delete(reservation.id))),
+              Effect.ensuring(Metrics.holdEnded)
+            )
+            if (outcome._tag === "NotHeld" && outcome.reservation?.status === "settled") {
+              // Another instance's recovery sweep captured the hold at its quote (the call outlived
+              // it there): that charge, under this settle's ids, is the call's.
+              yield* Effect.logWarning(
+                `Reservation ${reservation.id} (${request.provider}) was captured at its quote by recovery before its settle`
+              )
+              const captured = yield* store.getTransaction(agent.accountId, settleInput.transactionId)
+              if (Option.isNone(captured)) {
+                return yield* Effect.die(new Error(`reservation ${reservation.id} was settled, and not under its own ids`))
+              }
+              const charge = captured.value
+              const wallet = yield* store.getWallet(agent.accountId)
+              const snapshot = rate?.rate ?? null
+              return {
+                value: exit.value.value,
+                receipt: {
+                  quotedMicroUsd: request.quotedMicroUsd,
+                  chargedMicroUsd: charge.amountMicroUsd,
+                  chargedMsat: snapshot === null ? null : usdToMsatForCharge(charge.amountMicroUsd, snapshot),
+                  debitedUsdMicroUsd: charge.usdMicroUsd,
+                  debitedSatsMsat: charge.satsMsat,
+                  balanceAfterMicroUsd: wallet.usdMicroUsd + (snapshot === null ? 0n : msatToMicroUsdValue(wallet.satsMsat, snapshot)),
+                  auditId: charge.auditId,
+                  transactionId: charge.id,
+                  reservationId: reservation.id,
+                  provider: request.provider,
+                  latencyMs
                 }
               }
-              if (outcome._tag === "NotHeld") {
-                // A reservation is settled once, by the call that made it: nothing else settles it.
-                return yield* Effect.die(new Error(`reservation ${reservation.id} was settled twice`))
-              }
-              if (outcome._tag === "Unpaid") {
-                yield* Effect.logError(
-                  `Unpaid charge: reservation ${reservation.id} (${request.provider}) outlived its hold and ` +
-                    `${outcome.plan.owedMicroUsd} µUSD could not be charged (${outcome.plan.refusal.code}); ` +
-                    `recorded as owed, the caller is refused`
-                )
-                yield* Metrics.countSpendRefusal(outcome.plan.refusal.code)
-                return yield* Effect.fail(outcome.plan.refusal)
-              }
-              if (outcome.late) {
-                yield* Effect.logWarning(
-                  `Reservation ${reservation.id} (${request.provider}) outlived its hold; charged as a new debit`
-                )
-              }
-              const { transaction, wallet } = outcome
-              yield* Metrics.countCharge(request.capability, request.provider, transaction.amountMicroUsd)
-              const snapshot = rate?.rate ?? null
-              const receipt: SpendReceipt = {
-                quotedMicroUsd: request.quotedMicroUsd,
-                chargedMicroUsd: transaction.amountMicroUsd,
-                chargedMsat: snapshot === null
-                  ? null
-                  : usdToMsatForCharge(transaction.amountMicroUsd, snapshot),
-                debitedUsdMicroUsd: transaction.usdMicroUsd,
-                debitedSatsMsat: transaction.satsMsat,
-                balanceAfterMicroUsd: wallet.usdMicroUsd +
-                  (snapshot === null ? 0n : msatToMicroUsdValue(wallet.satsMsat, snapshot)),
-                auditId: transaction.auditId,
-                transactionId: transaction.id,
-                reservationId: reservation.id,
-                provider: request.provider,
-                latencyMs
-              }
-              return { value: exit.value.value, receipt }
-            })
-          )
+            }
+            if (outcome._tag === "NotHeld") {
+              // A reservation is settled once, by the call that made it: nothing else settles it.
+              return yield* Effect.die(new Error(`reservation ${reservation.id} was settled twice`))
+            }
+            if (outcome._tag === "Unpaid") {
+              yield* Effect.logError(
+                `Unpaid charge: reservation ${reservation.id} (${request.provider}) outlived its hold and ` +
+                  `${outcome.plan.owedMicroUsd} µUSD could not be charged (${outcome.plan.refusal.code}); ` +
+                  `recorded as owed, the caller is refused`
+              )
+              yield* Metrics.countSpendRefusal(outcome.plan.refusal.code)
+              return yield* Effect.fail(outcome.plan.refusal)
+            }
+            if (outcome.late) {
+              yield* Effect.logWarning(
+                `Reservation ${reservation.id} (${request.provider}) outlived its hold; charged as a new debit`
+              )
+            }
+            const { transaction, wallet } = outcome
+            yield* Metrics.countCharge(request.capability, request.provider, transaction.amountMicroUsd)
+            const snapshot = rate?.rate ?? null
+            const receipt: SpendReceipt = {
+              quotedMicroUsd: request.quotedMicroUsd,
+              chargedMicroUsd: transaction.amountMicroUsd,
+              chargedMsat: snapshot === null
+                ? null
+                : usdToMsatForCharge(transaction.amountMicroUsd, snapshot),
+              debitedUsdMicroUsd: transaction.usdMicroUsd,
+              debitedSatsMsat: transaction.satsMsat,
+              balanceAfterMicroUsd: wallet.usdMicroUsd +
+                (snapshot === null ? 0n : msatToMicroUsdValue(wallet.satsMsat, snapshot)),
+              auditId: transaction.auditId,
+              transactionId: transaction.id,
+              reservationId: reservation.id,
+              provider: request.provider,
+              latencyMs
+            }
+            return { value: exit.value.value, receipt }
+        })
+
+        const spendQuoted = <A, E, R>(principal: Principal, request: SpendRequest<A, E, R>) =>
+          Effect.uninterruptibleMask((restore) => spendQuotedIn(principal, request, restore))
 
         /** Without a quote, the store can refuse only with a SpendRefusal. */
         const spend = <A, E, R>(principal: Principal, request: SpendRequest<A, E, R>) =>
