@@ -131,6 +131,46 @@ export const IdempotencyKeysLive: Layer.Layer<IdempotencyKeys, never, Idempotenc
     // Expired keys are purged in the background for as long as the routes live.
     yield* Effect.forkScoped(sweepExpiredKeys().pipe(Effect.provideService(Idempotency, idempotency)))
 
+    // A keyed request's generator is made once, not per request (docs/performance.md, "Generators made once").
+    const withKey = Effect.fnUntraced(function*<E, R>(
+      httpEffect: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>,
+      endpoint: HttpApiEndpoint.Top,
+      request: HttpServerRequest.HttpServerRequest,
+      key: string
+    ) {
+      yield* Effect.mapError(validateKey(key), toMiddlewareError)
+      const principal = yield* Effect.serviceOption(CurrentPrincipal)
+      if (Option.isNone(principal) && endpoint.middlewares.has(Authentication)) {
+        // Declared outside Authentication: refuse rather than share keys across agents.
+        return yield* Effect.die(new Error(`IdempotencyKeys must run inside Authentication (${endpoint.identifier})`))
+      }
+      if (!endpoint.middlewares.has(AccessControl)) {
+        // A replay must never skip the access matrix (access.ts checks the order at start).
+        return yield* Effect.die(new Error(`IdempotencyKeys must run inside AccessControl (${endpoint.identifier})`))
+      }
+      // Admin routes (AdminAuthentication let the request through: it carries the admin token).
+      const admin = endpoint.middlewares.has(AdminAuthentication)
+      const scope = admin ? adminScope : Option.match(principal, {
+        onNone: () => publicScope(Option.getOrUndefined(request.remoteAddress)),
+        onSome: ({ agent }) => agentScope(agent.id)
+      })
+      // Read failures (body over the limit, aborted upload) are defects, as
+      // in the endpoint's own decoder; nothing has been claimed yet.
+      const body = new Uint8Array(yield* Effect.orDie(request.arrayBuffer))
+
+      const execute = Effect.catch(httpEffect, (error) =>
+        Option.match(renderEndpointError(error), {
+          onNone: () => Effect.fail(error),
+          onSome: Effect.succeed
+        }))
+      const result = yield* idempotency.run(
+        { scope, key, method: request.method, target: targetOf(request), body, ...secretOf(request, admin || Option.isSome(principal)) },
+        execute,
+        capture
+      ).pipe(Effect.catchIf(isCoreError, (error) => Effect.fail(toMiddlewareError(error))))
+      return result._tag === "Executed" ? result.value : replay(result.response)
+    })
+
     return IdempotencyKeys.of((httpEffect, { endpoint }) =>
       // Without the header the endpoint runs as it is, in as few fiber steps as it can (every request).
       Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
@@ -138,46 +178,5 @@ export const IdempotencyKeysLive: Layer.Layer<IdempotencyKeys, never, Idempotenc
         return key === undefined ? httpEffect : withKey(httpEffect, endpoint, request, key)
       })
     )
-
-    function withKey<E, R>(
-      httpEffect: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>,
-      endpoint: HttpApiEndpoint.Top,
-      request: HttpServerRequest.HttpServerRequest,
-      key: string
-    ) {
-      return Effect.gen(function*() {
-        yield* Effect.mapError(validateKey(key), toMiddlewareError)
-        const principal = yield* Effect.serviceOption(CurrentPrincipal)
-        if (Option.isNone(principal) && endpoint.middlewares.has(Authentication)) {
-          // Declared outside Authentication: refuse rather than share keys across agents.
-          return yield* Effect.die(new Error(`IdempotencyKeys must run inside Authentication (${endpoint.identifier})`))
-        }
-        if (!endpoint.middlewares.has(AccessControl)) {
-          // A replay must never skip the access matrix (access.ts checks the order at start).
-          return yield* Effect.die(new Error(`IdempotencyKeys must run inside AccessControl (${endpoint.identifier})`))
-        }
-        // Admin routes (AdminAuthentication let the request through: it carries the admin token).
-        const admin = endpoint.middlewares.has(AdminAuthentication)
-        const scope = admin ? adminScope : Option.match(principal, {
-          onNone: () => publicScope(Option.getOrUndefined(request.remoteAddress)),
-          onSome: ({ agent }) => agentScope(agent.id)
-        })
-        // Read failures (body over the limit, aborted upload) are defects, as
-        // in the endpoint's own decoder; nothing has been claimed yet.
-        const body = new Uint8Array(yield* Effect.orDie(request.arrayBuffer))
-
-        const execute = Effect.catch(httpEffect, (error) =>
-          Option.match(renderEndpointError(error), {
-            onNone: () => Effect.fail(error),
-            onSome: Effect.succeed
-          }))
-        const result = yield* idempotency.run(
-          { scope, key, method: request.method, target: targetOf(request), body, ...secretOf(request, admin || Option.isSome(principal)) },
-          execute,
-          capture
-        ).pipe(Effect.catchIf(isCoreError, (error) => Effect.fail(toMiddlewareError(error))))
-        return result._tag === "Executed" ? result.value : replay(result.response)
-      })
-    }
   })
 )

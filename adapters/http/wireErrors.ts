@@ -43,15 +43,21 @@ export const wireErrorsMiddleware = (options: {
   readonly bodyLimitBytes?: number | undefined
 }) => {
   const limitBytes = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES
+  // Made once, not per request (docs/performance.md, "Generators made once").
+  const inFormat = Effect.fnUntraced(function*<E, R>(
+    app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>,
+    request: HttpServerRequest.HttpServerRequest
+  ) {
+    // Failures no endpoint answered (a body failing its schema, an unknown method) get
+    // the API's envelope first (envelope.ts), then the format's shape.
+    const response = yield* app.pipe(Effect.catchCause((cause) => fromCause(cause, limitBytes)))
+    const path = request.url.split("?")[0]!.replace(/\/+$/, "")
+    const mediaType = options.mediaTypeMessage?.(path) ?? "Request bodies must be JSON (Content-Type: application/json)"
+    return reshape(response, options.shape, mediaType)
+  })
   return HttpRouter.middleware((app) =>
     // A request of another format runs as it is, in as few fiber steps as it can (every request).
-    Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
-      !options.speaks(request) ? app : Effect.gen(function*() {
-        // Failures no endpoint answered (a body failing its schema, an unknown method) get
-        // the API's envelope first (envelope.ts), then the format's shape.
-        const response = yield* app.pipe(Effect.catchCause((cause) => fromCause(cause, limitBytes)))
-        const path = request.url.split("?")[0]!.replace(/\/+$/, "")
-        const mediaType = options.mediaTypeMessage?.(path) ?? "Request bodies must be JSON (Content-Type: application/json)"
-        return reshape(response, options.shape, mediaType)
-      })), { global: true })
+    Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => !options.speaks(request) ? app : inFormat(app, request)), {
+      global: true
+    })
 }

@@ -140,57 +140,56 @@ export interface ChatRequest {
 }
 
 /** The headers a Messages call sends upstream: the caller's API version (or the default) and beta flags. */
-const anthropicHeaders = (headers: Readonly<Record<string, string | undefined>>) =>
-  Effect.gen(function*() {
-    const out: Record<string, string> = { "anthropic-version": DEFAULT_ANTHROPIC_VERSION }
-    for (const name of ANTHROPIC_HEADERS) {
-      const value = headers[name]
-      if (value === undefined || value === "") continue
-      if (value.length > MAX_HEADER_CHARS) {
-        return yield* new ValidationError({
-          message: `The ${name} header is longer than ${MAX_HEADER_CHARS} characters`,
-          issues: [{ path: name, message: `at most ${MAX_HEADER_CHARS} characters` }]
-        })
-      }
-      out[name] = value
-    }
-    return out
-  })
-
-/** The proxied calls a chat call may become, in the order they are tried, or why it cannot be made. */
-export const chatCalls = (catalogue: Catalogue, request: ChatRequest) =>
-  Effect.gen(function*() {
-    const { body } = request
-    const format = request.format ?? "openai-chat"
-    const all = chatRoutes(yield* catalogue.list, format)
-    const routes = chatRoutesFor(all, body.model)
-    if (routes.length === 0) {
-      // `service/model` naming a chat service whose card does not list the model: not priced (400).
-      const slash = body.model.indexOf("/")
-      const slug = slash > 0 ? body.model.slice(0, slash) : undefined
-      if (slug !== undefined && all.some((r) => r.service.slug === slug)) {
-        return yield* new ModelNotPriced({ model: body.model.slice(slash + 1), provider: slug })
-      }
-      // A name no service knows: 404, as OpenAI answers an unknown model.
-      return yield* new NotFound({
-        resource: `Model ${body.model.slice(0, 200)} (GET /v1/models lists the models that may be used; ` +
-          `an operator offers a model by listing it in a reason price card of the price file, PRICES_FILE)`
+const anthropicHeaders = Effect.fnUntraced(function*(headers: Readonly<Record<string, string | undefined>>) {
+  const out: Record<string, string> = { "anthropic-version": DEFAULT_ANTHROPIC_VERSION }
+  for (const name of ANTHROPIC_HEADERS) {
+    const value = headers[name]
+    if (value === undefined || value === "") continue
+    if (value.length > MAX_HEADER_CHARS) {
+      return yield* new ValidationError({
+        message: `The ${name} header is longer than ${MAX_HEADER_CHARS} characters`,
+        issues: [{ path: name, message: `at most ${MAX_HEADER_CHARS} characters` }]
       })
     }
-    if (body["stream"] !== undefined && typeof body["stream"] !== "boolean") {
-      return yield* new ValidationError({ message: "stream must be true or false", issues: [{ path: "stream", message: "Expected a boolean" }] })
+    out[name] = value
+  }
+  return out
+})
+
+/** The proxied calls a chat call may become, in the order they are tried, or why it cannot be made. */
+// Generators made once, not per call (docs/performance.md, "Generators made once").
+export const chatCalls = Effect.fnUntraced(function*(catalogue: Catalogue, request: ChatRequest) {
+  const { body } = request
+  const format = request.format ?? "openai-chat"
+  const all = chatRoutes(yield* catalogue.list, format)
+  const routes = chatRoutesFor(all, body.model)
+  if (routes.length === 0) {
+    // `service/model` naming a chat service whose card does not list the model: not priced (400).
+    const slash = body.model.indexOf("/")
+    const slug = slash > 0 ? body.model.slice(0, slash) : undefined
+    if (slug !== undefined && all.some((r) => r.service.slug === slug)) {
+      return yield* new ModelNotPriced({ model: body.model.slice(slash + 1), provider: slug })
     }
-    const headers = format === "anthropic-messages" ? yield* anthropicHeaders(request.headers ?? {}) : undefined
-    return routes.map((route) => ({
-      route,
-      call: {
-        method: "POST",
-        path: route.path,
-        ...(headers === undefined ? {} : { headers }),
-        body: { ...body, model: route.model }
-      } satisfies ProxyCall as ProxyCall
-    }))
-  })
+    // A name no service knows: 404, as OpenAI answers an unknown model.
+    return yield* new NotFound({
+      resource: `Model ${body.model.slice(0, 200)} (GET /v1/models lists the models that may be used; ` +
+        `an operator offers a model by listing it in a reason price card of the price file, PRICES_FILE)`
+    })
+  }
+  if (body["stream"] !== undefined && typeof body["stream"] !== "boolean") {
+    return yield* new ValidationError({ message: "stream must be true or false", issues: [{ path: "stream", message: "Expected a boolean" }] })
+  }
+  const headers = format === "anthropic-messages" ? yield* anthropicHeaders(request.headers ?? {}) : undefined
+  return routes.map((route) => ({
+    route,
+    call: {
+      method: "POST",
+      path: route.path,
+      ...(headers === undefined ? {} : { headers }),
+      body: { ...body, model: route.model }
+    } satisfies ProxyCall as ProxyCall
+  }))
+})
 
 /** Runs `attempt` on each call in turn while it fails in a way that `fallsBack`. */
 const firstAnswer = <A>(

@@ -98,20 +98,22 @@ export const makeEmbeddings = (deps: {
     )
     return rest.length === 0 ? tried : Effect.catchIf(tried, fallsBack, () => attempt(principal, body, rest))
   }
+  // Made once, not per call (docs/performance.md, "Generators made once").
+  const embeddings = Effect.fnUntraced(function*(principal: Principal, body: EmbeddingsBody) {
+    if (body["stream"] !== undefined) {
+      return yield* new ValidationError({ message: "Embeddings do not stream", issues: [{ path: "stream", message: "not supported" }] })
+    }
+    const routes = embeddingRoutesFor(embeddingRoutes(yield* deps.catalogue.list), body.model)
+    if (routes.length === 0) {
+      return yield* new NotFound({
+        resource: `Embedding model ${body.model.slice(0, 200)} (GET /v1/models lists the models that may be used)`
+      })
+    }
+    return yield* attempt(principal, body, routes)
+  })
   return {
     embeddings: (principal: Principal, body: EmbeddingsBody): Effect.Effect<EmbeddingsResult, ProxyError> =>
-      Effect.gen(function*() {
-        if (body["stream"] !== undefined) {
-          return yield* new ValidationError({ message: "Embeddings do not stream", issues: [{ path: "stream", message: "not supported" }] })
-        }
-        const routes = embeddingRoutesFor(embeddingRoutes(yield* deps.catalogue.list), body.model)
-        if (routes.length === 0) {
-          return yield* new NotFound({
-            resource: `Embedding model ${body.model.slice(0, 200)} (GET /v1/models lists the models that may be used)`
-          })
-        }
-        return yield* attempt(principal, body, routes)
-      }),
+      embeddings(principal, body),
     embeddingModels: Effect.map(deps.catalogue.list, (services) => embeddingModels(embeddingRoutes(services)))
   }
 }

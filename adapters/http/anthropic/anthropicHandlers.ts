@@ -1,6 +1,6 @@
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
-import { Services } from "../../../src/services/Services.ts"
+import { type ChatRequest, Services } from "../../../src/services/Services.ts"
 import { Api } from "../Api.ts"
 import { chatResponse, streamedChatResponse } from "../chatResponses.ts"
 import { failAsHttpError } from "../errors.ts"
@@ -16,14 +16,15 @@ export const AnthropicHandlers = HttpApiBuilder.group(
   "anthropic",
   Effect.fn(function*(handlers) {
     const services = yield* Services
+    // Made once, not per request (docs/performance.md, "Generators made once").
+    const messages = Effect.fnUntraced(function*(request: ChatRequest) {
+      const principal = yield* CurrentPrincipal
+      if (request.body["stream"] === true) {
+        return streamedChatResponse(yield* services.chatStream(principal, request).pipe(Effect.catch(failAsHttpError)))
+      }
+      return chatResponse(yield* services.chat(principal, request).pipe(Effect.catch(failAsHttpError)))
+    })
     return handlers.handle("messages", ({ payload, headers }) =>
-      Effect.gen(function*() {
-        const principal = yield* CurrentPrincipal
-        const request = { body: payload, format: "anthropic-messages" as const, headers }
-        if (payload.stream === true) {
-          return streamedChatResponse(yield* services.chatStream(principal, request).pipe(Effect.catch(failAsHttpError)))
-        }
-        return chatResponse(yield* services.chat(principal, request).pipe(Effect.catch(failAsHttpError)))
-      }))
+      messages({ body: payload, format: "anthropic-messages" as const, headers }))
   })
 )

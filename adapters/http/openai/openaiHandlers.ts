@@ -73,21 +73,19 @@ export const OpenAiHandlers = HttpApiBuilder.group(
     const providers = yield* Providers
     const run = <C extends BuiltCapability>(capability: C, input: CapabilityIO[C]["input"]) =>
       Effect.flatMap(CurrentPrincipal, (principal) => capabilities.execute(principal, capability, input))
+    // The metered handlers' generators are made once, not per request (docs/performance.md, "Generators made once").
+    const chatCompletions = Effect.fnUntraced(function*(body: ChatBody) {
+      const principal = yield* CurrentPrincipal
+      if (body["stream"] === true) {
+        return streamedChatResponse(yield* services.chatStream(principal, { body }).pipe(Effect.catch(failAsHttpError)))
+      }
+      return chatResponse(yield* services.chat(principal, { body }).pipe(Effect.catch(failAsHttpError)))
+    })
     return handlers
-      .handle("chatCompletions", ({ payload }) =>
-        Effect.gen(function*() {
-          const principal = yield* CurrentPrincipal
-          const body = chatBody(payload)
-          if (body["stream"] === true) {
-            return streamedChatResponse(yield* services.chatStream(principal, { body }).pipe(Effect.catch(failAsHttpError)))
-          }
-          return chatResponse(yield* services.chat(principal, { body }).pipe(Effect.catch(failAsHttpError)))
-        }))
+      .handle("chatCompletions", ({ payload }) => chatCompletions(chatBody(payload)))
       .handle("embeddings", ({ payload }) =>
-        Effect.gen(function*() {
-          const principal = yield* CurrentPrincipal
-          return chatResponse(yield* services.embeddings(principal, payload as EmbeddingsBody).pipe(Effect.catch(failAsHttpError)))
-        }))
+        Effect.flatMap(CurrentPrincipal, (principal) =>
+          Effect.map(services.embeddings(principal, payload as EmbeddingsBody).pipe(Effect.catch(failAsHttpError)), chatResponse)))
       .handle("models", ({ request }) =>
         Effect.gen(function*() {
           const { agent } = yield* CurrentPrincipal
