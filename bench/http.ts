@@ -467,6 +467,9 @@ interface ServerFigures {
   readonly rssAfterMb: number | undefined
 }
 
+/** Server settings passed on from this process's environment when set (README, "Configuration"). */
+const SERVER_TUNING = ["SETTLE_DELAY_MS", "SETTLE_WHEN_IDLE", "RESERVE_FLIGHTS"] as const
+
 const startServer = async (backend: "pg" | "pglite", upstreamPort: number) => {
   const port = await freePort()
   const dataDir = mkdtempSync(join(tmpdir(), "spendgate-bench-http-"))
@@ -482,7 +485,11 @@ const startServer = async (backend: "pg" | "pglite", upstreamPort: number) => {
     // Out of the way: the benchmark measures the metered path, not the limiter's refusals.
     RATE_LIMIT_AGENT_PER_MINUTE: "1000000000",
     RATE_LIMIT_ACCOUNT_PER_MINUTE: "1000000000",
-    SIGNUP_RATE_PER_HOUR: "1000000"
+    SIGNUP_RATE_PER_HOUR: "1000000",
+    // The ledger's tuning, when set here: a run can compare settings of one build.
+    ...Object.fromEntries(
+      SERVER_TUNING.flatMap((name) => process.env[name] !== undefined ? [[name, process.env[name]!]] : [])
+    )
   }
   const database = backend === "pg" ? await freshDatabase() : undefined
   if (database !== undefined) env["DATABASE_URL"] = database.url

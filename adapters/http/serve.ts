@@ -214,7 +214,11 @@ const serveWith = (config: ServerConfig, otlp: Option.Option<OtlpConfig>) => Eff
 
   yield* checkPortFree(config.host, config.port)
   const storage = yield* Layer.build(
-    storeLayer(database, { settleDelayMs: config.settleDelayMs, reserveFlights: config.reserveFlights })
+    storeLayer(database, {
+      settleDelayMs: config.settleDelayMs,
+      settleWhenIdle: config.settleWhenIdle,
+      reserveFlights: config.reserveFlights
+    })
   )
 
   const app = serverLayer({

@@ -350,6 +350,13 @@ type Signal =
 export interface LedgerOptions {
   /** How long an answered call's settle waits for the next reserve call before it is written alone (ms, default 2). */
   readonly settleDelayMs?: number | undefined
+  /**
+   * What the settle writer does with a settle answered while no reserve is in flight or waiting
+   * (default `"now"`): `"now"` writes it at once, since no reserve is there to carry it soon and
+   * its work then leaves the next call's path; `"wait"` gives the next reserve `settleDelayMs`
+   * to carry it in its own commit, as when reserves are in flight (one commit for both).
+   */
+  readonly settleWhenIdle?: "now" | "wait" | undefined
   /** The longest pause before a settle the database refused is tried again (ms, default 5000). */
   readonly settleRetryMaxPauseMs?: number | undefined
   /** How long closing the store waits for queued settles to land before it logs and gives up (ms, default 10000). */
@@ -373,6 +380,7 @@ export const makeSqlLedger = (
   options: LedgerOptions = {}
 ): LedgerStore & FundingStore & { readonly settleWriter: Effect.Effect<void, never, Scope.Scope> } => {
   const settleDelayMs = options.settleDelayMs ?? SETTLE_DELAY_MS
+  const settleWhenIdle = options.settleWhenIdle ?? "now"
   const settleRetryMaxPauseMs = options.settleRetryMaxPauseMs ?? SETTLE_RETRY_MAX_PAUSE_MS
   const settleShutdownTimeoutMs = options.settleShutdownTimeoutMs ?? SETTLE_SHUTDOWN_TIMEOUT_MS
   const reserveFlights = Math.max(1, Math.floor(options.reserveFlights ?? RESERVE_FLIGHTS))
@@ -1055,14 +1063,22 @@ export const makeSqlLedger = (
 
   /** The settle writer: runs for the life of the store (see `settleWriter`). */
   const settleWriterLoop = Effect.gen(function*() {
+    // Whether the writer's last pass found nothing it could take (every queued settle was of a
+    // wallet whose reserves carry it): it pauses before it looks again, never spins.
+    let tookNothing = false
     for (;;) {
       if (queuedCount === 0) {
         const wake = Deferred.makeUnsafe<void>()
         writerWake = wake
         yield* Deferred.await(wake)
+        tookNothing = false
       }
-      // A moment for the next reserve call to carry the settles in its own commit.
-      if (!writeNow) yield* writerPause
+      // A moment for the next reserve call to carry the settles in its own commit, when one is
+      // coming (a reserve in flight or waiting). With none ("now", the default) nothing would
+      // carry them soon: they are written at once, off the next call's path.
+      if (!writeNow && (tookNothing || settleWhenIdle === "wait" || flights > 0 || reserveQueue.length > 0)) {
+        yield* writerPause
+      }
       writeNow = false
       const batch: Array<QueuedSettle> = []
       for (const accountId of [...queuedSettles.keys()]) {
@@ -1072,6 +1088,7 @@ export const makeSqlLedger = (
         // before is the writer's alone, so a wallet that is never idle does not strand it.
         batch.push(...(reserving.has(accountId) ? takeSettles(accountId, "retried") : takeSettles(accountId, "all")))
       }
+      tookNothing = batch.length === 0
       if (batch.length > 0) {
         yield* writeSettles(batch).pipe(
           // The writer must outlive anything one batch does: what was not done goes back.

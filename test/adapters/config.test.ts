@@ -74,6 +74,7 @@ describe("configuration", () => {
     [{ RESERVE_FLIGHTS: "0" }, "Invalid configuration: RESERVE_FLIGHTS must be a whole number from 1 to 64"],
     [{ RESERVE_FLIGHTS: "65" }, "Invalid configuration: RESERVE_FLIGHTS must be a whole number from 1 to 64"],
     [{ SETTLE_DELAY_MS: "-1" }, "Invalid configuration: SETTLE_DELAY_MS must be a whole number of milliseconds from 0 to 60000"],
+    [{ SETTLE_WHEN_IDLE: "later" }, "Invalid configuration: SETTLE_WHEN_IDLE must be now or wait"],
     [{ SIGNUP: "token" }, "Invalid configuration: SIGNUP_TOKEN is required when SIGNUP=token"],
     [{ SIGNUP: "token", SIGNUP_TOKEN: "short" }, "Invalid configuration: SIGNUP_TOKEN must be at least 24 characters"],
     [{ SIGNUP_TOKEN: "signup-token-0123456789abcdef" }, "Invalid configuration: SIGNUP_TOKEN is set but SIGNUP=open"],
@@ -133,6 +134,13 @@ describe("configuration", () => {
     expect(Exit.isSuccess(set) && set.value.maxConnections).toBe(100)
     const unset = await withEnv(loadServerConfig, {})
     expect(Exit.isSuccess(unset) && unset.value.maxConnections).toBe(4096)
+  })
+
+  it("SETTLE_WHEN_IDLE is now by default, or wait", async () => {
+    const unset = await withEnv(loadServerConfig, {})
+    expect(Exit.isSuccess(unset) && unset.value.settleWhenIdle).toBe("now")
+    const set = await withEnv(loadServerConfig, { SETTLE_WHEN_IDLE: "wait" })
+    expect(Exit.isSuccess(set) && set.value.settleWhenIdle).toBe("wait")
   })
 
   it("LOG_FORMAT is text by default, or json; METRICS_TOKEN is kept redacted", async () => {

@@ -1,4 +1,4 @@
-import { Deferred, Effect, Layer, ManagedRuntime, Option } from "effect"
+import { Deferred, Effect, Fiber, Layer, ManagedRuntime, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import { afterAll, describe, expect, it } from "vitest"
 import { storeOverClientWith } from "../../../adapters/sql/Database.ts"
@@ -14,10 +14,12 @@ import { call, fundedAccount, testLayer } from "../../wallet/ledger.contract.ts"
 /**
  * Settles off the caller's path (docs/ledger-recovery.md): a paid call answers
  * after its hold's commit; its settle rides in the next reserve of the wallet
- * or is written by the settle writer. The settle delay is long here (60 s), so
- * that only a carrying reserve, a read or the writer's explicit wake lands a
- * settle: what each test counts is then exact. `xmin` names the transaction
- * that wrote an audit record (they are never updated).
+ * or is written by the settle writer. The settle delay is long here (60 s), and
+ * most tests let a settle answered with no reserve in flight wait for the next
+ * one too (`settleWhenIdle: "wait"`), so that only a carrying reserve, a read
+ * or the writer's explicit wake lands a settle: what each test counts is then
+ * exact. `xmin` names the transaction that wrote an audit record (they are
+ * never updated).
  */
 
 const backends = [
@@ -79,7 +81,7 @@ describe.each(backends)("settles after the answer under concurrency over %s (def
 describe.each(backends)("the settle writer over %s", (_name, client) => {
   const runtime = ManagedRuntime.make(
     Layer.provideMerge(
-      testLayer(storeOverClientWith({ settleDelayMs: 300 })),
+      testLayer(storeOverClientWith({ settleDelayMs: 300, settleWhenIdle: "wait" })),
       client() as Layer.Layer<SqlClient.SqlClient, unknown>
     )
   )
@@ -148,7 +150,7 @@ describe.each(backends)("the settle writer over %s", (_name, client) => {
 describe.each(backends)("settles after the answer over %s", (_name, client) => {
   const runtime = ManagedRuntime.make(
     Layer.provideMerge(
-      testLayer(storeOverClientWith({ settleDelayMs: 60_000 })),
+      testLayer(storeOverClientWith({ settleDelayMs: 60_000, settleWhenIdle: "wait" })),
       client() as Layer.Layer<SqlClient.SqlClient, unknown>
     )
   )
@@ -222,6 +224,106 @@ describe.each(backends)("settles after the answer over %s", (_name, client) => {
       }
       expect(yield* transactionsOf(accountId, "settle")).toBe(1)
       expect(yield* (yield* Wallets).verifyChain(accountId)).toBeNull()
+    }))
+  }, 60_000)
+})
+
+describe.each(backends)("a settle answered while no reserve is in flight or waiting, over %s (the default)", (name, client) => {
+  const runtime = ManagedRuntime.make(
+    Layer.provideMerge(
+      // The delay is long: a settle that lands soon was written at once, not after it.
+      testLayer(storeOverClientWith({ settleDelayMs: 60_000 })),
+      client() as Layer.Layer<SqlClient.SqlClient, unknown>
+    )
+  )
+  afterAll(() => runtime.dispose())
+
+  /** The transactions of the account's audit records of each kind, once `settles` settles have landed (at most 10 s). */
+  const transactionsOnceSettled = (accountIds: ReadonlyArray<string>, settles: number) =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const records = sql<{ account_id: string; kind: string; tx: string }>`
+        SELECT account_id, kind, xmin::text AS tx FROM audit_log
+        WHERE kind IN ('reserve', 'settle') AND account_id IN ${sql.in(accountIds)}`
+      for (let i = 0; i < 200 && (yield* records).filter((r) => r.kind === "settle").length < settles; i++) {
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 50)))
+      }
+      return yield* records
+    })
+
+  it("calls one after another: each settle is written at once, in a transaction of its own, and lands as the receipt says", async () => {
+    await runtime.runPromise(Effect.gen(function*() {
+      const owners = [yield* fundedAccount(50n), yield* fundedAccount(50n), yield* fundedAccount(50n)]
+      const receipts = []
+      for (const owner of owners) {
+        receipts.push((yield* call(owner, 10n, { actual: 3n * CENT })).receipt)
+        // A client's turn between calls (here the next call would otherwise start before the
+        // writer's fiber has run at all, and its hold would carry the settle).
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 20)))
+      }
+      const ids = owners.map((owner) => owner.agent.accountId)
+      const started = Date.now()
+      // No read among them: only the writer can land them, and it does not wait the 60 s.
+      const rows = yield* transactionsOnceSettled(ids, 3)
+      expect(Date.now() - started).toBeLessThan(10_000)
+      const settles = rows.filter((r) => r.kind === "settle")
+      const reserves = rows.filter((r) => r.kind === "reserve")
+      expect(settles.length).toBe(3)
+      expect(reserves.length).toBe(3)
+      // None rode in a hold's commit: the next hold's work is not the settle's.
+      for (const settle of settles) expect(reserves.map((r) => r.tx)).not.toContain(settle.tx)
+      const store = yield* Store
+      for (const [i, owner] of owners.entries()) {
+        const charge = yield* store.getTransaction(owner.agent.accountId, receipts[i]!.transactionId)
+        expect(Option.getOrThrow(charge).amountMicroUsd).toBe(3n * CENT)
+        expect((yield* checkAccount(owner.agent.accountId)).problems).toEqual([])
+      }
+    }))
+  }, 60_000)
+
+  it.skipIf(name === "PGlite")("a settle answered while a reserve is in flight waits for a reserve to carry it", async () => {
+    await runtime.runPromise(Effect.gen(function*() {
+      const [a, b, c] = [yield* fundedAccount(50n), yield* fundedAccount(50n), yield* fundedAccount(50n)]
+      const sql = yield* SqlClient.SqlClient
+      // B's wallet locked by another transaction: B's reserve stays in flight until it ends.
+      const locked = yield* Deferred.make<void>()
+      const unlock = yield* Deferred.make<void>()
+      const lock = yield* Effect.forkDetach(
+        sql.withTransaction(Effect.gen(function*() {
+          yield* sql`SELECT account_id FROM wallets WHERE account_id = ${b.agent.accountId} FOR UPDATE`
+          yield* Deferred.succeed(locked, undefined)
+          yield* Deferred.await(unlock)
+        }))
+      )
+      yield* Deferred.await(locked)
+      const blocked = yield* Effect.forkDetach(call(b, 10n, { actual: 3n * CENT }))
+      // B's reserve has reached the database (it waits on the lock there) before A's call starts.
+      for (let i = 0; i < 200; i++) {
+        const waiting = yield* sql<{ n: number | string }>`
+          SELECT COUNT(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`
+        if (Number(waiting[0]!.n) > 0) break
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 10)))
+      }
+      yield* call(a, 10n, { actual: 3n * CENT })
+      // A's settle was answered while B's reserve was in flight: it waits (60 s here) for a reserve.
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 300)))
+      const settledA = sql<{ n: number | string }>`
+        SELECT COUNT(*) AS n FROM audit_log WHERE kind = 'settle' AND account_id = ${a.agent.accountId}`
+      expect(Number((yield* settledA)[0]!.n)).toBe(0)
+      // C's hold carries it: one commit for both.
+      yield* call(c, 10n, { actual: 3n * CENT })
+      const rows = yield* transactionsOnceSettled([a.agent.accountId, c.agent.accountId], 1)
+      const tx = (accountId: string, kind: string) => rows.find((r) => r.account_id === accountId && r.kind === kind)?.tx
+      expect(tx(a.agent.accountId, "settle")).toBeDefined()
+      expect(tx(a.agent.accountId, "settle")).toBe(tx(c.agent.accountId, "reserve"))
+      yield* Deferred.succeed(unlock, undefined)
+      yield* Fiber.join(lock)
+      yield* Fiber.join(blocked)
+      // Every wallet's books add up once its settles have landed (a read lands them).
+      for (const owner of [a, b, c]) {
+        expect((yield* (yield* Wallets).get(owner)).usdMicroUsd).toBe(47n * CENT)
+        expect((yield* checkAccount(owner.agent.accountId)).problems).toEqual([])
+      }
     }))
   }, 60_000)
 })
