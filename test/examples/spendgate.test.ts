@@ -104,13 +104,20 @@ describe("Spendgate ready layers", () => {
         Effect.andThen(fundAndSpend, Effect.map(settledAfter(500), (n) => expect(n).toBe(1))),
         Spendgate.postgres(url)
       )
-      // A settle delay of a minute: nothing carries it and nothing reads, so it waits (still the one)...
+      // A settle delay of a minute, and a settle answered with no hold coming left to wait for one:
+      // nothing carries it and nothing reads, so it waits (still the one)...
       yield* Effect.provide(
         Effect.andThen(fundAndSpend, Effect.map(settledAfter(500), (n) => expect(n).toBe(1))),
-        Spendgate.postgres(url, { ledger: { settleDelayMs: 60_000 } })
+        Spendgate.postgres(url, { ledger: { settleDelayMs: 60_000, settleWhenIdle: "wait" } })
       )
       // ...until the store closes, which lands it.
       expect(yield* settles).toBe(2)
+      // The same delay with the default `settleWhenIdle: "now"`: no hold was in flight or waiting
+      // when the call answered, so the writer sent its settle at once.
+      yield* Effect.provide(
+        Effect.andThen(fundAndSpend, Effect.map(settledAfter(500), (n) => expect(n).toBe(3))),
+        Spendgate.postgres(url, { ledger: { settleDelayMs: 60_000 } })
+      )
     }).pipe(Effect.provide(Reactivity.layer))))
   }, 60_000)
 })

@@ -17,7 +17,7 @@ import { openBooks } from "../support/books.ts"
 
 /**
  * The settle of a paid call is committed after its answer (docs/ledger-recovery.md).
- * The real server process runs with SETTLE_DELAY_MS=60000, so that an answered
+ * The real server process runs with SETTLE_DELAY_MS=60000 and SETTLE_WHEN_IDLE=wait, so that an answered
  * call's settle lands only when the next reserve of its wallet carries it (or a
  * read, or shutdown, asks for it). Then:
  *
@@ -82,6 +82,7 @@ describe("settles after the answer, and recovery (PostgreSQL, real server proces
       BUILTIN_READ: "off",
       BUILTIN_SCRAPE: "off",
       SETTLE_DELAY_MS: "60000",
+      SETTLE_WHEN_IDLE: "wait",
       LOG_LEVEL: "Info"
     })
     running = server
