@@ -49,6 +49,10 @@
  *   --server=DIR     BENCH_SERVER       the checkout whose server is measured (default this one)
  *   --profile=DIR    BENCH_PROFILE      write each server's CPU profile (node --cpu-prof) into DIR
  *
+ * The server gets an environment of its own (the upstream, the limits out of
+ * the way); SETTLE_DELAY_MS, SETTLE_WHEN_IDLE and RESERVE_FLIGHTS are passed on
+ * from this process's environment when set, to compare settings of one build.
+ *
  * Every child (upstream, servers) is stopped, the database dropped and the
  * data directory removed at the end, on an error and on Ctrl-C. The last
  * line lists the children's process ids.
