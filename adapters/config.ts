@@ -142,10 +142,11 @@ export interface ServerConfig {
   readonly settleDelayMs: number
   /**
    * What happens to a settle answered while no reserve call is in flight or
-   * waiting (SETTLE_WHEN_IDLE, default `now`; SQL storage): `now` writes it
-   * at once, `wait` gives the next reserve SETTLE_DELAY_MS to carry it.
+   * waiting (SETTLE_WHEN_IDLE; SQL storage): `now` writes it at once, `wait`
+   * gives the next reserve SETTLE_DELAY_MS to carry it. Unset: `now` on
+   * PostgreSQL, `wait` on PGlite.
    */
-  readonly settleWhenIdle: "now" | "wait"
+  readonly settleWhenIdle: Option.Option<"now" | "wait">
   /**
    * How many reserve calls may be in flight at once, across wallets; the
    * reserves that arrive meanwhile go together in the next call
@@ -198,7 +199,7 @@ export const serverConfig: Config.Config<ServerConfig> = Config.all({
     check("SETTLE_DELAY_MS", (ms) => (ms >= 0 && ms <= 60_000) || "must be a whole number of milliseconds from 0 to 60000"),
     Config.withDefault(2)
   ),
-  settleWhenIdle: oneOf("SETTLE_WHEN_IDLE", ["now", "wait"] as const).pipe(Config.withDefault<"now" | "wait">("now")),
+  settleWhenIdle: Config.option(oneOf("SETTLE_WHEN_IDLE", ["now", "wait"] as const)),
   reserveFlights: Config.Int("RESERVE_FLIGHTS").pipe(
     check("RESERVE_FLIGHTS", (n) => (n >= 1 && n <= 64) || "must be a whole number from 1 to 64"),
     Config.withDefault(2)

@@ -216,7 +216,7 @@ const serveWith = (config: ServerConfig, otlp: Option.Option<OtlpConfig>) => Eff
   const storage = yield* Layer.build(
     storeLayer(database, {
       settleDelayMs: config.settleDelayMs,
-      settleWhenIdle: config.settleWhenIdle,
+      settleWhenIdle: Option.getOrUndefined(config.settleWhenIdle),
       reserveFlights: config.reserveFlights
     })
   )

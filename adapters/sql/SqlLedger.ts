@@ -351,10 +351,11 @@ export interface LedgerOptions {
   /** How long an answered call's settle waits for the next reserve call before it is written alone (ms, default 2). */
   readonly settleDelayMs?: number | undefined
   /**
-   * What the settle writer does with a settle answered while no reserve is in flight or waiting
-   * (default `"now"`): `"now"` writes it at once, since no reserve is there to carry it soon and
-   * its work then leaves the next call's path; `"wait"` gives the next reserve `settleDelayMs`
-   * to carry it in its own commit, as when reserves are in flight (one commit for both).
+   * What the settle writer does with a settle answered while no reserve is in flight or waiting:
+   * `"now"` writes it at once, since no reserve is there to carry it soon and its work then
+   * leaves the next call's path; `"wait"` gives the next reserve `settleDelayMs` to carry it in
+   * its own commit, as when reserves are in flight (one commit for both). The SQL store's
+   * default: `"now"` on PostgreSQL, `"wait"` on PGlite (SqlStore.ts).
    */
   readonly settleWhenIdle?: "now" | "wait" | undefined
   /** The longest pause before a settle the database refused is tried again (ms, default 5000). */
@@ -380,7 +381,7 @@ export const makeSqlLedger = (
   options: LedgerOptions = {}
 ): LedgerStore & FundingStore & { readonly settleWriter: Effect.Effect<void, never, Scope.Scope> } => {
   const settleDelayMs = options.settleDelayMs ?? SETTLE_DELAY_MS
-  const settleWhenIdle = options.settleWhenIdle ?? "now"
+  const settleWhenIdle = options.settleWhenIdle ?? "wait"
   const settleRetryMaxPauseMs = options.settleRetryMaxPauseMs ?? SETTLE_RETRY_MAX_PAUSE_MS
   const settleShutdownTimeoutMs = options.settleShutdownTimeoutMs ?? SETTLE_SHUTDOWN_TIMEOUT_MS
   const reserveFlights = Math.max(1, Math.floor(options.reserveFlights ?? RESERVE_FLIGHTS))

@@ -1,3 +1,4 @@
+import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Option, Result } from "effect"
 import { SqlClient } from "effect/sql"
 import type { Agent, KillReason, Policy, Role } from "../../src/domain/Agent.ts"
@@ -124,10 +125,15 @@ export const makeSqlStoreWith = (options: SqlStoreOptions = {}) => Effect.gen(fu
       (rows) => Option.fromNullishOr(rows[0])
     )
 
+  // A settle with no hold coming goes at once on PostgreSQL, where another connection and another
+  // core take it off the next call's path; on PGlite (one connection, in this process) it would
+  // only add a commit on the same thread, so there it waits for a hold to carry it
+  // (docs/performance.md, "Settles at once when no hold is coming").
+  const onPostgres = Option.isSome(yield* Effect.serviceOption(PgClient.PgClient))
   const { settleWriter, ...ledger } = makeSqlLedger(
     sql,
     (row: AgentRow) => ({ agent: rowToAgent(row), policy: rowToPolicy(row) }),
-    options
+    { ...options, settleWhenIdle: options.settleWhenIdle ?? (onPostgres ? "now" : "wait") }
   )
   yield* settleWriter
 

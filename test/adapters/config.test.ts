@@ -136,11 +136,13 @@ describe("configuration", () => {
     expect(Exit.isSuccess(unset) && unset.value.maxConnections).toBe(4096)
   })
 
-  it("SETTLE_WHEN_IDLE is now by default, or wait", async () => {
+  it("SETTLE_WHEN_IDLE is now or wait; unset, the store chooses by backend", async () => {
     const unset = await withEnv(loadServerConfig, {})
-    expect(Exit.isSuccess(unset) && unset.value.settleWhenIdle).toBe("now")
+    expect(Exit.isSuccess(unset) && Option.isNone(unset.value.settleWhenIdle)).toBe(true)
     const set = await withEnv(loadServerConfig, { SETTLE_WHEN_IDLE: "wait" })
-    expect(Exit.isSuccess(set) && set.value.settleWhenIdle).toBe("wait")
+    expect(Exit.isSuccess(set) && Option.getOrUndefined(set.value.settleWhenIdle)).toBe("wait")
+    const now = await withEnv(loadServerConfig, { SETTLE_WHEN_IDLE: "now" })
+    expect(Exit.isSuccess(now) && Option.getOrUndefined(now.value.settleWhenIdle)).toBe("now")
   })
 
   it("LOG_FORMAT is text by default, or json; METRICS_TOKEN is kept redacted", async () => {

@@ -228,28 +228,31 @@ describe.each(backends)("settles after the answer over %s", (_name, client) => {
   }, 60_000)
 })
 
-describe.each(backends)("a settle answered while no reserve is in flight or waiting, over %s (the default)", (name, client) => {
+/** The audit records (kind, account, transaction) of the accounts, once `settles` settles have landed (at most 10 s). */
+const transactionsOnceSettled = (accountIds: ReadonlyArray<string>, settles: number) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const records = sql<{ account_id: string; kind: string; tx: string }>`
+      SELECT account_id, kind, xmin::text AS tx FROM audit_log
+      WHERE kind IN ('reserve', 'settle') AND account_id IN ${sql.in(accountIds)}`
+    for (let i = 0; i < 200 && (yield* records).filter((r) => r.kind === "settle").length < settles; i++) {
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 50)))
+    }
+    return yield* records
+  })
+
+/** A client's turn between calls (the next call would otherwise start before the writer's fiber has run at all). */
+const clientTurn = Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 20)))
+
+describe.each(backends)("a settle answered while no reserve is in flight or waiting, with settleWhenIdle now, over %s", (name, client) => {
   const runtime = ManagedRuntime.make(
     Layer.provideMerge(
       // The delay is long: a settle that lands soon was written at once, not after it.
-      testLayer(storeOverClientWith({ settleDelayMs: 60_000 })),
+      testLayer(storeOverClientWith({ settleDelayMs: 60_000, settleWhenIdle: "now" })),
       client() as Layer.Layer<SqlClient.SqlClient, unknown>
     )
   )
   afterAll(() => runtime.dispose())
-
-  /** The transactions of the account's audit records of each kind, once `settles` settles have landed (at most 10 s). */
-  const transactionsOnceSettled = (accountIds: ReadonlyArray<string>, settles: number) =>
-    Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      const records = sql<{ account_id: string; kind: string; tx: string }>`
-        SELECT account_id, kind, xmin::text AS tx FROM audit_log
-        WHERE kind IN ('reserve', 'settle') AND account_id IN ${sql.in(accountIds)}`
-      for (let i = 0; i < 200 && (yield* records).filter((r) => r.kind === "settle").length < settles; i++) {
-        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 50)))
-      }
-      return yield* records
-    })
 
   it("calls one after another: each settle is written at once, in a transaction of its own, and lands as the receipt says", async () => {
     await runtime.runPromise(Effect.gen(function*() {
@@ -257,9 +260,7 @@ describe.each(backends)("a settle answered while no reserve is in flight or wait
       const receipts = []
       for (const owner of owners) {
         receipts.push((yield* call(owner, 10n, { actual: 3n * CENT })).receipt)
-        // A client's turn between calls (here the next call would otherwise start before the
-        // writer's fiber has run at all, and its hold would carry the settle).
-        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 20)))
+        yield* clientTurn
       }
       const ids = owners.map((owner) => owner.agent.accountId)
       const started = Date.now()
@@ -324,6 +325,33 @@ describe.each(backends)("a settle answered while no reserve is in flight or wait
         expect((yield* (yield* Wallets).get(owner)).usdMicroUsd).toBe(47n * CENT)
         expect((yield* checkAccount(owner.agent.accountId)).problems).toEqual([])
       }
+    }))
+  }, 60_000)
+})
+
+describe.each(backends)("the store's default for a settle with no hold coming, over %s", (name, client) => {
+  const runtime = ManagedRuntime.make(
+    Layer.provideMerge(
+      testLayer(storeOverClientWith({ settleDelayMs: 60_000 })),
+      client() as Layer.Layer<SqlClient.SqlClient, unknown>
+    )
+  )
+  afterAll(() => runtime.dispose())
+
+  it(name === "PostgreSQL"
+    ? "at once on PostgreSQL: the settle lands in a transaction of its own"
+    : "wait on PGlite (one connection, in this process): the next hold carries the settle", async () => {
+    await runtime.runPromise(Effect.gen(function*() {
+      const [a, b] = [yield* fundedAccount(50n), yield* fundedAccount(50n)]
+      yield* call(a, 10n, { actual: 3n * CENT })
+      yield* clientTurn
+      yield* call(b, 10n, { actual: 3n * CENT })
+      const rows = yield* transactionsOnceSettled([a.agent.accountId, b.agent.accountId], 1)
+      const tx = (owner: typeof a, kind: string) =>
+        rows.find((r) => r.account_id === owner.agent.accountId && r.kind === kind)?.tx
+      expect(tx(a, "settle")).toBeDefined()
+      if (name === "PostgreSQL") expect(tx(a, "settle")).not.toBe(tx(b, "reserve"))
+      else expect(tx(a, "settle")).toBe(tx(b, "reserve"))
     }))
   }, 60_000)
 })
