@@ -106,7 +106,13 @@ describe.each(backends)("what a settle batch's handling survives over %s", (_nam
     Layer.provideMerge(
       testLayer(Layer.provideMerge(
         faulty,
-        storeOverClientWith({ settleDelayMs: 1_500, settleRetryMaxPauseMs: 40, settleShutdownTimeoutMs: 200 })
+        // Settles wait for the writer's batch even with no hold coming: the batch is what is tested.
+        storeOverClientWith({
+          settleDelayMs: 1_500,
+          settleWhenIdle: "wait",
+          settleRetryMaxPauseMs: 40,
+          settleShutdownTimeoutMs: 200
+        })
       )),
       Layer.merge(client() as Layer.Layer<SqlClient.SqlClient, unknown>, logs.layer)
     )
