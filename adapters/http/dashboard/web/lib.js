@@ -73,20 +73,23 @@ export function useApi(load, deps = []) {
 }
 
 // Routing: the part of the address after "#", e.g. "#/agents/agt_1?status=x".
-export const currentRoute = () => {
-  const raw = location.hash.replace(/^#/, "") || "/"
+const routeOf = (hash) => {
+  const raw = hash.replace(/^#/, "") || "/"
   const [path, search = ""] = raw.split("?")
   return { path, query: Object.fromEntries(new URLSearchParams(search)) }
 }
 export const navigate = (path) => { location.hash = path }
 export function useRoute() {
-  const [route, setRoute] = useState(currentRoute)
+  const [hash, setHash] = useState(() => location.hash)
   useEffect(() => {
-    const update = () => setRoute(currentRoute())
+    const update = () => setHash(location.hash)
     addEventListener("hashchange", update)
+    // The address may have changed between the first render and this effect (a link followed,
+    // or a page's address set, at once after sign-in): that change fired no event we heard.
+    update()
     return () => removeEventListener("hashchange", update)
   }, [])
-  return route
+  return useMemo(() => routeOf(hash), [hash])
 }
 /** Matches "/agents/:id" against a path: the params, or null. */
 export const matchRoute = (pattern, path) => {
