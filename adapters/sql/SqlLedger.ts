@@ -1080,8 +1080,9 @@ export const makeSqlLedger = (
         tookNothing = false
       }
       // A moment for the next reserve call to carry the settles in its own commit, when one is
-      // coming (a reserve in flight or waiting). With none ("now", the default) nothing would
-      // carry them soon: they are written at once, off the next call's path.
+      // coming (a reserve in flight or waiting). With none, and settleWhenIdle "now" (the SQL
+      // store's default on PostgreSQL), nothing would carry them soon: they are written at once,
+      // off the next call's path.
       if (!writeNow && (tookNothing || settleWhenIdle === "wait" || flights > 0 || reserveQueue.length > 0)) {
         yield* writerPause
       }

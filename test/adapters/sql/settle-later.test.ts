@@ -1,7 +1,7 @@
 import { Deferred, Effect, Fiber, Layer, ManagedRuntime, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import { afterAll, describe, expect, it } from "vitest"
-import { storeOverClientWith } from "../../../adapters/sql/Database.ts"
+import { storeOverClientWith, type StoreOptions } from "../../../adapters/sql/Database.ts"
 import * as PgliteClient from "../../../adapters/sql/PgliteClient.ts"
 import { settleIdsOf, Store } from "../../../src/ports/Store.ts"
 import { Spend } from "../../../src/wallet/Spend.ts"
@@ -29,11 +29,17 @@ const backends = [
 
 const CENT = 10_000n
 
-describe.each(backends)("settles after the answer under concurrency over %s (default delay)", (_name, client) => {
+/** A runtime over a migrated store with these options on the backend's client, disposed after the suite. */
+const storeRuntime = (options: StoreOptions, client: () => unknown) => {
   const runtime = ManagedRuntime.make(
-    Layer.provideMerge(testLayer(storeOverClientWith()), client() as Layer.Layer<SqlClient.SqlClient, unknown>)
+    Layer.provideMerge(testLayer(storeOverClientWith(options)), client() as Layer.Layer<SqlClient.SqlClient, unknown>)
   )
   afterAll(() => runtime.dispose())
+  return runtime
+}
+
+describe.each(backends)("settles after the answer under concurrency over %s (default delay)", (_name, client) => {
+  const runtime = storeRuntime({}, client)
 
   it("200 calls over 3 wallets with reads among them: every receipt is the charge the books hold, once, and the books add up", async () => {
     await runtime.runPromise(Effect.gen(function*() {
@@ -79,13 +85,7 @@ describe.each(backends)("settles after the answer under concurrency over %s (def
 })
 
 describe.each(backends)("the settle writer over %s", (_name, client) => {
-  const runtime = ManagedRuntime.make(
-    Layer.provideMerge(
-      testLayer(storeOverClientWith({ settleDelayMs: 300, settleWhenIdle: "wait" })),
-      client() as Layer.Layer<SqlClient.SqlClient, unknown>
-    )
-  )
-  afterAll(() => runtime.dispose())
+  const runtime = storeRuntime({ settleDelayMs: 300, settleWhenIdle: "wait" }, client)
 
   it("a hold of another wallet carries the settles answered before it: calls one after another over three wallets", async () => {
     await runtime.runPromise(Effect.gen(function*() {
@@ -148,13 +148,7 @@ describe.each(backends)("the settle writer over %s", (_name, client) => {
 })
 
 describe.each(backends)("settles after the answer over %s", (_name, client) => {
-  const runtime = ManagedRuntime.make(
-    Layer.provideMerge(
-      testLayer(storeOverClientWith({ settleDelayMs: 60_000, settleWhenIdle: "wait" })),
-      client() as Layer.Layer<SqlClient.SqlClient, unknown>
-    )
-  )
-  afterAll(() => runtime.dispose())
+  const runtime = storeRuntime({ settleDelayMs: 60_000, settleWhenIdle: "wait" }, client)
 
   const transactionsOf = (accountId: string, kind?: string) =>
     Effect.gen(function*() {
@@ -245,14 +239,8 @@ const transactionsOnceSettled = (accountIds: ReadonlyArray<string>, settles: num
 const clientTurn = Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 20)))
 
 describe.each(backends)("a settle answered while no reserve is in flight or waiting, with settleWhenIdle now, over %s", (name, client) => {
-  const runtime = ManagedRuntime.make(
-    Layer.provideMerge(
-      // The delay is long: a settle that lands soon was written at once, not after it.
-      testLayer(storeOverClientWith({ settleDelayMs: 60_000, settleWhenIdle: "now" })),
-      client() as Layer.Layer<SqlClient.SqlClient, unknown>
-    )
-  )
-  afterAll(() => runtime.dispose())
+  // The delay is long: a settle that lands soon was written at once, not after it.
+  const runtime = storeRuntime({ settleDelayMs: 60_000, settleWhenIdle: "now" }, client)
 
   it("calls one after another: each settle is written at once, in a transaction of its own, and lands as the receipt says", async () => {
     await runtime.runPromise(Effect.gen(function*() {
@@ -330,13 +318,7 @@ describe.each(backends)("a settle answered while no reserve is in flight or wait
 })
 
 describe.each(backends)("the store's default for a settle with no hold coming, over %s", (name, client) => {
-  const runtime = ManagedRuntime.make(
-    Layer.provideMerge(
-      testLayer(storeOverClientWith({ settleDelayMs: 60_000 })),
-      client() as Layer.Layer<SqlClient.SqlClient, unknown>
-    )
-  )
-  afterAll(() => runtime.dispose())
+  const runtime = storeRuntime({ settleDelayMs: 60_000 }, client)
 
   it(name === "PostgreSQL"
     ? "at once on PostgreSQL: the settle lands in a transaction of its own"
