@@ -310,6 +310,8 @@ const realSleep = (ms: number) =>
     return Effect.sync(() => clearTimeout(timer))
   })
 
+/** The longest a hold (or a read) waits for its wallet's settles being written elsewhere to land. */
+const WRITTEN_WAIT_MS = 2_000
 /** How long a queued settle waits for a reserve of its wallet to carry it before the writer sends it. */
 const SETTLE_DELAY_MS = 2
 /** The most settles the writer sends in one call. */
@@ -1146,23 +1148,26 @@ export const makeSqlLedger = (
   /**
    * Waits until the account's settles already being written (taken by the
    * writer, not queued) have landed: a reserve batch then decides on a view
-   * that has them (it carries the queued ones itself).
+   * that has them (it carries the queued ones itself). Never past `deadline`
+   * (epoch ms; by default 2 s from now): a database that does not take a
+   * settle holds up the wallet's holds that long, not for as long as it fails.
    */
-  const written = (accountId: string) =>
+  const written = (accountId: string, deadline = Date.now() + WRITTEN_WAIT_MS) =>
     Effect.suspend(() => {
       const open = unsettled.get(accountId)
       if (open === undefined) return Effect.void
       const queued = queuedSettles.get(accountId)
       const writing = [...open].filter((item) => queued === undefined || !queued.includes(item))
       if (writing.length === 0) return Effect.void
-      return writtenOrTimeout(writing)
+      const left = deadline - Date.now()
+      return left > 0 ? writtenOrTimeout(writing, left) : Effect.void
     })
 
   /**
-   * Resumes once every item is done (landed, or no longer waited for), or after 2 s: one timer
+   * Resumes once every item is done (landed, or no longer waited for), or after `ms`: one timer
    * and a listener on each item, no fibers (this is on a hot wallet's every call).
    */
-  const writtenOrTimeout = (items: ReadonlyArray<QueuedSettle>) =>
+  const writtenOrTimeout = (items: ReadonlyArray<QueuedSettle>, ms: number) =>
     Effect.callback<void>((resume) => {
       let left = items.length
       let finished = false
@@ -1172,7 +1177,7 @@ export const makeSqlLedger = (
         clearTimeout(timer)
         resume(Effect.void)
       }
-      const timer = setTimeout(finish, 2_000)
+      const timer = setTimeout(finish, ms)
       const one = () => {
         if (--left === 0) finish()
       }
@@ -1364,13 +1369,15 @@ export const makeSqlLedger = (
   // Made once, not per call (docs/performance.md, "Generators made once").
   const flightCall = Effect.fnUntraced(function*(flight: Flight) {
     const leader = flight.leader
+    // One bound for all the call's waits below, not one per wallet.
+    const deadline = Date.now() + WRITTEN_WAIT_MS
     // The leader's wallet's settles that the writer is writing land first (more reserves join meanwhile).
-    yield* written(leader.input.accountId)
+    yield* written(leader.input.accountId, deadline)
     flight.batch = takeBatch(leader)
     const accounts = [...new Set(flight.batch.map((waiter) => waiter.input.accountId))]
     flight.accounts = accounts
     // So do the other wallets': the decisions see every settle answered before them.
-    for (const accountId of accounts) yield* written(accountId)
+    for (const accountId of accounts) yield* written(accountId, deadline)
     // Array.prototype.sort is stable: arrival order stays within each wallet.
     const ordered = [...flight.batch].sort(byAccount)
     const { results, failure } = yield* decideInOrder(ordered.map((waiter) => waiter.input), carriedSettles(accounts))
