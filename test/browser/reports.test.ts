@@ -184,6 +184,8 @@ describe("owner reports in the browser", () => {
 
     // Pages as the API pages them.
     await page.getByRole("button", { name: "Clear" }).click()
+    // The cleared list first: "Per page" keeps the filters of the address it is changed on.
+    await poll(() => count.textContent()).toBe("Showing 1–4 of 4")
     await page.getByLabel("Per page").selectOption("25")
     await poll(() => count.textContent()).toBe("Showing 1–4 of 4")
     expect(await page.getByRole("button", { name: "Next page" }).isDisabled()).toBe(true)
@@ -214,6 +216,25 @@ describe("owner reports in the browser", () => {
     await transaction.waitFor()
     expect(await transaction.textContent()).toContain("reason via openai")
     await h.screenshot(page, "receipt")
+    expect(h.problems()).toEqual([])
+  }, BROWSER_TIMEOUT_MS)
+
+  it("an address set as the signed-in page first renders, before the router listens for changes, is followed", async () => {
+    const page = await h.newPage()
+    // Sets the address in the same task as the render that shows "Sign out" (a MutationObserver's
+    // callback runs before the page's effects, where the router starts listening).
+    await page.addInitScript(() => {
+      const observer = new MutationObserver(() => {
+        if ([...document.querySelectorAll("button")].some((button) => button.textContent === "Sign out")) {
+          observer.disconnect()
+          location.hash = "#/transactions?type=charge"
+        }
+      })
+      observer.observe(document, { childList: true, subtree: true })
+    })
+    await h.signIn(page, { key: ownerKey })
+    await page.getByTestId("tx-count").waitFor({ timeout: 5_000 })
+    expect(await page.getByLabel("Type").inputValue()).toBe("charge")
     expect(h.problems()).toEqual([])
   }, BROWSER_TIMEOUT_MS)
 
