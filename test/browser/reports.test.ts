@@ -223,7 +223,8 @@ describe("owner reports in the browser", () => {
     const page = await h.newPage()
     // Sets the address in the same task as the render that shows "Sign out" (a MutationObserver's
     // callback runs before the page's effects, where the router starts listening).
-    await page.addInitScript(() => {
+    // (Page code as text: these tests are type-checked without the DOM's types.)
+    await page.addInitScript(`
       const observer = new MutationObserver(() => {
         if ([...document.querySelectorAll("button")].some((button) => button.textContent === "Sign out")) {
           observer.disconnect()
@@ -231,7 +232,7 @@ describe("owner reports in the browser", () => {
         }
       })
       observer.observe(document, { childList: true, subtree: true })
-    })
+    `)
     await h.signIn(page, { key: ownerKey })
     await page.getByTestId("tx-count").waitFor({ timeout: 5_000 })
     expect(await page.getByLabel("Type").inputValue()).toBe("charge")
