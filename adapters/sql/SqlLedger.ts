@@ -326,14 +326,15 @@ const SETTLE_SHUTDOWN_TIMEOUT_MS = 10_000
 /** A settle taken off the caller's path, waiting to be written. */
 interface QueuedSettle {
   readonly input: SettleInput
-  /** Done once it has landed, or once reads stop waiting for it (`detached`). */
-  readonly done: Deferred.Deferred<void>
   /** Done once it has landed: what shutdown waits for, detached or not. */
   readonly landing: Deferred.Deferred<void>
   attempts: number
   /** Failed SETTLE_ATTEMPTS times: still retried, no longer waited for by reads. */
   detached: boolean
-  /** Told once, when `done` is (a reserve's wait for it, without a fiber of its own: `written`). */
+  /**
+   * Told once, when it has landed or reads stop waiting for it (`detached`): the reserves waiting
+   * for it (`written`), without a fiber of their own. A wait that ends first takes its own back.
+   */
   whenDone: Array<() => void> | undefined
   landed: boolean
   /** A retry of it is waiting for its pause to end (it is neither queued nor being written). */
@@ -938,7 +939,6 @@ export const makeSqlLedger = (
       open.delete(item)
       if (open.size === 0) unsettled.delete(item.input.accountId)
     }
-    Deferred.doneUnsafe(item.done, Effect.void)
     const listeners = item.whenDone
     item.whenDone = undefined
     if (listeners !== undefined) for (const listener of listeners) listener()
@@ -1165,16 +1165,27 @@ export const makeSqlLedger = (
 
   /**
    * Resumes once every item is done (landed, or no longer waited for), or after `ms`: one timer
-   * and a listener on each item, no fibers (this is on a hot wallet's every call).
+   * and a listener on each item, no fibers (this is on a hot wallet's every call). A wait that
+   * times out or is interrupted takes its listeners back, so a settle that keeps failing does not
+   * collect one from every hold of its wallet meanwhile.
    */
   const writtenOrTimeout = (items: ReadonlyArray<QueuedSettle>, ms: number) =>
     Effect.callback<void>((resume) => {
       let left = items.length
       let finished = false
-      const finish = () => {
-        if (finished) return
+      const stop = () => {
         finished = true
         clearTimeout(timer)
+        for (const item of items) {
+          const listeners = item.whenDone
+          if (listeners === undefined) continue
+          const at = listeners.indexOf(one)
+          if (at >= 0) listeners.splice(at, 1)
+        }
+      }
+      const finish = () => {
+        if (finished) return
+        stop()
         resume(Effect.void)
       }
       const timer = setTimeout(finish, ms)
@@ -1186,8 +1197,7 @@ export const makeSqlLedger = (
         else (item.whenDone ??= []).push(one)
       }
       return Effect.sync(() => {
-        finished = true
-        clearTimeout(timer)
+        if (!finished) stop()
       })
     })
 
@@ -1824,7 +1834,6 @@ export const makeSqlLedger = (
         : Effect.sync(() => {
           const item: QueuedSettle = {
             input,
-            done: Deferred.makeUnsafe<void>(),
             whenDone: undefined,
             landing: Deferred.makeUnsafe<void>(),
             attempts: 0,
