@@ -25,6 +25,12 @@ const backends = [
 
 const CENT = 10_000n
 
+/** The ledger's test layer over a store with `options`, on the backend's client. */
+const storeRuntime = (client: (typeof backends)[number][1], options: StoreOptions) =>
+  ManagedRuntime.make(
+    Layer.provideMerge(testLayer(storeOverClientWith(options)), client() as Layer.Layer<SqlClient.SqlClient, unknown>)
+  )
+
 /** A logger that keeps every line (level and text) for the test to read. */
 const captureLogs = () => {
   const lines: Array<string> = []
@@ -338,12 +344,7 @@ describe.each(backends)("closing the store over %s", (_name, client) => {
 })
 
 describe.each(backends)("a settle refused once on a wallet that is never idle over %s", (_name, client) => {
-  const runtime = ManagedRuntime.make(
-    Layer.provideMerge(
-      testLayer(storeOverClientWith({ settleDelayMs: 2, settleRetryMaxPauseMs: 40 })),
-      client() as Layer.Layer<SqlClient.SqlClient, unknown>
-    )
-  )
+  const runtime = storeRuntime(client, { settleDelayMs: 2, settleRetryMaxPauseMs: 40 })
   afterAll(() => runtime.dispose())
 
   it("is written by the settle writer while the wallet's holds keep coming, not left until the wallet rests", async () => {
@@ -392,14 +393,9 @@ describe.each(backends)("a settle refused once on a wallet that is never idle ov
 })
 
 describe.each(backends)("a hold waiting for its wallet's settle that keeps failing, over %s", (_name, client) => {
-  const runtime = ManagedRuntime.make(
-    Layer.provideMerge(
-      // Retries pause long: the refused settle is then neither queued nor landed, and the next
-      // hold of its wallet finds it being written.
-      testLayer(storeOverClientWith({ settleDelayMs: 2, settleRetryMaxPauseMs: 5_000 })),
-      client() as Layer.Layer<SqlClient.SqlClient, unknown>
-    )
-  )
+  // Retries pause long: the refused settle is then neither queued nor landed, and the next
+  // hold of its wallet finds it being written.
+  const runtime = storeRuntime(client, { settleDelayMs: 2, settleRetryMaxPauseMs: 5_000 })
   afterAll(() => runtime.dispose())
 
   it("waits at most 2 s, then decides; both land once the fault lifts", async () => {
