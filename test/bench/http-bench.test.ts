@@ -90,8 +90,19 @@ describe("npm run bench:http", () => {
         expect(cells.slice(11, 14), row).toEqual(["-", "-", "-"])
       }
     }
-    expect(stdout).toMatch(/\| pg +\| \d+ +\| \d+ +\| \d+ +\| \d+ +\|/)
-    expect(stdout).toMatch(/\| pglite +\| \d+ +\| \d+ +\| \d+ +\| \d+ +\|/)
+    expect(stdout).toMatch(
+      /\| backend +\| start to healthy \/health ms +\| start-up CPU ms +\| RSS peak of start-up MB +\| idle after ms +\| RSS idle MB +\| RSS after the run MB +\|/
+    )
+    for (const backend of ["pg", "pglite"]) {
+      const row = stdout.split("\n").find((line) => new RegExp(`^\\| ${backend} +\\| \\d+ +\\|`).test(line))
+      expect(row, stdout).toBeDefined()
+      // The idle sample waits for the CPU to settle ("-" when it did not within the bound).
+      const [, , , peak, , idle, after] = row!.split("|").slice(1, -1).map((cell) => cell.trim())
+      expect(row).toMatch(new RegExp(`^\\| ${backend} +\\| \\d+ +\\| \\d+ +\\| \\d+ +\\| (\\d+|-) +\\| \\d+ +\\| \\d+ +\\|$`))
+      // Start-up's peak is a high-water mark taken with the idle sample: never below it.
+      expect(Number(peak), row).toBeGreaterThanOrEqual(Number(idle))
+      expect(Number(after), row).toBeGreaterThan(0)
+    }
     const children = childrenOf(stdout)
     // The upstream, the floor and the two servers.
     expect(children).toHaveLength(4)
