@@ -337,3 +337,38 @@ describe.each(backends)("the store's default for a settle with no hold coming, o
     }))
   }, 60_000)
 })
+
+describe.each(backends)("a hold of a wallet whose settle is being written, over %s", (_name, client) => {
+  // Settles are written at once; a refused one is tried again within 200 ms.
+  const retrying = storeRuntime({ settleDelayMs: 2, settleWhenIdle: "now", settleRetryMaxPauseMs: 200 }, client)
+  // 60 cents and 1,000 sats (50 cents). The first call holds the 60 cents and costs 10; the second
+  // holds 30 cents, from the usd pocket once the first's settle has landed (it returned 50), and
+  // from sats if it were decided before. A refusal would not tell: it is decided again on the
+  // general path, which waits for the wallet's settles itself.
+
+  it("waits for it to land, then decides on it: the pocket it draws from shows which it saw", async () => {
+    await retrying.runPromise(Effect.gen(function*() {
+      const owner = yield* fundedAccount(60n, 1_000n)
+      const accountId = owner.agent.accountId
+      const fault = yield* refuseCharges("refuse_while_testing", { accountId })
+      yield* call(owner, 60n, { actual: 10n * CENT })
+      // The settle was tried and refused: between its tries it is still being written, not landed.
+      for (let i = 0; i < 500 && (yield* fault.refusals) < 1; i++) {
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 10)))
+      }
+      expect(yield* fault.refusals).toBeGreaterThanOrEqual(1)
+      // The next hold waits for it (at most 2 s), and decides on it once the fault lifts.
+      const next = yield* Effect.forkDetach(Effect.exit(call(owner, 30n, { actual: 30n * CENT })))
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 300)))
+      yield* fault.lift
+      const exit = yield* Fiber.join(next)
+      expect(exit._tag === "Success" ? exit.value.receipt.chargedMicroUsd : exit).toBe(30n * CENT)
+      // Both calls charged from the usd pocket: 60 - 10 - 30 cents left, the sats untouched.
+      const wallet = yield* (yield* Wallets).get(owner)
+      expect([wallet.usdMicroUsd, wallet.satsMsat]).toEqual([20n * CENT, 1_000_000n])
+      const { problems, snapshot } = yield* checkAccount(accountId)
+      expect(problems).toEqual([])
+      expect(snapshot.reservations.filter((r) => r.status === "held")).toEqual([])
+    }))
+  }, 60_000)
+})
