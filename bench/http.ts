@@ -49,6 +49,27 @@
  *   --connections=L  BENCH_CONNECTIONS  e.g. 1,16 (default)
  *   --server=DIR     BENCH_SERVER       the checkout whose server is measured (default this one)
  *   --profile=DIR    BENCH_PROFILE      write each server's CPU profile (node --cpu-prof) into DIR
+ *   --against=DIR    BENCH_AGAINST      interleaved A/B: compare the server with this checkout's (below)
+ *   --against-env=L  BENCH_AGAINST_ENV  settings for the --against server only, e.g. SETTLE_WHEN_IDLE=wait
+ *   --blocks=N       BENCH_BLOCKS       A/B: blocks per build and cell (default 30)
+ *   --block=N        BENCH_BLOCK        A/B: requests per block (default 300)
+ *   --ab-warmup=N    BENCH_AB_WARMUP    A/B: requests to each server before each cell, not counted (default 1000)
+ *
+ * Interleaved A/B (`--against=DIR`, or `--against=.` with `--against-env`
+ * to compare two settings of one build). Between two separate runs the
+ * machine's speed can move by more than a small change is worth (a third
+ * within a minute on a busy host), so two builds measured one after the other
+ * can differ by the minute they met. With `--against` both servers run at
+ * once, each on its own fresh database or data directory, and one connection
+ * sends them alternate blocks of requests (`--block`, A then B, then B then
+ * A, `--blocks` times) to `POST /v1/proxy/openai` on one hot wallet and over
+ * `--wallets` wallets, after `--ab-warmup` requests each to warm up; only one request
+ * is in flight at a time. Both meet the same minutes. Halfway the servers are
+ * started again in the other order (`runInterleaved`). It prints each build's
+ * p50, p90, p99 and server CPU per request, and the difference of their
+ * p50s block by block (against minus server): its median, its 10th and 90th
+ * percentiles, and how many blocks each build was faster in. No direct,
+ * floor or 16-connection cells are run in this mode.
  *
  * The server gets an environment of its own (the upstream, the limits out of
  * the way); SETTLE_DELAY_MS, SETTLE_WHEN_IDLE and RESERVE_FLIGHTS are passed on
@@ -64,6 +85,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
+import { Agent, request } from "undici"
 
 // ---------------------------------------------------------------------------
 // Options
@@ -88,10 +110,26 @@ const root = resolve(import.meta.dirname, "..")
 const durationSeconds = positive("duration", option("duration", "BENCH_DURATION", "3"))
 const warmupSeconds = Number(option("warmup", "BENCH_WARMUP", "0.5"))
 const walletCount = Math.floor(positive("wallets", option("wallets", "BENCH_WALLETS", "256")))
-const backends = option("backends", "BENCH_BACKENDS", "pg,pglite").split(",").map((b) => b.trim()).filter((b) => b !== "")
+// An A/B run (--against) measures PostgreSQL unless told otherwise.
+const backends = option("backends", "BENCH_BACKENDS", option("against", "BENCH_AGAINST", "") === "" ? "pg,pglite" : "pg").split(",").map((b) => b.trim()).filter((b) => b !== "")
 const connectionCounts = option("connections", "BENCH_CONNECTIONS", "1,16").split(",").map((c) => Math.floor(positive("connections", c)))
 const serverRoot = resolve(option("server", "BENCH_SERVER", root))
 const profileDir = option("profile", "BENCH_PROFILE", "")
+const againstOption = option("against", "BENCH_AGAINST", "")
+const againstRoot = againstOption === "" ? undefined : resolve(againstOption)
+const againstEnv = Object.fromEntries(
+  option("against-env", "BENCH_AGAINST_ENV", "").split(",").map((pair) => pair.trim()).filter((pair) => pair !== "").map((pair) => {
+    const at = pair.indexOf("=")
+    if (at <= 0) {
+      console.error(`bench:http: --against-env takes NAME=value pairs separated by commas, got ${JSON.stringify(pair)}`)
+      process.exit(2)
+    }
+    return [pair.slice(0, at), pair.slice(at + 1)]
+  })
+)
+const blocks = Math.floor(positive("blocks", option("blocks", "BENCH_BLOCKS", "30")))
+const blockSize = Math.floor(positive("block", option("block", "BENCH_BLOCK", "300")))
+const abWarmup = Math.floor(positive("ab-warmup", option("ab-warmup", "BENCH_AB_WARMUP", "1000")))
 const adminUrl = process.env["POSTGRES_URL"] ?? "postgres://postgres@127.0.0.1:5432/postgres"
 for (const backend of backends) {
   if (backend !== "pg" && backend !== "pglite") {
@@ -256,8 +294,9 @@ const adminStatement = async (statement: string): Promise<void> => {
   await adminQuery(statement)
 }
 
+let databases = 0
 const freshDatabase = async (): Promise<{ readonly url: string; readonly name: string }> => {
-  const name = `spendgate_bench_http_${Date.now().toString(36)}_${process.pid}`
+  const name = `spendgate_bench_http_${Date.now().toString(36)}_${process.pid}_${++databases}`
   await adminStatement(`CREATE DATABASE ${name}`)
   cleanups.push(() => adminStatement(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))
   const url = new URL(adminUrl)
@@ -480,7 +519,12 @@ interface ServerFigures {
 /** Server settings passed on from this process's environment when set (README, "Configuration"). */
 const SERVER_TUNING = ["SETTLE_DELAY_MS", "SETTLE_WHEN_IDLE", "RESERVE_FLIGHTS"] as const
 
-const startServer = async (backend: "pg" | "pglite", upstreamPort: number) => {
+const startServer = async (
+  backend: "pg" | "pglite",
+  upstreamPort: number,
+  checkout: string = serverRoot,
+  extraEnv: Record<string, string> = {}
+) => {
   const port = await freePort()
   const dataDir = mkdtempSync(join(tmpdir(), "spendgate-bench-http-"))
   cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }))
@@ -499,15 +543,16 @@ const startServer = async (backend: "pg" | "pglite", upstreamPort: number) => {
     // The ledger's tuning, when set here: a run can compare settings of one build.
     ...Object.fromEntries(
       SERVER_TUNING.flatMap((name) => process.env[name] !== undefined ? [[name, process.env[name]!]] : [])
-    )
+    ),
+    ...extraEnv
   }
   const database = backend === "pg" ? await freshDatabase() : undefined
   if (database !== undefined) env["DATABASE_URL"] = database.url
   const base = `http://127.0.0.1:${port}`
   const started = performance.now()
   const profile = profileDir === "" ? [] : ["--cpu-prof", `--cpu-prof-dir=${resolve(profileDir)}`, `--cpu-prof-name=${backend}-${Date.now()}.cpuprofile`]
-  const command = startCommand(serverRoot)
-  const server = start([...command.flags, ...profile, ...command.script], env, serverRoot)
+  const command = startCommand(checkout)
+  const server = start([...command.flags, ...profile, ...command.script], env, checkout)
   for (;;) {
     if (server.child.exitCode !== null || server.child.signalCode !== null) {
       throw new Error(`the ${backend} server exited before it was healthy:\n${server.output()}`)
@@ -599,6 +644,153 @@ const runBackend = async (backend: "pg" | "pglite", upstreamPort: number, rows: 
   await stopChild(server.child)
 }
 
+// ---------------------------------------------------------------------------
+// Interleaved A/B (--against)
+
+interface Side {
+  readonly label: string
+  readonly base: string
+  readonly pid: number
+  readonly dispatcher: Agent
+  readonly hot: string
+  readonly many: ReadonlyArray<string>
+}
+
+/** One request at a time on the side's one connection: each response's time (ms), or a failure thrown. */
+const sequential = async (side: Side, keys: ReadonlyArray<string>, count: number, turn: { next: number }): Promise<Array<number>> => {
+  const times: Array<number> = new Array(count)
+  for (let i = 0; i < count; i++) {
+    const key = keys[turn.next++ % keys.length]!
+    const started = performance.now()
+    const response = await request(`${side.base}/v1/proxy/openai`, {
+      dispatcher: side.dispatcher,
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
+      body: proxyBody
+    })
+    const text = await response.body.text()
+    times[i] = performance.now() - started
+    if (response.statusCode !== 200) throw new Error(`${side.label}: HTTP ${response.statusCode} ${text.slice(0, 500)}`)
+  }
+  return times
+}
+
+interface AbRow {
+  readonly backend: string
+  readonly cell: string
+  readonly side: string
+  readonly p50: number
+  readonly p90: number
+  readonly p99: number
+  readonly cpuMsPerRequest: number | undefined
+  readonly blockP50s: ReadonlyArray<number>
+}
+
+const sorted = (values: ReadonlyArray<number>) => [...values].sort((a, b) => a - b)
+
+/**
+ * Two rounds, each with both servers started afresh (fresh databases or data directories) and
+ * half the blocks: the first starts `server` then `against`, the second the other way round, so
+ * that neither build is always the one started (and funded, and warmed) first. A/A runs (one
+ * build on both sides) put the median block difference within 0.05 ms on one hot wallet and up
+ * to 0.2 ms over 256 wallets: a smaller difference needs the run repeated with the two builds'
+ * places swapped (docs/performance.md, "Interleaved A/B").
+ */
+const runInterleaved = async (backend: "pg" | "pglite", upstreamPort: number, rows: Array<AbRow>) => {
+  const specs = [
+    { label: "server", checkout: serverRoot, env: {} as Record<string, string> },
+    { label: "against", checkout: againstRoot!, env: againstEnv }
+  ] as const
+  const cells = [["1 (hot)", (side: Side) => [side.hot]], [`${walletCount}`, (side: Side) => side.many]] as const
+  const results = cells.map(() => specs.map(() => ({ times: [] as Array<number>, blockP50s: [] as Array<number>, cpu: 0 })))
+  for (const [round, order] of [[0, 1], [1, 0]].entries()) {
+    const sides: Array<Side> = []
+    const servers: Array<ChildProcess> = []
+    for (const i of order) {
+      const spec = specs[i]!
+      const { server, base, startMs } = await startServer(backend, upstreamPort, spec.checkout, spec.env)
+      console.error(
+        `bench:http: ${backend}: round ${round + 1}: ${spec.label} (${spec.checkout}) healthy after ${startMs.toFixed(0)} ms; ` +
+          `funding ${walletCount + 1} wallets`
+      )
+      const [hot] = await fundedAccounts(base, 1, "hot")
+      const many = await fundedAccounts(base, walletCount, "wallet")
+      const dispatcher = new Agent({ connections: 1, pipelining: 1 })
+      sides[i] = { label: spec.label, base, pid: server.child.pid!, dispatcher, hot: hot!, many }
+      servers.push(server.child)
+    }
+    for (const [c, [cell, keysOf]] of cells.entries()) {
+      const count = round === 0 ? Math.ceil(blocks / 2) : Math.floor(blocks / 2)
+      console.error(`bench:http: ${backend}: round ${round + 1}: POST /v1/proxy/openai, 1 connection, ${cell} wallet(s): ${count} blocks of ${blockSize} each`)
+      const turns = sides.map(() => ({ next: 0 }))
+      for (const [i, side] of sides.entries()) await sequential(side, keysOf(side), abWarmup, turns[i]!)
+      for (let b = 0; b < count; b++) {
+        for (const i of b % 2 === 0 ? [0, 1] : [1, 0]) {
+          const side = sides[i]!
+          const result = results[c]![i]!
+          const before = cpuMs(side.pid)
+          const block = await sequential(side, keysOf(side), blockSize, turns[i]!)
+          const after = cpuMs(side.pid)
+          result.cpu += before === undefined || after === undefined ? Number.NaN : after - before
+          result.times.push(...block)
+          result.blockP50s.push(percentile(sorted(block), 50))
+        }
+      }
+    }
+    for (const side of sides) await side.dispatcher.close()
+    for (const child of servers) await stopChild(child)
+  }
+  for (const [c, [cell]] of cells.entries()) {
+    for (const [i, spec] of specs.entries()) {
+      const { times, blockP50s, cpu } = results[c]![i]!
+      const all = sorted(times)
+      rows.push({
+        backend,
+        cell,
+        side: spec.label,
+        p50: percentile(all, 50),
+        p90: percentile(all, 90),
+        p99: percentile(all, 99),
+        cpuMsPerRequest: Number.isNaN(cpu) ? undefined : cpu / all.length,
+        blockP50s
+      })
+    }
+  }
+}
+
+const printInterleaved = (rows: ReadonlyArray<AbRow>) => {
+  console.log("")
+  console.log(`A/B, interleaved: server = ${serverRoot}; against = ${againstRoot}` +
+    (Object.keys(againstEnv).length === 0 ? "" : ` with ${Object.entries(againstEnv).map(([k, v]) => `${k}=${v}`).join(", ")}`))
+  console.log("")
+  console.log(table(
+    ["backend", "wallets", "build", "p50 ms", "p90 ms", "p99 ms", "server CPU ms/req", "block p50s, 10th - 90th ms"],
+    rows.map((row) => {
+      const blockP50s = sorted(row.blockP50s)
+      return [row.backend, row.cell, row.side, fixed(row.p50, 3), fixed(row.p90, 3), fixed(row.p99, 3), fixed(row.cpuMsPerRequest, 3),
+        `${fixed(percentile(blockP50s, 10), 3)} - ${fixed(percentile(blockP50s, 90), 3)}`]
+    })
+  ))
+  console.log("")
+  const pairs: Array<Array<string>> = []
+  for (let i = 0; i + 1 < rows.length; i += 2) {
+    const [server, against] = [rows[i]!, rows[i + 1]!]
+    const differences = server.blockP50s.map((p50, b) => against.blockP50s[b]! - p50)
+    const ordered = sorted(differences)
+    pairs.push([
+      server.backend,
+      server.cell,
+      fixed(percentile(ordered, 50), 3),
+      `${fixed(percentile(ordered, 10), 3)} - ${fixed(percentile(ordered, 90), 3)}`,
+      `${differences.filter((d) => d < 0).length} / ${differences.filter((d) => d > 0).length} of ${differences.length}`
+    ])
+  }
+  console.log(table(
+    ["backend", "wallets", "against - server, block p50, median ms", "10th - 90th ms", "blocks faster: against / server"],
+    pairs
+  ))
+}
+
 const fixed = (value: number | undefined, digits: number) =>
   value === undefined || Number.isNaN(value) ? "-" : value.toFixed(digits)
 
@@ -610,9 +802,12 @@ const table = (headers: ReadonlyArray<string>, lines: ReadonlyArray<ReadonlyArra
 
 const main = async () => {
   console.log(
-    `Spendgate HTTP benchmark: node ${process.version}, ${durationSeconds} s a cell (+${warmupSeconds} s warm-up), ` +
-      `${walletCount} wallets, backends ${backends.join(", ")}, connections ${connectionCounts.join(", ")}` +
-      (serverRoot === root ? "" : `, server from ${serverRoot}`)
+    againstRoot === undefined
+      ? `Spendgate HTTP benchmark: node ${process.version}, ${durationSeconds} s a cell (+${warmupSeconds} s warm-up), ` +
+        `${walletCount} wallets, backends ${backends.join(", ")}, connections ${connectionCounts.join(", ")}` +
+        (serverRoot === root ? "" : `, server from ${serverRoot}`)
+      : `Spendgate HTTP benchmark, interleaved A/B: node ${process.version}, ${blocks} blocks of ${blockSize} requests a build ` +
+        `and cell, 1 connection, one hot wallet and ${walletCount} wallets, backends ${backends.join(", ")}`
   )
   const upstream = start([join(root, "bench/upstream.ts")], { PORT: "0" }, root)
   let upstreamPort = 0
@@ -621,6 +816,13 @@ const main = async () => {
     if (match !== null) upstreamPort = Number(match[1])
     else if (upstream.child.exitCode !== null || waited > 30_000) throw new Error(`the upstream did not start:\n${upstream.output()}`)
     else await sleep(10)
+  }
+  if (againstRoot !== undefined) {
+    const abRows: Array<AbRow> = []
+    for (const backend of backends) await runInterleaved(backend as "pg" | "pglite", upstreamPort, abRows)
+    await stopChild(upstream.child)
+    printInterleaved(abRows)
+    return
   }
   const rows: Array<Row> = []
   const figures: Array<ServerFigures> = []

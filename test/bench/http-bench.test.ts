@@ -118,4 +118,34 @@ describe("npm run bench:http", () => {
     expect(children).toHaveLength(3)
     expect(children.filter(alive)).toEqual([])
   }, 180_000)
+
+  it("--against: both servers, interleaved blocks, both start orders; the table of builds and of their differences", async () => {
+    const { code, stdout, stderr } = await run(["--against=.", "--against-env=SETTLE_WHEN_IDLE=wait", "--blocks=2", "--block=5", "--ab-warmup=10", "--wallets=2"])
+    expect(code, stderr).toBe(0)
+    expect(stdout).toMatch(/^A\/B, interleaved: server = .+; against = .+ with SETTLE_WHEN_IDLE=wait$/m)
+    const builds = stdout.split("\n").filter((line) => /^\| pg +\| (1 \(hot\)|2) +\| (server|against) +\|/.test(line))
+    expect(builds.map((line) => line.split("|").slice(2, 4).map((cell) => cell.trim()))).toEqual([
+      ["1 (hot)", "server"],
+      ["1 (hot)", "against"],
+      ["2", "server"],
+      ["2", "against"]
+    ])
+    for (const line of builds) expect(line).toMatch(/\| \d+\.\d{3} +\| \d+\.\d{3} +\| \d+\.\d{3} +\| (\d+\.\d{3}|-) +\| -?\d+\.\d{3} - -?\d+\.\d{3} +\|$/)
+    // One difference a block pair: two blocks a build and cell, one in each start order.
+    const differences = stdout.split("\n").filter((line) => /^\| pg +\| (1 \(hot\)|2) +\| -?\d+\.\d{3} +\|/.test(line))
+    expect(differences).toHaveLength(2)
+    for (const line of differences) expect(line).toMatch(/\| \d \/ \d of 2 +\|$/)
+    // No cell of the ordinary run.
+    expect(stdout).not.toMatch(/upstream direct|floor: forward/)
+    const children = childrenOf(stdout)
+    // The upstream and each server twice (started again in the other order).
+    expect(children).toHaveLength(5)
+    expect(children.filter(alive)).toEqual([])
+  }, 300_000)
+
+  it("--against-env refuses what is not NAME=value, before it starts anything", async () => {
+    const { code, stderr } = await run(["--against=.", "--against-env=SETTLE_WHEN_IDLE"])
+    expect(code).toBe(2)
+    expect(stderr).toMatch(/--against-env takes NAME=value pairs/)
+  }, 60_000)
 })
