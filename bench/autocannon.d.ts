@@ -7,6 +7,8 @@ declare module "autocannon" {
     readonly method?: string
     readonly connections?: number
     readonly duration?: number
+    /** Milliseconds between samples; the run stops at the first one after `duration` (default 1000). */
+    readonly sampleInt?: number
     readonly headers?: Record<string, string>
     readonly body?: string
     readonly requests?: ReadonlyArray<{
