@@ -1,12 +1,13 @@
 import { Deferred, Effect, Exit, Fiber, Layer, ManagedRuntime } from "effect"
 import { SqlClient } from "effect/sql"
 import { afterAll, describe, expect, it } from "vitest"
-import { storeOverClient, storeOverClientWith } from "../../../adapters/sql/Database.ts"
+import { storeOverClient } from "../../../adapters/sql/Database.ts"
 import * as PgliteClient from "../../../adapters/sql/PgliteClient.ts"
 import { verifyChainSegment } from "../../../src/audit/chain.ts"
 import { Store } from "../../../src/ports/Store.ts"
 import { Wallets } from "../../../src/wallet/Wallets.ts"
 import { freshPostgresLayer } from "../../support/postgres.ts"
+import { sqlStoreRuntime } from "../../support/sqlStore.ts"
 import { call, fundedAccount, testLayer } from "../../wallet/ledger.contract.ts"
 
 /**
@@ -151,9 +152,7 @@ describe.each(backends)("batched holds over %s", (_name, client) => {
   it("a call of several wallets that fails in the database: its reserves of every wallet fail, nothing of it is held, the books add up", async () => {
     // One call in flight at a time: the first reserve goes alone, all the others wait and go together in
     // the next call, which the injected fault fails.
-    const single = ManagedRuntime.make(
-      Layer.provideMerge(testLayer(storeOverClientWith({ reserveFlights: 1 })), client() as Layer.Layer<SqlClient.SqlClient, unknown>)
-    )
+    const single = sqlStoreRuntime({ reserveFlights: 1 }, client)
     try {
       await single.runPromise(Effect.gen(function*() {
         const owners = yield* Effect.all(Array.from({ length: 6 }, () => fundedAccount(100n)))
@@ -204,12 +203,7 @@ describe.each(backends)("batched holds over %s", (_name, client) => {
 describe("a full reserve queue over PostgreSQL", () => {
   it("a reserve that finds the queue full never passes the waiting reserves of its own wallet", async () => {
     // One call in flight, two reserves may wait: the third reserve of a wallet finds the queue full.
-    const tight = ManagedRuntime.make(
-      Layer.provideMerge(
-        testLayer(storeOverClientWith({ reserveFlights: 1, maxQueued: 2 })),
-        freshPostgresLayer(8) as Layer.Layer<SqlClient.SqlClient, unknown>
-      )
-    )
+    const tight = sqlStoreRuntime({ reserveFlights: 1, maxQueued: 2 }, () => freshPostgresLayer(8))
     try {
       await tight.runPromise(Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient

@@ -9,6 +9,7 @@ import { Wallets } from "../../../src/wallet/Wallets.ts"
 import { refuseCharges } from "../../support/chargeFaults.ts"
 import { checkAccount } from "../../support/ledger-check.ts"
 import { freshPostgresLayer } from "../../support/postgres.ts"
+import { sqlStoreRuntime } from "../../support/sqlStore.ts"
 import { call, fundedAccount, testLayer } from "../../wallet/ledger.contract.ts"
 
 /**
@@ -24,12 +25,6 @@ const backends = [
 ] as const
 
 const CENT = 10_000n
-
-/** The ledger's test layer over a store with `options`, on the backend's client. */
-const storeRuntime = (client: (typeof backends)[number][1], options: StoreOptions) =>
-  ManagedRuntime.make(
-    Layer.provideMerge(testLayer(storeOverClientWith(options)), client() as Layer.Layer<SqlClient.SqlClient, unknown>)
-  )
 
 /** A logger that keeps every line (level and text) for the test to read. */
 const captureLogs = () => {
@@ -344,7 +339,7 @@ describe.each(backends)("closing the store over %s", (_name, client) => {
 })
 
 describe.each(backends)("a settle refused once on a wallet that is never idle over %s", (_name, client) => {
-  const runtime = storeRuntime(client, { settleDelayMs: 2, settleRetryMaxPauseMs: 40 })
+  const runtime = sqlStoreRuntime({ settleDelayMs: 2, settleRetryMaxPauseMs: 40 }, client)
   afterAll(() => runtime.dispose())
 
   it("is written by the settle writer while the wallet's holds keep coming, not left until the wallet rests", async () => {
@@ -395,7 +390,7 @@ describe.each(backends)("a settle refused once on a wallet that is never idle ov
 describe.each(backends)("a hold waiting for its wallet's settle that keeps failing, over %s", (_name, client) => {
   // Retries pause long: the refused settle is then neither queued nor landed, and the next
   // hold of its wallet finds it being written.
-  const runtime = storeRuntime(client, { settleDelayMs: 2, settleRetryMaxPauseMs: 5_000 })
+  const runtime = sqlStoreRuntime({ settleDelayMs: 2, settleRetryMaxPauseMs: 5_000 }, client)
   afterAll(() => runtime.dispose())
 
   it("waits at most 2 s, then decides; both land once the fault lifts", async () => {

@@ -1,7 +1,7 @@
-import { Deferred, Effect, Fiber, Layer, ManagedRuntime, Option } from "effect"
+import { Deferred, Effect, Fiber, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import { afterAll, describe, expect, it } from "vitest"
-import { storeOverClientWith, type StoreOptions } from "../../../adapters/sql/Database.ts"
+import type { StoreOptions } from "../../../adapters/sql/Database.ts"
 import * as PgliteClient from "../../../adapters/sql/PgliteClient.ts"
 import { settleIdsOf, Store } from "../../../src/ports/Store.ts"
 import { Spend } from "../../../src/wallet/Spend.ts"
@@ -9,7 +9,8 @@ import { Wallets } from "../../../src/wallet/Wallets.ts"
 import { refuseCharges } from "../../support/chargeFaults.ts"
 import { checkAccount } from "../../support/ledger-check.ts"
 import { freshPostgresLayer } from "../../support/postgres.ts"
-import { call, fundedAccount, testLayer } from "../../wallet/ledger.contract.ts"
+import { sqlStoreRuntime } from "../../support/sqlStore.ts"
+import { call, fundedAccount } from "../../wallet/ledger.contract.ts"
 
 /**
  * Settles off the caller's path (docs/ledger-recovery.md): a paid call answers
@@ -31,9 +32,7 @@ const CENT = 10_000n
 
 /** A runtime over a migrated store with these options on the backend's client, disposed after the suite. */
 const storeRuntime = (options: StoreOptions, client: () => unknown) => {
-  const runtime = ManagedRuntime.make(
-    Layer.provideMerge(testLayer(storeOverClientWith(options)), client() as Layer.Layer<SqlClient.SqlClient, unknown>)
-  )
+  const runtime = sqlStoreRuntime(options, client)
   afterAll(() => runtime.dispose())
   return runtime
 }
