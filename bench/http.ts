@@ -795,8 +795,12 @@ const printInterleaved = (rows: ReadonlyArray<AbRow>) => {
   ))
 }
 
-const fixed = (value: number | undefined, digits: number) =>
-  value === undefined || Number.isNaN(value) ? "-" : value.toFixed(digits)
+/** A figure to `digits` places; "-" when there is none. A value that rounds to zero prints without a sign. */
+const fixed = (value: number | undefined, digits: number) => {
+  if (value === undefined || Number.isNaN(value)) return "-"
+  const text = value.toFixed(digits)
+  return Number(text) === 0 ? text.replace(/^-/, "") : text
+}
 
 const table = (headers: ReadonlyArray<string>, lines: ReadonlyArray<ReadonlyArray<string>>): string => {
   const widths = headers.map((h, i) => Math.max(h.length, ...lines.map((line) => line[i]!.length)))
