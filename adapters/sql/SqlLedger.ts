@@ -817,23 +817,79 @@ export const makeSqlLedger = (
     now: input.now.toISOString()
   })
 
-  interface BatchRow {
-    readonly ord: Int8
+  /** A reserve's answer: `spendgate_hold`'s row, or `spendgate_ledger_batch`'s (with its `ord`). */
+  interface HoldRow {
     readonly outcome: string
     readonly from_usd: Int8 | null
     readonly from_sats: Int8 | null
     readonly wallet_usd: Int8 | null
     readonly wallet_sats: Int8 | null
   }
+  interface BatchRow extends HoldRow {
+    readonly ord: Int8
+  }
+
+  /** The reserve's hold, with the wallet's pockets after it (the receipt's balance); null when it was not held. */
+  const heldFrom = (input: ReserveInput, row: HoldRow | undefined): ReserveResult | null => {
+    if (row === undefined || row.outcome !== "held") return null
+    const reservation: HeldReservation = {
+      ...heldReservation(input, { fromUsdMicroUsd: microUsd(row.from_usd!), fromSatsMsat: msat(row.from_sats!) }),
+      walletAfterHold: { accountId: input.accountId, usdMicroUsd: microUsd(row.wallet_usd!), satsMsat: msat(row.wallet_sats!) }
+    }
+    return Result.succeed(reservation)
+  }
+
+  /** What one ledger call decided: each reserve's hold (null: not held), each settle's outcome. */
+  interface LedgerCallResult {
+    readonly held: ReadonlyArray<ReserveResult | null>
+    readonly settled: ReadonlyArray<string>
+  }
 
   /**
-   * One call, one transaction, one commit (`spendgate_ledger_batch`,
-   * migration 0018): the settles given, then the reserves, each decided by
-   * the mirror of `planHold` under the wallet lock in the order given, up to
-   * the first that is not held (null: a refusal, or a hold the general path
-   * must record). The settles' outcomes are handed to `settlesDone`.
+   * A lone reserve (no settle carried) by `spendgate_hold` (migration 0021): the same decision and
+   * writes as through `spendgate_ledger_batch`, with typed arguments instead of a JSON document
+   * the database parses and loops over (docs/performance.md, "Typed calls for a lone hold or settle").
    */
-  const reserveManyInOneCall = (inputs: ReadonlyArray<ReserveInput>, settles: ReadonlyArray<QueuedSettle> = []) =>
+  const holdAlone = (input: ReserveInput): Effect.Effect<LedgerCallResult, unknown> =>
+    // Suspended, as the batch: a parameter that cannot be built fails this call's Effect.
+    Effect.suspend(() => Effect.map(
+      sql<HoldRow>`
+        SELECT * FROM spendgate_hold(${input.accountId}::text, ${input.agentId}::text, ${input.reservationId}::text,
+          ${input.auditId}::text, ${input.capability}::text, ${input.provider}::text,
+          ${input.quotedMicroUsd}::bigint, ${input.rate === null ? null : input.rate.rate.microUsdPerBtc}::bigint,
+          ${input.day}::text, ${input.now}::timestamptz, ${input.expiresAt}::timestamptz, ${KNOWN_CAPABILITIES}::text)`,
+      (rows) => ({ held: [heldFrom(input, rows[0])], settled: [] })
+    ))
+
+  /** `spendgate_settle` (migration 0014, lighter since 0019) with typed arguments: one statement, one commit. */
+  const settleCall = (input: SettleInput) =>
+    sql<SettleRow>`
+      SELECT * FROM spendgate_settle(${input.accountId}::text, ${input.reservationId}::text,
+        ${clampActual(input.actualMicroUsd)}::numeric, ${input.transactionId}::text, ${input.auditId}::text,
+        ${input.description}::text, ${input.now}::timestamptz)`
+
+  /** A lone settle (the settle writer's usual call at low load) by `spendgate_settle` itself, likewise. */
+  const settleAlone = (input: SettleInput): Effect.Effect<LedgerCallResult, unknown> =>
+    Effect.suspend(() => Effect.map(settleCall(input), (rows) => ({ held: [], settled: [rows[0]!.outcome] })))
+
+  /**
+   * One call, one transaction, one commit: a lone reserve by `spendgate_hold`, a lone settle by
+   * `spendgate_settle`, anything more by `spendgate_ledger_batch` (migration 0018): the settles
+   * given, then the reserves, each decided by the mirror of `planHold` under the wallet lock in
+   * the order given, up to the first that is not held (null: a refusal, or a hold the general
+   * path must record). The settles' outcomes are handed to `settlesDone`.
+   */
+  const reserveManyInOneCall = (
+    inputs: ReadonlyArray<ReserveInput>,
+    settles: ReadonlyArray<QueuedSettle> = []
+  ): Effect.Effect<LedgerCallResult, unknown> =>
+    inputs.length === 1 && settles.length === 0
+      ? holdAlone(inputs[0]!)
+      : inputs.length === 0 && settles.length === 1
+      ? settleAlone(settles[0]!.input)
+      : reserveManyInBatch(inputs, settles)
+
+  const reserveManyInBatch = (inputs: ReadonlyArray<ReserveInput>, settles: ReadonlyArray<QueuedSettle>) =>
     // Suspended: a parameter that cannot be built fails this call's Effect, never its caller's code.
     Effect.suspend(() => Effect.map(
       sql<BatchRow>`
@@ -842,15 +898,7 @@ export const makeSqlLedger = (
       (rows) => {
         const byOrd = new Map(rows.map((row) => [Number(row.ord), row]))
         const settled = settles.map((_, i) => byOrd.get(-(i + 1))?.outcome ?? "NotHeld")
-        const held = inputs.map((input, i): ReserveResult | null => {
-          const row = byOrd.get(i + 1)
-          if (row === undefined || row.outcome !== "held") return null
-          const reservation: HeldReservation = {
-            ...heldReservation(input, { fromUsdMicroUsd: microUsd(row.from_usd!), fromSatsMsat: msat(row.from_sats!) }),
-            walletAfterHold: { accountId: input.accountId, usdMicroUsd: microUsd(row.wallet_usd!), satsMsat: msat(row.wallet_sats!) }
-          }
-          return Result.succeed(reservation)
-        })
+        const held = inputs.map((input, i) => heldFrom(input, byOrd.get(i + 1)))
         return { held, settled }
       }
     ))
@@ -1461,10 +1509,7 @@ export const makeSqlLedger = (
    */
   const settleInOneCall = (input: SettleInput) =>
     Effect.flatMap(
-      sql<SettleRow>`
-        SELECT * FROM spendgate_settle(${input.accountId}::text, ${input.reservationId}::text,
-          ${clampActual(input.actualMicroUsd)}::numeric, ${input.transactionId}::text, ${input.auditId}::text,
-          ${input.description}::text, ${input.now}::timestamptz)`,
+      settleCall(input),
       (rows): Effect.Effect<SettleOutcome | null> => {
         const row = rows[0]!
         if (row.outcome === "slow") return Effect.succeed(null)

@@ -237,6 +237,7 @@ describe.each(backends)("ledger functions over %s mirror the TypeScript rules", 
   it("reserve decides as planHold, and writes only a hold that fires no event", async () => {
     expect(generalPathExamples.length).toBe(5)
     const outcomes = new Map<string, number>()
+    let cases = 0
     await fc.assert(
       fc.asyncProperty(reserveCaseArb, (c) =>
         run(Effect.gen(function*() {
@@ -294,8 +295,18 @@ describe.each(backends)("ledger functions over %s mirror the TypeScript rules", 
 
           const reservationId = newReservationId()
           const auditId = newAuditId()
-          const [row] = yield* sql<{ outcome: string; from_usd: string | bigint; from_sats: string | bigint }>`
-            SELECT * FROM spendgate_reserve(${accountId}::text, ${agentId}::text, ${reservationId}::text,
+          // Every other case through spendgate_hold (migration 0021: the store's call for a lone
+          // reserve), which decides by spendgate_reserve and answers a hold with the pockets after it.
+          const viaHold = cases++ % 2 === 1
+          const [row] = yield* sql<{
+            outcome: string
+            from_usd: string | bigint
+            from_sats: string | bigint
+            wallet_usd?: string | bigint | null
+            wallet_sats?: string | bigint | null
+          }>`
+            SELECT * FROM ${sql(viaHold ? "spendgate_hold" : "spendgate_reserve")}(${accountId}::text,
+              ${agentId}::text, ${reservationId}::text,
               ${auditId}::text, ${c.capability}::text, ${"p"}::text, ${c.quoted}::bigint, ${c.rate}::bigint,
               ${day}::text, ${now}::timestamptz, ${new Date(c.nowMs + 900_000)}::timestamptz,
               ${capabilityNames.join(",")}::text)`
@@ -303,6 +314,11 @@ describe.each(backends)("ledger functions over %s mirror the TypeScript rules", 
           outcomes.set(expected, (outcomes.get(expected) ?? 0) + 1)
 
           const after = yield* walletOf(accountId)
+          if (viaHold) {
+            // The pockets after the hold (the receipt's balance), only when held.
+            expect(row!.wallet_usd === null ? null : BigInt(row!.wallet_usd!)).toBe(expected === "held" ? after.usd : null)
+            expect(row!.wallet_sats === null ? null : BigInt(row!.wallet_sats!)).toBe(expected === "held" ? after.sats : null)
+          }
           const held = yield* sql`SELECT 1 FROM reservations WHERE id = ${reservationId}`
           if (expected !== "held" || Result.isFailure(decision)) {
             expect(after).toEqual({ usd: c.usd, sats: c.sats, seq: 0n })
@@ -335,6 +351,8 @@ describe.each(backends)("ledger functions over %s mirror the TypeScript rules", 
     expect(outcomes.get("held") ?? 0).toBeGreaterThan(0)
     expect(outcomes.get("slow") ?? 0).toBeGreaterThan(0)
     expect(outcomes.size).toBeGreaterThan(5)
+    // Both functions were called on about half of the cases each.
+    expect(cases).toBeGreaterThanOrEqual(RUNS)
     console.log(`reserve outcomes: ${JSON.stringify(Object.fromEntries(outcomes))}`)
   }, 120_000)
 
