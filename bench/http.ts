@@ -110,12 +110,12 @@ const root = resolve(import.meta.dirname, "..")
 const durationSeconds = positive("duration", option("duration", "BENCH_DURATION", "3"))
 const warmupSeconds = Number(option("warmup", "BENCH_WARMUP", "0.5"))
 const walletCount = Math.floor(positive("wallets", option("wallets", "BENCH_WALLETS", "256")))
+const againstOption = option("against", "BENCH_AGAINST", "")
 // An A/B run (--against) measures PostgreSQL unless told otherwise.
-const backends = option("backends", "BENCH_BACKENDS", option("against", "BENCH_AGAINST", "") === "" ? "pg,pglite" : "pg").split(",").map((b) => b.trim()).filter((b) => b !== "")
+const backends = option("backends", "BENCH_BACKENDS", againstOption === "" ? "pg,pglite" : "pg").split(",").map((b) => b.trim()).filter((b) => b !== "")
 const connectionCounts = option("connections", "BENCH_CONNECTIONS", "1,16").split(",").map((c) => Math.floor(positive("connections", c)))
 const serverRoot = resolve(option("server", "BENCH_SERVER", root))
 const profileDir = option("profile", "BENCH_PROFILE", "")
-const againstOption = option("against", "BENCH_AGAINST", "")
 const againstRoot = againstOption === "" ? undefined : resolve(againstOption)
 const againstEnv = Object.fromEntries(
   option("against-env", "BENCH_AGAINST_ENV", "").split(",").map((pair) => pair.trim()).filter((pair) => pair !== "").map((pair) => {

@@ -861,16 +861,20 @@ export const makeSqlLedger = (
       (rows) => ({ held: [heldFrom(input, rows[0])], settled: [] })
     ))
 
-  /** `spendgate_settle` (migration 0014, lighter since 0019) with typed arguments: one statement, one commit. */
-  const settleCall = (input: SettleInput) =>
-    sql<SettleRow>`
-      SELECT * FROM spendgate_settle(${input.accountId}::text, ${input.reservationId}::text,
+  /**
+   * `spendgate_settle` (migration 0014, lighter since 0019) with typed arguments: one statement, one
+   * commit, answering the `columns` the caller reads.
+   */
+  const settleCall = <Row extends { readonly outcome: string }>(input: SettleInput, columns: "*" | "outcome") =>
+    sql<Row>`
+      SELECT ${sql.literal(columns)} FROM spendgate_settle(${input.accountId}::text, ${input.reservationId}::text,
         ${clampActual(input.actualMicroUsd)}::numeric, ${input.transactionId}::text, ${input.auditId}::text,
         ${input.description}::text, ${input.now}::timestamptz)`
 
   /** A lone settle (the settle writer's usual call at low load) by `spendgate_settle` itself, likewise. */
   const settleAlone = (input: SettleInput): Effect.Effect<LedgerCallResult, unknown> =>
-    Effect.suspend(() => Effect.map(settleCall(input), (rows) => ({ held: [], settled: [rows[0]!.outcome] })))
+    // Its outcome only: the writer reads nothing else, and the row is 20 columns wide.
+    Effect.suspend(() => Effect.map(settleCall(input, "outcome"), (rows) => ({ held: [], settled: [rows[0]!.outcome] })))
 
   /**
    * One call, one transaction, one commit: a lone reserve by `spendgate_hold`, a lone settle by
@@ -1509,7 +1513,7 @@ export const makeSqlLedger = (
    */
   const settleInOneCall = (input: SettleInput) =>
     Effect.flatMap(
-      settleCall(input),
+      settleCall<SettleRow>(input, "*"),
       (rows): Effect.Effect<SettleOutcome | null> => {
         const row = rows[0]!
         if (row.outcome === "slow") return Effect.succeed(null)
