@@ -1,6 +1,5 @@
-import { sha256 } from "@noble/hashes/sha2.js"
-import { bytesToHex } from "@noble/hashes/utils.js"
 import { Effect } from "effect"
+import { sha256Hex } from "../domain/ids.ts"
 import type { AuditRecord } from "../domain/Ledger.ts"
 
 /**
@@ -33,15 +32,13 @@ export const canonicalAuditText = (record: UnhashedAuditRecord): string =>
     record.prevHash
   ])
 
-const utf8 = new TextEncoder()
-
 /**
  * SHA-256 (lower-case hex) of the record's canonical text, computed in place:
  * a few hundred bytes take microseconds, where Web Crypto's `subtle.digest`
  * costs a round trip through the runtime's worker pool and a promise.
  */
 export const auditHash = (record: UnhashedAuditRecord): Effect.Effect<string> =>
-  Effect.sync(() => bytesToHex(sha256(utf8.encode(canonicalAuditText(record)))))
+  Effect.sync(() => sha256Hex(canonicalAuditText(record)))
 
 export const sealAuditRecord = (record: UnhashedAuditRecord): Effect.Effect<AuditRecord> =>
   Effect.map(auditHash(record), (hash) => ({ ...record, hash }))

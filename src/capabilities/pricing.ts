@@ -3,6 +3,7 @@ import { ceilDivide } from "../domain/Money.ts"
 import { Result } from "effect"
 import type { ModelInfo, Quote } from "./Provider.ts"
 import type { ReasonInput } from "./schemas.ts"
+import { utf8Length } from "../domain/utf8.ts"
 
 /**
  * Quoting and metering `reason` calls (decisions §2). The quote is an upper
@@ -15,14 +16,12 @@ import type { ReasonInput } from "./schemas.ts"
 /** Tokens a chat format adds per message (role markers, separators), generously. */
 export const PER_MESSAGE_OVERHEAD_TOKENS = 16
 
-const utf8Bytes = (text: string): number => new TextEncoder().encode(text).length
-
 export const tokenCost = (tokens: number, per1kMicroUsd: bigint): bigint =>
   ceilDivide(BigInt(Math.max(0, Math.ceil(tokens))) * per1kMicroUsd, 1000n)
 
 export const promptTokenBound = (input: ReasonInput): number => {
   const messages = input.systemPrompt === undefined || input.systemPrompt === "" ? 1 : 2
-  return utf8Bytes(input.prompt) + utf8Bytes(input.systemPrompt ?? "") + messages * PER_MESSAGE_OVERHEAD_TOKENS
+  return utf8Length(input.prompt) + utf8Length(input.systemPrompt ?? "") + messages * PER_MESSAGE_OVERHEAD_TOKENS
 }
 
 /** Picks the model (the first is the default), checks `maxTokens`, and bounds the cost. */

@@ -91,8 +91,22 @@ export const newTransactionId = () => `txn_${sortableRandomId()}`
 export const newReservationId = () => `rsv_${sortableRandomId()}`
 export const newAuditId = () => `aud_${sortableRandomId()}`
 
-/** The UTC calendar day of an instant, as YYYY-MM-DD. */
-export const utcDay = (at: Date): string => at.toISOString().slice(0, 10)
+const DAY_MS = 86_400_000
+let lastDayNumber = Number.NaN
+let lastDay = ""
+
+/**
+ * The UTC calendar day of an instant, as YYYY-MM-DD. The last day's text is
+ * kept: every metered call asks for it, and nearly always for the same day.
+ */
+export const utcDay = (at: Date): string => {
+  const dayNumber = Math.floor(at.getTime() / DAY_MS)
+  if (dayNumber !== lastDayNumber) {
+    lastDay = at.toISOString().slice(0, 10)
+    lastDayNumber = dayNumber
+  }
+  return lastDay
+}
 
 /** The rate snapshot carried through a call. */
 export interface RateSnapshot {

@@ -3,6 +3,7 @@ import { tokenCost } from "../capabilities/pricing.ts"
 import { ModelNotPriced, ValidationError } from "../domain/errors.ts"
 import type { ProxyResponse } from "../ports/ServiceTransport.ts"
 import type { EndpointPrice } from "./Service.ts"
+import { utf8Length } from "../domain/utf8.ts"
 
 /**
  * The price of an embeddings call (OpenAI's `POST /embeddings`), per 1000
@@ -36,14 +37,12 @@ interface EmbeddingsQuote {
 const invalid = (path: string, message: string) =>
   new ValidationError({ message: `${path}: ${message}`, issues: [{ path: `body.${path}`, message }] })
 
-const utf8Bytes = (text: string): number => new TextEncoder().encode(text).length
-
 const isTokenId = (value: unknown): boolean => typeof value === "number" && Number.isSafeInteger(value) && value >= 0
 
 /** The upper bound of the input's tokens, or what is wrong with it. */
 export const embeddingTokenBound = (input: unknown): Result.Result<number, ValidationError> => {
   if (typeof input === "string") {
-    return input === "" ? Result.fail(invalid("input", "must not be empty")) : Result.succeed(utf8Bytes(input))
+    return input === "" ? Result.fail(invalid("input", "must not be empty")) : Result.succeed(utf8Length(input))
   }
   if (!Array.isArray(input) || input.length === 0) {
     return Result.fail(invalid("input", "must be a string, an array of strings, or token ids"))
@@ -51,7 +50,7 @@ export const embeddingTokenBound = (input: unknown): Result.Result<number, Valid
   if (input.length > MAX_EMBEDDING_INPUTS) return Result.fail(invalid("input", `at most ${MAX_EMBEDDING_INPUTS} inputs`))
   if (input.every((item) => typeof item === "string")) {
     if (input.some((item) => item === "")) return Result.fail(invalid("input", "must not hold an empty string"))
-    return Result.succeed(input.reduce((sum: number, item: string) => sum + utf8Bytes(item), 0))
+    return Result.succeed(input.reduce((sum: number, item: string) => sum + utf8Length(item), 0))
   }
   if (input.every(isTokenId)) return Result.succeed(input.length)
   if (input.every((item) => Array.isArray(item) && item.length > 0 && item.every(isTokenId))) {
