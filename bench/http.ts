@@ -66,7 +66,9 @@
  * `--wallets` wallets, after `--ab-warmup` requests each to warm up; only one request
  * is in flight at a time. Both meet the same minutes. Halfway the servers are
  * started again in the other order (`runInterleaved`). It prints each build's
- * p50, p90, p99 and server CPU per request, and the difference of their
+ * p50, p90, p99, server CPU per request and, on PostgreSQL, the CPU per
+ * request of the backends connected to its own database (read between
+ * blocks), and the difference of their
  * p50s block by block (against minus server): its median, its 10th and 90th
  * percentiles, and how many blocks each build was faster in. No direct,
  * floor or 16-connection cells are run in this mode.
@@ -658,6 +660,8 @@ interface Side {
   readonly dispatcher: Agent
   readonly hot: string
   readonly many: ReadonlyArray<string>
+  /** PostgreSQL: the side's own database, whose backends' CPU each block reads. */
+  readonly database: string | undefined
 }
 
 /** One request at a time on the side's one connection: each response's time (ms), or a failure thrown. */
@@ -687,6 +691,7 @@ interface AbRow {
   readonly p90: number
   readonly p99: number
   readonly cpuMsPerRequest: number | undefined
+  readonly dbCpuMsPerRequest: number | undefined
   readonly blockP50s: ReadonlyArray<number>
 }
 
@@ -706,13 +711,13 @@ const runInterleaved = async (backend: "pg" | "pglite", upstreamPort: number, ro
     { label: "against", checkout: againstRoot!, env: againstEnv }
   ] as const
   const cells = [["1 (hot)", (side: Side) => [side.hot]], [`${walletCount}`, (side: Side) => side.many]] as const
-  const results = cells.map(() => specs.map(() => ({ times: [] as Array<number>, blockP50s: [] as Array<number>, cpu: 0 })))
+  const results = cells.map(() => specs.map(() => ({ times: [] as Array<number>, blockP50s: [] as Array<number>, cpu: 0, dbCpu: 0 })))
   for (const [round, order] of [[0, 1], [1, 0]].entries()) {
     const sides: Array<Side> = []
     const servers: Array<ChildProcess> = []
     for (const i of order) {
       const spec = specs[i]!
-      const { server, base, startMs } = await startServer(backend, upstreamPort, spec.checkout, spec.env)
+      const { server, base, startMs, database } = await startServer(backend, upstreamPort, spec.checkout, spec.env)
       console.error(
         `bench:http: ${backend}: round ${round + 1}: ${spec.label} (${spec.checkout}) healthy after ${startMs.toFixed(0)} ms; ` +
           `funding ${walletCount + 1} wallets`
@@ -720,7 +725,7 @@ const runInterleaved = async (backend: "pg" | "pglite", upstreamPort: number, ro
       const [hot] = await fundedAccounts(base, 1, "hot")
       const many = await fundedAccounts(base, walletCount, "wallet")
       const dispatcher = new Agent({ connections: 1, pipelining: 1 })
-      sides[i] = { label: spec.label, base, pid: server.child.pid!, dispatcher, hot: hot!, many }
+      sides[i] = { label: spec.label, base, pid: server.child.pid!, dispatcher, hot: hot!, many, database: database?.name }
       servers.push(server.child)
     }
     for (const [c, [cell, keysOf]] of cells.entries()) {
@@ -732,10 +737,17 @@ const runInterleaved = async (backend: "pg" | "pglite", upstreamPort: number, ro
         for (const i of b % 2 === 0 ? [0, 1] : [1, 0]) {
           const side = sides[i]!
           const result = results[c]![i]!
+          // The database's backends are read (one query on the admin database) outside the block's timing.
+          const dbBefore = side.database === undefined ? undefined : await databaseSample(side.database)
           const before = cpuMs(side.pid)
           const block = await sequential(side, keysOf(side), blockSize, turns[i]!)
           const after = cpuMs(side.pid)
+          const dbAfter = side.database === undefined ? undefined : await databaseSample(side.database)
           result.cpu += before === undefined || after === undefined ? Number.NaN : after - before
+          const dbCpu = dbBefore === undefined || dbAfter === undefined
+            ? undefined
+            : databaseFigures(dbBefore, dbAfter, 1).backendCpuMsPerRequest
+          result.dbCpu += dbCpu ?? Number.NaN
           result.times.push(...block)
           result.blockP50s.push(percentile(sorted(block), 50))
         }
@@ -746,7 +758,7 @@ const runInterleaved = async (backend: "pg" | "pglite", upstreamPort: number, ro
   }
   for (const [c, [cell]] of cells.entries()) {
     for (const [i, spec] of specs.entries()) {
-      const { times, blockP50s, cpu } = results[c]![i]!
+      const { times, blockP50s, cpu, dbCpu } = results[c]![i]!
       const all = sorted(times)
       rows.push({
         backend,
@@ -756,6 +768,7 @@ const runInterleaved = async (backend: "pg" | "pglite", upstreamPort: number, ro
         p90: percentile(all, 90),
         p99: percentile(all, 99),
         cpuMsPerRequest: Number.isNaN(cpu) ? undefined : cpu / all.length,
+        dbCpuMsPerRequest: Number.isNaN(dbCpu) ? undefined : dbCpu / all.length,
         blockP50s
       })
     }
@@ -768,10 +781,11 @@ const printInterleaved = (rows: ReadonlyArray<AbRow>) => {
     (Object.keys(againstEnv).length === 0 ? "" : ` with ${Object.entries(againstEnv).map(([k, v]) => `${k}=${v}`).join(", ")}`))
   console.log("")
   console.log(table(
-    ["backend", "wallets", "build", "p50 ms", "p90 ms", "p99 ms", "server CPU ms/req", "block p50s, 10th - 90th ms"],
+    ["backend", "wallets", "build", "p50 ms", "p90 ms", "p99 ms", "server CPU ms/req", "DB CPU ms/req", "block p50s, 10th - 90th ms"],
     rows.map((row) => {
       const blockP50s = sorted(row.blockP50s)
       return [row.backend, row.cell, row.side, fixed(row.p50, 3), fixed(row.p90, 3), fixed(row.p99, 3), fixed(row.cpuMsPerRequest, 3),
+        fixed(row.dbCpuMsPerRequest, 3),
         `${fixed(percentile(blockP50s, 10), 3)} - ${fixed(percentile(blockP50s, 90), 3)}`]
     })
   ))
