@@ -53,7 +53,9 @@ export const providersLayer = (
   const upstream = UpstreamClient.layer
   const providers = Layer.effect(
     Providers,
-    Effect.map(Effect.forEach(config.builders, (b) => b.build), (all) => ({ all }))
+    // Built side by side: a provider that probes its machine at start-up (the sandbox, speech) does
+    // not hold up the others.
+    Effect.map(Effect.forEach(config.builders, (b) => b.build, { concurrency: "unbounded" }), (all) => ({ all }))
   ).pipe(Layer.provide(Layer.mergeAll(upstream, outbound)))
   const transport = Transport.layer({ operatorServices: config.operatorServices, registry: { allowHosts: config.allowHosts } })
     .pipe(Layer.provide([http, upstream]))
@@ -61,9 +63,13 @@ export const providersLayer = (
     ProviderStatuses,
     Effect.gen(function*() {
       const found = new Map<string, { readonly ok: true } | { readonly ok: false; readonly reason: string }>()
-      for (const b of config.builders) {
-        if (b.probe === undefined) continue
-        const status = yield* b.probe
+      // The probes side by side, each reported in the builders' order.
+      const probed = yield* Effect.forEach(
+        config.builders.filter((b) => b.probe !== undefined),
+        (b) => Effect.map(b.probe!, (status) => [b, status] as const),
+        { concurrency: "unbounded" }
+      )
+      for (const [b, status] of probed) {
         found.set(b.name, status)
         if (!status.ok) yield* Effect.logWarning(`Provider ${b.name} (${b.capability}) is unavailable: ${status.reason}`)
       }

@@ -431,6 +431,56 @@ describe("sandbox: escapes are contained", () => {
     }))
 })
 
+describe("sandbox: the start-up probe", () => {
+  it.live("is the one the configuration gives, run once for the provider and the health endpoint", () =>
+    Effect.gen(function*() {
+      // A bwrap that would fail: had the provider probed for itself, it would not find the given verdict.
+      const options = { unitPrice, tempDir: root, bwrapPath: "/nonexistent/bwrap" }
+      let runs = 0
+      const given = Effect.sync((): Sandbox.SandboxStatus => {
+        runs++
+        return { ok: true, unavailable: { python: "python: not here" } }
+      })
+      const probed = yield* Effect.cached(Effect.andThen(Effect.sleep("50 millis"), given))
+      // The provider and the status asked at once, as the two start-up layers do.
+      const [provider, status] = yield* Effect.all([Sandbox.make(options, probed), probed], { concurrency: "unbounded" })
+      assert.strictEqual(runs, 1)
+      assert.deepStrictEqual(provider.status, status)
+      assert.deepStrictEqual(provider.status, { ok: true, unavailable: { python: "python: not here" } })
+      const error = yield* failureOf(input("python", "print(1)"), provider)
+      assert.strictEqual(error.reason, "unavailable")
+      assert.strictEqual(error.message, "python: not here")
+    }))
+
+  it.live("runs every language at once, and a failing launcher makes the sandbox unavailable", () =>
+    Effect.gen(function*() {
+      const dir = mkdtempSync(path.join(tmpdir(), "sandbox-test-launcher-"))
+      chmodSync(dir, 0o755)
+      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+      // bwrap that records each start, then fails like a refused namespace (its log is writable by
+      // whichever user the probe starts it as).
+      const logs = path.join(dir, "logs")
+      mkdirSync(logs)
+      chmodSync(logs, 0o777)
+      const fake = path.join(dir, "bwrap")
+      writeFileSync(
+        fake,
+        `#!/bin/sh\necho start >> ${logs}/log\nsleep 0.3\necho "bwrap: No permissions to create new namespace" >&2\nexit 1\n`,
+        { mode: 0o755 }
+      )
+      const calls = path.join(dir, "calls")
+      mkdirSync(calls, { mode: 0o755 })
+      const startedAt = Date.now()
+      const status = yield* Sandbox.probe({ unitPrice, tempDir: calls, bwrapPath: fake })
+      const took = Date.now() - startedAt
+      if (status.ok) return assert.fail("expected not ok")
+      assert.include(status.reason, "No permissions to create new namespace")
+      assert.strictEqual(readFileSync(path.join(logs, "log"), "utf8"), "start\nstart\nstart\n")
+      // Three probes of 0.3 s each, side by side: well under the 0.9 s they take one after another.
+      assert.isBelow(took, 850)
+    }))
+})
+
 describe("sandbox: unavailable", () => {
   it.live("a missing bwrap: unavailable with the reason, and nothing runs", () =>
     Effect.gen(function*() {

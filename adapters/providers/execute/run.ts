@@ -109,11 +109,11 @@ export const probeWith = (settings: Settings): Effect.Effect<SandboxStatus> =>
     } catch (error) {
       return { ok: false, reason: spawnProblem(settings, error as NodeJS.ErrnoException) } as const
     }
-    // bash is also the launcher: without it nothing runs.
-    const launcher = yield* probeLanguage(settings, "bash")
-    if (launcher !== undefined) return { ok: false, reason: launcher } as const
-    const others = yield* Effect.forEach(["python", "javascript"] as const, (language) =>
+    // The three at once (start-up waits for the slowest, not for bash and then the others).
+    const [[, launcher], ...others] = yield* Effect.forEach(["bash", "python", "javascript"] as const, (language) =>
       Effect.map(probeLanguage(settings, language), (problem) => [language, problem] as const), { concurrency: "unbounded" })
+    // bash is also the launcher: without it nothing runs (and what the others said follows from that).
+    if (launcher !== undefined) return { ok: false, reason: launcher } as const
     const unavailable: { [L in Language]?: string } = {}
     for (const [language, problem] of others) if (problem !== undefined) unavailable[language] = problem
     const degraded = degradedReason(settings)

@@ -177,7 +177,12 @@ const limitNotes = (settings: Settings, limits: CgroupReport | undefined): strin
 
 const secondsOf = (ms: number): bigint => BigInt(Math.max(1, Math.ceil(ms / 1000)))
 
-export const make = (options: SandboxOptions): Effect.Effect<SandboxProvider> =>
+/**
+ * The provider. `probed`, when given, is the probe's verdict to use (the configuration passes the
+ * one probe it also reports to the health endpoint, so the sandbox is probed once at start-up);
+ * without it `make` probes.
+ */
+export const make = (options: SandboxOptions, probed?: Effect.Effect<SandboxStatus>): Effect.Effect<SandboxProvider> =>
   Effect.gen(function*() {
     const settings = yield* Effect.sync(() => settingsOf(options))
     const { name } = settings
@@ -186,7 +191,7 @@ export const make = (options: SandboxOptions): Effect.Effect<SandboxProvider> =>
     const sweptCgroups = settings.cgroups?.sweep() ?? 0
     if (sweptCgroups > 0) yield* Effect.logInfo(`${name}: removed ${sweptCgroups} sandbox cgroups left by an earlier run`)
     if (swept > 0) yield* Effect.logInfo(`${name}: removed ${swept} sandbox directories left by an earlier run`)
-    const status = yield* probeWith(settings)
+    const status = yield* (probed ?? probeWith(settings))
     if (!status.ok) yield* Effect.logWarning(`${name}: code execution is unavailable: ${status.reason}`)
     else {
       if (status.degraded !== undefined) yield* Effect.logWarning(`${name}: code execution is degraded: ${status.degraded}`)

@@ -1,7 +1,7 @@
 /**
  * The built-in sandbox's configuration: on unless BUILTIN_EXECUTE=off, the
  * `sandbox` price card (per second), EXECUTE_MAX_TIMEOUT_MS (100 to 60000,
- * default 30000); probed at start-up for what the machine allows.
+ * default 30000); probed once at start-up for what the machine allows.
  */
 import { Effect } from "effect"
 import { envOr, invalid, nothing, one, type ProviderConfig, switchedOn, unitPriceOf } from "../kit/config.ts"
@@ -16,12 +16,15 @@ export const fromConfig: ProviderConfig = (cards) =>
       return yield* invalid("EXECUTE_MAX_TIMEOUT_MS must be a whole number of milliseconds from 100 to 60000")
     }
     const options = { unitPrice, maxTimeoutMs }
-    const status = Sandbox.probe(options).pipe(
+    // One probe for the provider and the health endpoint: whichever asks first runs it, the other
+    // joins it (each probe starts a sandbox per language, and the second ran beside the first).
+    const probed = yield* Effect.cached(Sandbox.probe(options))
+    const status = probed.pipe(
       Effect.map((found) =>
         found.ok
           ? { ok: true, ...(found.degraded === undefined ? {} : { degraded: found.degraded }) } as const
           : { ok: false, reason: found.reason } as const
       )
     )
-    return one("sandbox", "execute", Sandbox.make(options), status)
+    return one("sandbox", "execute", Sandbox.make(options, probed), status)
   })
