@@ -431,6 +431,23 @@ describe("sandbox: escapes are contained", () => {
     }))
 })
 
+/**
+ * A directory of the test's own (removed with its scope) holding a stand-in `bwrap`, a shell
+ * script whose body `script` gives (told the directory), and an empty `calls` directory for the
+ * sandbox's call directories.
+ */
+const fakeBwrap = (name: string, script: (dir: string) => string) =>
+  Effect.gen(function*() {
+    const dir = mkdtempSync(path.join(tmpdir(), `sandbox-test-${name}-`))
+    chmodSync(dir, 0o755)
+    yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+    const fake = path.join(dir, "bwrap")
+    writeFileSync(fake, `#!/bin/sh\n${script(dir)}\n`, { mode: 0o755 })
+    const calls = path.join(dir, "calls")
+    mkdirSync(calls, { mode: 0o755 })
+    return { dir, fake, calls }
+  })
+
 describe("sandbox: the start-up probe", () => {
   it.live("is the one the configuration gives, run once for the provider and the health endpoint", () =>
     Effect.gen(function*() {
@@ -454,30 +471,29 @@ describe("sandbox: the start-up probe", () => {
 
   it.live("runs every language at once, and a failing launcher makes the sandbox unavailable", () =>
     Effect.gen(function*() {
-      const dir = mkdtempSync(path.join(tmpdir(), "sandbox-test-launcher-"))
-      chmodSync(dir, 0o755)
-      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
-      // bwrap that records each start, then fails like a refused namespace (its log is writable by
-      // whichever user the probe starts it as).
+      // bwrap that records its start, waits (at most 10 s) until three have started, records its end,
+      // then fails like a refused namespace. Probed one after another, the first would end alone
+      // (and, bash failing, no other would start); side by side, all three start before any ends.
+      // Its log is writable by whichever user the probe starts it as.
+      const { dir, fake, calls } = yield* fakeBwrap(
+        "launcher",
+        (dir) =>
+          [
+            `log=${dir}/logs/log`,
+            `echo start >> $log`,
+            `i=0; while [ "$(grep -c start $log)" -lt 3 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done`,
+            `echo end >> $log`,
+            `echo "bwrap: No permissions to create new namespace" >&2`,
+            `exit 1`
+          ].join("\n")
+      )
       const logs = path.join(dir, "logs")
       mkdirSync(logs)
       chmodSync(logs, 0o777)
-      const fake = path.join(dir, "bwrap")
-      writeFileSync(
-        fake,
-        `#!/bin/sh\necho start >> ${logs}/log\nsleep 0.3\necho "bwrap: No permissions to create new namespace" >&2\nexit 1\n`,
-        { mode: 0o755 }
-      )
-      const calls = path.join(dir, "calls")
-      mkdirSync(calls, { mode: 0o755 })
-      const startedAt = Date.now()
       const status = yield* Sandbox.probe({ unitPrice, tempDir: calls, bwrapPath: fake })
-      const took = Date.now() - startedAt
       if (status.ok) return assert.fail("expected not ok")
       assert.include(status.reason, "No permissions to create new namespace")
-      assert.strictEqual(readFileSync(path.join(logs, "log"), "utf8"), "start\nstart\nstart\n")
-      // Three probes of 0.3 s each, side by side: well under the 0.9 s they take one after another.
-      assert.isBelow(took, 850)
+      assert.strictEqual(readFileSync(path.join(logs, "log"), "utf8"), "start\nstart\nstart\nend\nend\nend\n")
     }))
 })
 
@@ -502,13 +518,7 @@ describe("sandbox: unavailable", () => {
 
   it.live("a bwrap that cannot create the namespaces: unavailable with what it said", () =>
     Effect.gen(function*() {
-      const dir = mkdtempSync(path.join(tmpdir(), "sandbox-test-denied-"))
-      chmodSync(dir, 0o755)
-      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
-      const fake = path.join(dir, "bwrap")
-      writeFileSync(fake, "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n", { mode: 0o755 })
-      const calls = path.join(dir, "calls")
-      mkdirSync(calls, { mode: 0o755 })
+      const { fake, calls } = yield* fakeBwrap("denied", () => "echo 'bwrap: No permissions to create new namespace' >&2\nexit 1")
       const broken = yield* Sandbox.make({ unitPrice, tempDir: calls, bwrapPath: fake })
       if (broken.status.ok) return assert.fail("expected not ok")
       assert.include(broken.status.reason, "bubblewrap could not create the sandbox: bwrap: No permissions to create new namespace")
