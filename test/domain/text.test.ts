@@ -4,6 +4,7 @@ import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { hashApiKey, portableSha256Hex, sha256Hex } from "../../src/domain/ids.ts"
 import { utf8Length } from "../../src/domain/utf8.ts"
+import { utcDay } from "../../src/domain/Ledger.ts"
 
 // Strings of any UTF-16 code units: pairs, lone surrogates of both halves, NUL, the BMP's edges.
 const anyText = fc.string({ unit: "binary", maxLength: 64 })
@@ -46,5 +47,22 @@ describe("sha256Hex", () => {
   it("is what a key is stored as", async () => {
     const key = "sk_agt_0123456789abcdefABCDEF0123456789"
     expect(await Effect.runPromise(hashApiKey(key))).toBe(portableSha256Hex(key))
+  })
+})
+
+describe("utcDay", () => {
+  it("is the instant's UTC date, whatever day was asked for before (the last day's text is kept)", () => {
+    // Instants from 1900 to 2200 asked for in any order: some anywhere, most within two days of
+    // one another (either side of midnight, and of 1970, where the day number turns negative).
+    const dayMs = 86_400_000
+    const anywhere = fc.integer({ min: -2_208_988_800_000, max: 7_258_118_400_000 })
+    const nearby = fc.tuple(
+      fc.oneof(fc.integer({ min: -25_567, max: 84_005 }), fc.constantFrom(-1, 0, 1)),
+      fc.array(fc.oneof(fc.integer({ min: -2 * dayMs, max: 2 * dayMs }), fc.constantFrom(-1, 0, 1, dayMs - 1, dayMs)), { minLength: 1, maxLength: 8 })
+    ).map(([day, offsets]) => offsets.map((offset) => day * dayMs + offset))
+    const instants = fc.oneof(fc.array(anywhere, { minLength: 1, maxLength: 8 }), nearby)
+    fc.assert(fc.property(instants, (list) => {
+      for (const ms of list) expect(utcDay(new Date(ms))).toBe(new Date(ms).toISOString().slice(0, 10))
+    }), { numRuns: 500 })
   })
 })
