@@ -44,6 +44,8 @@
  * Options (flag or environment variable):
  *   --duration=S     BENCH_DURATION     seconds of load per cell (default 3; decimals allowed)
  *   --warmup=S       BENCH_WARMUP       seconds of load before each cell, not counted (default 0.5)
+ *   --server-warmup=S BENCH_SERVER_WARMUP seconds of metered calls to each new server before its first cell,
+ *                                       not counted (default 5; 0: none; below)
  *   --wallets=N      BENCH_WALLETS      funded accounts of the many-wallet cells (default 256)
  *   --backends=LIST  BENCH_BACKENDS     pg, pglite or both (default pg,pglite)
  *   --connections=L  BENCH_CONNECTIONS  e.g. 1,16 (default)
@@ -72,6 +74,17 @@
  * p50s block by block (against minus server): its median, its 10th and 90th
  * percentiles, and how many blocks each build was faster in. No direct,
  * floor or 16-connection cells are run in this mode.
+ *
+ * A new server's first calls are slower: V8 is still compiling and
+ * re-compiling its hot code. On the 2-core machine a fresh server's p50 at
+ * one connection was about 1.7 times its settled p50 over the first two
+ * seconds, and settled after two to three thousand calls
+ * (docs/performance.md, "A new server's first calls"). So, before its first
+ * cell, each server gets `--server-warmup` seconds of metered calls, not
+ * counted: both routes, one hot wallet and the many wallets, at one
+ * connection and at the most connections asked for, in equal shares. The
+ * warm-up's own first and last shares are printed (their p50s), so the
+ * cold start stays visible.
  *
  * The server gets an environment of its own (the upstream, the limits out of
  * the way); SETTLE_DELAY_MS, SETTLE_WHEN_IDLE and RESERVE_FLIGHTS are passed on
@@ -110,7 +123,16 @@ const positive = (name: string, text: string): number => {
 
 const root = resolve(import.meta.dirname, "..")
 const durationSeconds = positive("duration", option("duration", "BENCH_DURATION", "3"))
-const warmupSeconds = Number(option("warmup", "BENCH_WARMUP", "0.5"))
+const nonNegative = (name: string, text: string): number => {
+  const value = Number(text)
+  if (text.trim() === "" || !Number.isFinite(value) || value < 0) {
+    console.error(`bench:http: --${name} must be a number of seconds, 0 or more, got ${JSON.stringify(text)}`)
+    process.exit(2)
+  }
+  return value
+}
+const warmupSeconds = nonNegative("warmup", option("warmup", "BENCH_WARMUP", "0.5"))
+const serverWarmupSeconds = nonNegative("server-warmup", option("server-warmup", "BENCH_SERVER_WARMUP", "5"))
 const walletCount = Math.floor(positive("wallets", option("wallets", "BENCH_WALLETS", "256")))
 const againstOption = option("against", "BENCH_AGAINST", "")
 // An A/B run (--against) measures PostgreSQL unless told otherwise.
@@ -619,6 +641,35 @@ const idleMemory = async (pid: number) => {
   return { settledAfterMs, rssPeakStartMb: rssMb(pid, "VmHWM"), rssIdleMb: rssMb(pid) }
 }
 
+/**
+ * `--server-warmup` seconds of metered calls to a new server (see the header):
+ * each route on the hot wallet and on the many wallets, at one connection
+ * and at the most connections of the run, in equal shares, in that order.
+ * Prints the p50 of the first share and of the last share at one connection.
+ */
+const warmUpServer = async (backend: string, base: string, hot: string, many: ReadonlyArray<string>) => {
+  if (serverWarmupSeconds <= 0) return
+  const widest = Math.max(1, ...connectionCounts)
+  const targets = [["/v1/proxy/openai", proxyBody], ["/v1/capabilities/reason", reasonBody]] as const
+  const steps = [1, ...(widest > 1 ? [widest] : [])].flatMap((connections) =>
+    targets.flatMap(([path, body]) => [[hot], many].map((keys) => ({ connections, path, body, keys })))
+  )
+  const share = serverWarmupSeconds / steps.length
+  let calls = 0
+  let failed = 0
+  const oneConnection: Array<number> = []
+  for (const step of steps) {
+    const cell = await load(`${base}${step.path}`, step.body, step.connections, share, step.keys)
+    calls += cell.ok
+    failed += cell.failed
+    if (step.connections === 1) oneConnection.push(cell.p50)
+  }
+  console.error(
+    `bench:http: ${backend}: server warm-up: ${calls} calls in ${serverWarmupSeconds} s (${failed} failed), not counted; ` +
+      `p50 at one connection ${fixed(oneConnection[0], 2)} ms in its first share, ${fixed(oneConnection.at(-1), 2)} ms in its last`
+  )
+}
+
 const runBackend = async (backend: "pg" | "pglite", upstreamPort: number, rows: Array<Row>, figures: Array<ServerFigures>) => {
   const { server, base, startMs, startCpuMs, database } = await startServer(backend, upstreamPort)
   console.error(`bench:http: ${backend}: healthy after ${startMs.toFixed(0)} ms; funding ${walletCount + 1} wallets`)
@@ -626,6 +677,7 @@ const runBackend = async (backend: "pg" | "pglite", upstreamPort: number, rows: 
   const { settledAfterMs, rssPeakStartMb, rssIdleMb } = await idleMemory(pid)
   const [hot] = await fundedAccounts(base, 1, "hot")
   const many = await fundedAccounts(base, walletCount, "wallet")
+  await warmUpServer(backend, base, hot!, many)
   const direct = `http://127.0.0.1:${upstreamPort}/v1/chat/completions`
   const floor = database === undefined ? undefined : await startFloor(database.url, upstreamPort)
   for (const connections of connectionCounts) {
@@ -826,6 +878,7 @@ const main = async () => {
   console.log(
     againstRoot === undefined
       ? `Spendgate HTTP benchmark: node ${process.version}, ${durationSeconds} s a cell (+${warmupSeconds} s warm-up), ` +
+        `${serverWarmupSeconds} s of server warm-up, ` +
         `${walletCount} wallets, backends ${backends.join(", ")}, connections ${connectionCounts.join(", ")}` +
         (serverRoot === root ? "" : `, server from ${serverRoot}`)
       : `Spendgate HTTP benchmark, interleaved A/B: node ${process.version}, ${blocks} blocks of ${blockSize} requests a build ` +

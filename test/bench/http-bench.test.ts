@@ -51,8 +51,19 @@ const alive = (pid: number): boolean => {
 
 describe("npm run bench:http", () => {
   it("prints the table for PostgreSQL and PGlite and stops every child", async () => {
-    const { code, stdout, stderr } = await run(["--duration=0.2", "--warmup=0", "--wallets=3", "--backends=pg,pglite"])
+    const { code, stdout, stderr } = await run(["--duration=0.2", "--warmup=0", "--server-warmup=0.8", "--wallets=3", "--backends=pg,pglite"])
     expect(code, stderr).toBe(0)
+    expect(stdout).toMatch(/, 0\.8 s of server warm-up, /)
+    // Each new server is warmed up before its first cell: calls made, none failed, the first and last shares' p50s
+    // ("-" for a share of a tenth of a second in which no call came back: a new server's first call can take longer).
+    for (const backend of ["pg", "pglite"]) {
+      const warmUp = new RegExp(`^bench:http: ${backend}: server warm-up: (\\d+) calls in 0\\.8 s \\((\\d+) failed\\), not counted; ` +
+        `p50 at one connection (\\d+\\.\\d\\d|-) ms in its first share, (\\d+\\.\\d\\d|-) ms in its last$`, "m").exec(stderr)
+      expect(warmUp, stderr).not.toBeNull()
+      expect(Number(warmUp![1])).toBeGreaterThan(0)
+      expect(warmUp![2]).toBe("0")
+      expect(stderr.indexOf(warmUp![0]), stderr).toBeLessThan(stderr.indexOf(`bench:http: ${backend}: POST /v1/proxy/openai, 1 connection(s), 1 (hot)`))
+    }
     expect(stdout).toMatch(/\| backend +\| target +\| conn +\| wallets +\| req\/s +\| p50 ms +\| p99 ms +\| overhead p50 ms +\| ratio +\| server CPU ms\/req +\| DB tx\/req +\| WAL B\/req +\| DB CPU ms\/req +\| failed +\|/)
     for (const backend of ["pg", "pglite"]) {
       for (const target of ["upstream direct", "POST /v1/proxy/openai", "POST /v1/capabilities/reason"]) {
@@ -111,7 +122,7 @@ describe("npm run bench:http", () => {
 
   it("stops its children when interrupted with Ctrl-C", async () => {
     // Stopped once every child runs (the floor's measurement starts after the server and the floor are up).
-    const { code, stdout } = await run(["--duration=1", "--warmup=0", "--wallets=2", "--backends=pg"], /the floor \(forward/)
+    const { code, stdout } = await run(["--duration=1", "--warmup=0", "--server-warmup=0", "--wallets=2", "--backends=pg"], /the floor \(forward/)
     expect(code).toBe(130)
     const children = childrenOf(stdout)
     // The upstream, the floor and the server.
@@ -147,5 +158,14 @@ describe("npm run bench:http", () => {
     const { code, stderr } = await run(["--against=.", "--against-env=SETTLE_WHEN_IDLE"])
     expect(code).toBe(2)
     expect(stderr).toMatch(/--against-env takes NAME=value pairs/)
+  }, 60_000)
+
+  it("--warmup and --server-warmup refuse what is not a number of seconds, 0 or more, before they start anything", async () => {
+    for (const arg of ["--server-warmup=-1", "--server-warmup=soon", "--server-warmup=", "--warmup=-0.5"]) {
+      const { code, stdout, stderr } = await run([arg])
+      expect(code, arg).toBe(2)
+      expect(stderr, arg).toMatch(/must be a number of seconds, 0 or more/)
+      expect(stdout, arg).toBe("")
+    }
   }, 60_000)
 })
