@@ -16,8 +16,11 @@ import { migrations } from "./migrations.ts"
  * It is made once, outside the server (`npm install` runs
  * `scripts/pglite-template.mjs` through the `prepare` script), and kept in the
  * nearest `node_modules/.cache/spendgate/`, named after the PGlite version
- * (a data directory belongs to the PGlite build that wrote it) and the latest
- * migration (a checkout with other migrations makes and uses its own).
+ * (a data directory belongs to the PGlite build that wrote it), the latest
+ * migration and a digest of the migrations and the template's format (a
+ * checkout with other migrations makes and uses its own). It holds the one
+ * database PGlite opens, `postgres`: initdb's template0 and template1 are
+ * dropped before it is packed.
  * Without it a new database is made by `initdb` and migrated as before; the
  * template is only ever used for a directory that holds no database yet, and
  * the migrator still runs over it (finding nothing left to apply).
@@ -56,14 +59,22 @@ const nearestNodeModules = (): string | undefined => {
 }
 
 /**
+ * What the template holds beyond the migrated database, as a word that goes
+ * into its name's digest: a template made by an earlier version of this
+ * module (which kept PostgreSQL's template0 and template1) is not used.
+ */
+const TEMPLATE_FORMAT = "one database: template0 and template1 dropped"
+
+/**
  * A digest of the migrations' source (migrations.ts, or migrations.js in a
- * build): a migration edited under the same id names another template.
+ * build) and of the template's format: a migration edited under the same id,
+ * or a template of another format, names another template.
  */
 const migrationsDigest = (): string => {
   try {
     const own = fileURLToPath(import.meta.url)
     const source = readFileSync(join(dirname(own), `migrations${extname(own)}`))
-    return createHash("sha256").update(source).digest("hex").slice(0, 12)
+    return createHash("sha256").update(source).update(TEMPLATE_FORMAT).digest("hex").slice(0, 12)
   } catch {
     return "unknown"
   }
@@ -95,6 +106,15 @@ export const loadTemplate = async (): Promise<Blob | undefined> => {
   }
 }
 
+/** One statement each: DROP DATABASE cannot run inside a transaction block. */
+const DROP_TEMPLATE_DATABASES = [
+  "ALTER DATABASE template0 WITH ALLOW_CONNECTIONS false IS_TEMPLATE false",
+  "DROP DATABASE template0",
+  "ALTER DATABASE template1 WITH IS_TEMPLATE false",
+  "DROP DATABASE template1",
+  "CHECKPOINT"
+] as const
+
 /** Makes the template (a fresh in-memory database, migrated, packed); answers where it was written. */
 export const makeTemplate = async (): Promise<string> => {
   const file = templateFile()
@@ -106,6 +126,14 @@ export const makeTemplate = async (): Promise<string> => {
     Effect.gen(function*() {
       const { pglite } = yield* PgliteClient.PgliteClient
       yield* Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: "spendgate_migrations" })
+      // PGlite opens the database named "postgres" and never another: initdb's template0 and
+      // template1 (two thirds of the directory's files) would only be unpacked at every new
+      // directory's first start and then lie unused. Dropped here, the template holds about half
+      // the files and bytes (docs/performance.md, "PGlite, the template"). A directory made by
+      // initdb, without the template, keeps them; either opens the same.
+      yield* Effect.promise(async () => {
+        for (const statement of DROP_TEMPLATE_DATABASES) await pglite.query(statement)
+      })
       return yield* Effect.promise(async () => Buffer.from(await (await pglite.dumpDataDir("gzip")).arrayBuffer()))
     }).pipe(Effect.provide(PgliteClient.layer({ dataDir: undefined, template: false })), Effect.scoped)
   )

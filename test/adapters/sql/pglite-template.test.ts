@@ -1,6 +1,6 @@
 import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
-import { existsSync, mkdtempSync, rmSync } from "node:fs"
+import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs"
 import { writeFile } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -47,8 +47,11 @@ describe("the PGlite template", () => {
     expect(file).toMatch(new RegExp(`pglite-\\d+\\.\\d+\\.\\d+-${latest}-[0-9a-f]{12}\\.tar\\.gz$`))
     expect(existsSync(file)).toBe(false)
     const fresh = join(root, "before")
-    // Without a template a new directory is made by initdb: no migration is applied yet.
+    // Without a template a new directory is made by initdb: no migration is applied yet, and
+    // initdb's template databases are there.
     expect(await open(fresh, latestApplied)).toBeNull()
+    const databases = await open(fresh, (sql) => sql<{ datname: string }>`SELECT datname FROM pg_database ORDER BY datname`)
+    expect(databases.map((row) => row.datname)).toEqual(["postgres", "template0", "template1"])
     expect(await makeTemplate()).toBe(file)
     expect(existsSync(file)).toBe(true)
   }, 60_000)
@@ -59,6 +62,10 @@ describe("the PGlite template", () => {
     const latest = Object.keys(migrations).sort().at(-1)!
     expect(await open(dataDir, latestApplied)).toBe(latest.slice(5))
     expect(isNewDataDir(dataDir)).toBe(false)
+    // The one database PGlite opens: initdb's template0 and template1 were dropped from the template.
+    const databases = await open(dataDir, (sql) => sql<{ datname: string }>`SELECT datname FROM pg_database ORDER BY datname`)
+    expect(databases.map((row) => row.datname)).toEqual(["postgres"])
+    expect(readdirSync(join(dataDir, "base"))).toHaveLength(1)
     await open(dataDir, (sql) => sql`CREATE TABLE kept_row (note text)`.pipe(Effect.andThen(sql`INSERT INTO kept_row VALUES ('mine')`)))
     const notes = await open(dataDir, (sql) => sql<{ note: string }>`SELECT note FROM kept_row`)
     expect(notes.map((row) => row.note)).toEqual(["mine"])
