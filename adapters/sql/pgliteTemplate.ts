@@ -129,7 +129,7 @@ export const makeTemplate = async (): Promise<string> => {
       // PGlite opens the database named "postgres" and never another: initdb's template0 and
       // template1 (two thirds of the directory's files) would only be unpacked at every new
       // directory's first start and then lie unused. Dropped here, the template holds about half
-      // the files and bytes (docs/performance.md, "PGlite, the template"). A directory made by
+      // the files and bytes (docs/performance.md, "PGlite, one database in the template"). A directory made by
       // initdb, without the template, keeps them; either opens the same.
       yield* Effect.promise(async () => {
         for (const statement of DROP_TEMPLATE_DATABASES) await pglite.query(statement)
