@@ -87,7 +87,7 @@
  * cold start stays visible.
  *
  * The server gets an environment of its own (the upstream, the limits out of
- * the way); SETTLE_DELAY_MS, SETTLE_WHEN_IDLE and RESERVE_FLIGHTS are passed on
+ * the way); SETTLE_DELAY_MS, SETTLE_WHEN_IDLE, RESERVE_FLIGHTS and SPENDGATE_BUNDLE are passed on
  * from this process's environment when set, to compare settings of one build.
  *
  * Every child (upstream, servers) is stopped, the database dropped and the
@@ -545,7 +545,7 @@ interface ServerFigures {
 }
 
 /** Server settings passed on from this process's environment when set (README, "Configuration"). */
-const SERVER_TUNING = ["SETTLE_DELAY_MS", "SETTLE_WHEN_IDLE", "RESERVE_FLIGHTS"] as const
+const SERVER_TUNING = ["SETTLE_DELAY_MS", "SETTLE_WHEN_IDLE", "RESERVE_FLIGHTS", "SPENDGATE_BUNDLE"] as const
 
 const startServer = async (
   backend: "pg" | "pglite",

@@ -45,9 +45,20 @@ import("node:fs").then(function (fs) {
   // adapters/http/main.ts). Enabled here, before the first TypeScript module
   // loads, a start with the cache written skips type stripping altogether, so
   // Node's TypeScript stripper is never loaded (about 16 MB of resident memory).
-  return import("node:module").then(function (module) {
+  // In a clone, `serve` runs the server's bundle (made by `npm install`, or
+  // `npm run bundle`) while it was made from exactly the files checked out:
+  // one file and a few chunks to load instead of some 1,400 modules
+  // (scripts/server-bundle.mjs; SPENDGATE_BUNDLE=off runs the sources).
+  var bundled = serveOnly && fromSources
+    ? import(new URL("../scripts/server-bundle.mjs", import.meta.url).href).then(
+        function (bundle) { return bundle.freshBundle().entry },
+        function () { return undefined }
+      )
+    : Promise.resolve(undefined)
+  return Promise.all([import("node:module"), bundled]).then(function (both) {
+    var module = both[0]
     if (typeof module.enableCompileCache === "function") module.enableCompileCache()
-    return import((fromSources ? sources : built).href)
+    return import((both[1] !== undefined ? both[1] : fromSources ? sources : built).href)
   }).then(function (loaded) {
     if (!serveOnly) loaded.main(args, version)
   })

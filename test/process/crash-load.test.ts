@@ -12,7 +12,7 @@ import { checkAccount } from "../support/ledger-check.ts"
 import { freshDatabaseUrl } from "../support/postgres.ts"
 import { prng, seedFrom } from "../support/prng.ts"
 import { startServerProcess, type ServerProcess } from "../support/server-process.ts"
-import { client } from "../support/server.ts"
+import { client, fundByDevCard } from "../support/server.ts"
 import { openBooks } from "../support/books.ts"
 
 /**
@@ -216,10 +216,9 @@ describe.each(backends)("kill -9 under mixed load over %s", (backend, cycles) =>
     const worker = await api.post("/v1/agents", { name: "worker", role: "agent" }, signup.body.apiKey)
     const keys = { owner: signup.body.apiKey as string, worker: worker.body.apiKey as string }
     await api.put(`/v1/agents/${worker.body.id}/policy`, { maxPerCallUsdCents: 500, maxPerDayUsdCents: 1_000_000 }, keys.owner)
-    const card = await api.post("/v1/wallet/fund-card", { amountUsdCents: 5000 }, keys.owner)
-    const session = new URL(card.body.checkoutUrl).pathname.split("/").pop()!
-    expect((await fetch(`${server.baseUrl}/dev/checkout/${session}/pay`, { method: "POST" })).status).toBe(200)
-    seen.paidSessions.add(session)
+    const funded = await fundByDevCard(server.baseUrl, keys.owner, 5000)
+    expect(funded.status).toBe(200)
+    seen.paidSessions.add(funded.session)
 
     for (let cycle = 1; cycle <= cycles; cycle++) {
       if (cycle > 1) server = await startServerProcess(env())

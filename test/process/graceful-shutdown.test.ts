@@ -11,7 +11,7 @@ import { chatCompletion } from "../providers/fakeLlm.ts"
 import { checkAccount } from "../support/ledger-check.ts"
 import { freshDatabaseUrl } from "../support/postgres.ts"
 import { type ServerProcess, startServerProcess } from "../support/server-process.ts"
-import { client } from "../support/server.ts"
+import { client, fundByDevCard } from "../support/server.ts"
 import { openBooks } from "../support/books.ts"
 
 /**
@@ -142,11 +142,7 @@ describe("graceful shutdown of the server process (PostgreSQL)", () => {
     const api = client(server.baseUrl)
     const signup = await api.post("/v1/signup", { name: "shutdown" })
     const key = signup.body.apiKey as string
-    const card = await api.post("/v1/wallet/fund-card", { amountUsdCents: 5000 }, key)
-    const session = new URL(card.body.checkoutUrl).pathname.split("/").pop()!
-    const paid = await fetch(`${server.baseUrl}/dev/checkout/${session}/pay`, { method: "POST" })
-    await paid.text()
-    expect(paid.status).toBe(200)
+    expect((await fundByDevCard(server.baseUrl, key, 5000)).status).toBe(200)
     return { server, key, accountId: signup.body.accountId as AccountId }
   }
 

@@ -12,7 +12,7 @@ import { chatCompletion } from "../providers/fakeLlm.ts"
 import { checkAccount } from "../support/ledger-check.ts"
 import { freshDatabaseUrl } from "../support/postgres.ts"
 import { type ServerProcess, startServerProcess } from "../support/server-process.ts"
-import { client } from "../support/server.ts"
+import { client, fundByDevCard } from "../support/server.ts"
 import { openBooks } from "../support/books.ts"
 
 /**
@@ -89,9 +89,7 @@ describe("settles after the answer, and recovery (PostgreSQL, real server proces
     const api = client(server.baseUrl)
     const signup = await api.post("/v1/signup", { name: "settle" })
     const key = signup.body.apiKey as string
-    const card = await api.post("/v1/wallet/fund-card", { amountUsdCents: 5000 }, key)
-    const session = new URL(card.body.checkoutUrl).pathname.split("/").pop()!
-    expect((await fetch(`${server.baseUrl}/dev/checkout/${session}/pay`, { method: "POST" })).status).toBe(200)
+    expect((await fundByDevCard(server.baseUrl, key, 5000)).status).toBe(200)
     const receipts: Array<{ auditId: string; chargedUsdCents: number; quotedUsdCents: number }> = []
     for (let i = 0; i < calls; i++) {
       const answer = await api.post("/v1/capabilities/reason", { prompt: `question ${i}`, maxTokens: 200 }, key)

@@ -14,7 +14,9 @@ import { startServerProcess } from "../support/server-process.ts"
  * loads"); each is loaded on use, so a start that loads one is a regression.
  * The start is run twice with its own compile cache (a private TMPDIR), as a
  * restart runs: the second start has every module's stripped JavaScript in
- * the cache, so Node's TypeScript stripper is not loaded at all.
+ * the cache, so Node's TypeScript stripper is not loaded at all. These are
+ * the sources' starts (SPENDGATE_BUNDLE=off); the bundle's start is held to
+ * the same list in test/process/server-bundle.test.ts.
  */
 
 const root = join(import.meta.dirname, "..", "..")
@@ -47,7 +49,7 @@ afterAll(async () => {
 const startAndStop = async (cacheHome: string): Promise<ModuleRecord> => {
   const record = join(tempDir("spendgate-modules-"), "record.json")
   const server = await startServerProcess(
-    { DATABASE_URL: databaseUrl, HOST: "127.0.0.1", TMPDIR: cacheHome, MODULE_RECORD: record, OPENAI_API_KEY: "sk-test" },
+    { DATABASE_URL: databaseUrl, HOST: "127.0.0.1", TMPDIR: cacheHome, MODULE_RECORD: record, OPENAI_API_KEY: "sk-test", SPENDGATE_BUNDLE: "off" },
     60_000,
     ["--import", recorder, join(root, "bin/spendgate.js"), "serve"]
   )

@@ -142,6 +142,19 @@ export interface ApiResponse {
   readonly text: string
 }
 
+/**
+ * Funds the key's account on the dev card rail of a running server: a
+ * checkout of `amountUsdCents`, paid on the dev checkout page. The page's
+ * answer status (200 when paid) and the session's id.
+ */
+export const fundByDevCard = async (baseUrl: string, key: string, amountUsdCents: number) => {
+  const card = await client(baseUrl).post("/v1/wallet/fund-card", { amountUsdCents }, key)
+  const session = new URL(card.body.checkoutUrl).pathname.split("/").pop()!
+  const paid = await fetch(`${baseUrl}/dev/checkout/${session}/pay`, { method: "POST" })
+  await paid.arrayBuffer()
+  return { status: paid.status, session }
+}
+
 /** A small JSON client for the tests. */
 export const client = (baseUrl: string) => {
   const call = async (
