@@ -45,13 +45,14 @@ import("node:fs").then(function (fs) {
   // adapters/http/main.ts). Enabled here, before the first TypeScript module
   // loads, a start with the cache written skips type stripping altogether, so
   // Node's TypeScript stripper is never loaded (about 16 MB of resident memory).
-  // In a clone, `serve` runs the server's bundle (made by `npm install`, or
-  // `npm run bundle`) while it was made from exactly the files checked out:
-  // one file and a few chunks to load instead of some 1,400 modules
-  // (scripts/server-bundle.mjs; SPENDGATE_BUNDLE=off runs the sources).
-  var bundled = serveOnly && fromSources
+  // In a clone, the command runs the bundle (made by `npm install`, or
+  // `npm run bundle`; its server entry for `serve`, its command line's for
+  // the rest) while it was made from exactly the files checked out: a few
+  // chunks to load instead of hundreds of modules (scripts/server-bundle.mjs;
+  // SPENDGATE_BUNDLE=off runs the sources).
+  var bundled = fromSources
     ? import(new URL("../scripts/server-bundle.mjs", import.meta.url).href).then(
-        function (bundle) { return bundle.freshBundle().entry },
+        function (bundle) { return bundle.freshBundle(undefined, undefined, serveOnly ? "server" : "cli").entry },
         function () { return undefined }
       )
     : Promise.resolve(undefined)

@@ -1,7 +1,8 @@
 // The server's bundle: `npm start` in a clone loads one bundled file (and the
 // chunks of what it loads on use) instead of some 1,400 TypeScript and Effect
 // modules, which Node would resolve, read and link one by one at every start
-// (docs/performance.md, "A bundled start").
+// (docs/performance.md, "A bundled start"); the `spendgate` command's other
+// subcommands (`spendgate mcp` among them) run from its second entry point.
 //
 // Made by `npm install` / `npm ci` (the "prepare" script, after the PGlite
 // template) and by `npm run bundle`, into node_modules/.cache/spendgate/server-bundle/.
@@ -21,9 +22,14 @@ import { dirname, join, relative, resolve, sep } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 
 /** Bumped when the manifest's shape or the build's options change: an older bundle is not used. */
-export const BUNDLE_FORMAT = 1
+export const BUNDLE_FORMAT = 2
 
-const ENTRY = "adapters/http/main.ts"
+/**
+ * The bundle's entry points: the server (what `npm start` runs) and the
+ * command line (every other `spendgate` command, `spendgate mcp` among
+ * them). They share chunks.
+ */
+export const ENTRIES = { server: "adapters/http/main.ts", cli: "adapters/cli/main.ts" }
 const MANIFEST = "manifest.json"
 
 /**
@@ -64,11 +70,11 @@ const fingerprint = (file) => {
 }
 
 /**
- * The bundle's entry as a file URL when it is there and made from exactly the
- * files now checked out; otherwise undefined, with the reason (for tests and
- * `npm run bundle -- --check`).
+ * The bundle's entry (`which`: "server" or "cli") as a file URL when it is
+ * there and made from exactly the files now checked out; otherwise
+ * undefined, with the reason (for tests and `npm run bundle -- --check`).
  */
-export const freshBundle = (root = projectRoot(), dir = bundleDir(root)) => {
+export const freshBundle = (root = projectRoot(), dir = bundleDir(root), which = "server") => {
   if (process.env.SPENDGATE_BUNDLE === "off") return { entry: undefined, reason: "SPENDGATE_BUNDLE=off" }
   let manifest
   try {
@@ -93,7 +99,9 @@ export const freshBundle = (root = projectRoot(), dir = bundleDir(root)) => {
       return { entry: undefined, reason: `${file} changed since the bundle was made` }
     }
   }
-  const entry = join(dir, manifest.entry)
+  const named = manifest.entries?.[which]
+  if (typeof named !== "string") return { entry: undefined, reason: `the bundle has no ${which} entry` }
+  const entry = join(dir, named)
   if (!existsSync(entry)) return { entry: undefined, reason: "the bundle's entry is missing" }
   return { entry: pathToFileURL(entry), reason: "fresh" }
 }
@@ -127,7 +135,7 @@ const buildInto = async (root, dir, staging) => {
   const externalPackages = new Set()
   const result = await esbuild.build({
     absWorkingDir: root,
-    entryPoints: { main: join(root, ENTRY) },
+    entryPoints: { main: join(root, ENTRIES.server), cli: join(root, ENTRIES.cli) },
     outdir: staging,
     bundle: true,
     splitting: true,
@@ -186,12 +194,16 @@ const buildInto = async (root, dir, staging) => {
   for (const [output, meta] of Object.entries(result.metafile.outputs)) {
     chunks[relative(staging, join(root, output))] = Object.keys(meta.inputs).sort()
   }
-  const entry = Object.entries(result.metafile.outputs).find(([, meta]) => meta.entryPoint === ENTRY)
-  if (entry === undefined) throw new Error("esbuild's output names no entry point")
+  const entries = {}
+  for (const [which, source] of Object.entries(ENTRIES)) {
+    const output = Object.entries(result.metafile.outputs).find(([, meta]) => meta.entryPoint === source)
+    if (output === undefined) throw new Error(`esbuild's output names no entry point for ${source}`)
+    entries[which] = relative(staging, join(root, output[0]))
+  }
   const manifest = {
     format: BUNDLE_FORMAT,
     root,
-    entry: relative(staging, join(root, entry[0])),
+    entries,
     externalPackages: [...externalPackages].sort(),
     inputs,
     chunks
@@ -230,9 +242,13 @@ const buildInto = async (root, dir, staging) => {
 const runAsScript = async () => {
   const root = projectRoot()
   if (process.argv.includes("--check")) {
-    const { entry, reason } = freshBundle(root)
-    console.log(entry === undefined ? `server bundle not used: ${reason}` : `server bundle fresh: ${fileURLToPath(entry)}`)
-    process.exitCode = entry === undefined ? 1 : 0
+    let fresh = true
+    for (const which of Object.keys(ENTRIES)) {
+      const { entry, reason } = freshBundle(root, bundleDir(root), which)
+      console.log(entry === undefined ? `${which}: bundle not used: ${reason}` : `${which}: bundle fresh: ${fileURLToPath(entry)}`)
+      fresh &&= entry !== undefined
+    }
+    process.exitCode = fresh ? 0 : 1
     return
   }
   const started = performance.now()

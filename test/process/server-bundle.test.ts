@@ -1,3 +1,4 @@
+import { spawn } from "node:child_process"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
@@ -214,7 +215,7 @@ describe("the server's bundle", () => {
     }
     // It was the bundle that ran: its entry was loaded and none of the project's TypeScript
     // but the page parser's worker (a thread of its own, started from the sources).
-    expect(fromBundle(record)).toContain(pathToFileURL(join(bundleDir, manifest.entry)).href)
+    expect(fromBundle(record)).toContain(pathToFileURL(join(bundleDir, manifest.entries.server)).href)
     expect(fromSources(record, "/adapters/")).toEqual([])
     expect(sourcesOf(fromBundle(record)).has("adapters/http/serve.ts")).toBe(true)
   }, 180_000)
@@ -253,6 +254,49 @@ describe("the server's bundle", () => {
     expect(sources.has("adapters/sql/PgliteClient.ts")).toBe(true)
     expect(record.loaded.some((url) => url.includes("/node_modules/@electric-sql/pglite/"))).toBe(true)
   }, 180_000)
+
+  it("the spendgate command runs from its second entry: --version, and MCP over stdio", async () => {
+    const run = (args: ReadonlyArray<string>, env: Record<string, string>, input?: string) =>
+      new Promise<{ code: number | null; stdout: string; record: ModuleRecord }>((resolve, reject) => {
+        const record = join(tempDir("spendgate-bundle-record-"), "record.json")
+        const child = spawn(process.execPath, ["--import", recorder, join(root, "bin/spendgate.js"), ...args], {
+          cwd: root,
+          env: { PATH: process.env["PATH"] ?? "", SPENDGATE_BUNDLE_DIR: bundleDir, MODULE_RECORD: record, TMPDIR: tempDir("spendgate-bundle-cache-"), ...env },
+          stdio: ["pipe", "pipe", "pipe"]
+        })
+        let stdout = ""
+        child.stdout.on("data", (chunk: Buffer) => {
+          stdout += chunk.toString()
+          // MCP answers one line per message: once the answer is there, end its input and it exits.
+          if (input !== undefined && stdout.includes("\n")) child.stdin.end()
+        })
+        const timer = setTimeout(() => child.kill("SIGKILL"), 30_000)
+        child.on("error", reject)
+        child.on("exit", (code) => {
+          clearTimeout(timer)
+          resolve({ code, stdout, record: JSON.parse(readFileSync(record, "utf8")) as ModuleRecord })
+        })
+        if (input !== undefined) child.stdin.write(input)
+        else child.stdin.end()
+      })
+    const cliEntry = pathToFileURL(join(bundleDir, manifest.entries.cli)).href
+    const version = await run(["--version"], {})
+    expect(version.code).toBe(0)
+    expect(version.stdout.trim()).toMatch(/^spendgate v\d+\.\d+\.\d+/)
+    expect(version.record.loaded).toContain(cliEntry)
+    expect(fromSources(version.record, "/adapters/")).toEqual([])
+
+    const initialize = JSON.stringify({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "bundle-test", version: "1" } }
+    })
+    const mcp = await run(["mcp"], { SPENDGATE_API_KEY: `sk_agt_${"a1".repeat(16)}`, SPENDGATE_URL: "http://127.0.0.1:9" }, `${initialize}\n`)
+    expect(JSON.parse(mcp.stdout.split("\n")[0]!)).toMatchObject({ id: 1, result: { serverInfo: { name: expect.any(String) } } })
+    expect(mcp.record.loaded).toContain(cliEntry)
+    expect(fromSources(mcp.record, "/adapters/")).toEqual([])
+  }, 120_000)
 
   it("is set aside for the sources when a file it was made from changed, is gone, or it was made elsewhere", async () => {
     // A copy of the bundle whose manifest is edited, so the bundle of the other tests stays as built.
