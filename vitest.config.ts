@@ -21,6 +21,14 @@ export default defineConfig({
     // a new one that changes process-wide state must do the same.
     isolate: false,
     fileParallelism: true,
-    maxWorkers: 2
+    maxWorkers: 2,
+    // Each worker opens and closes many PGlite (WebAssembly) databases. On
+    // Node 24's V8 (13.6) WebAssembly code GC can free an import wrapper that
+    // another thread has just looked up, and the process dies on a V8 CHECK
+    // (`jit_page_->allocations_.erase(addr) == 1`, nodejs/node#64500): a
+    // worker's whole test file lost, now and then. Code GC off in the test
+    // workers takes that path away; the few megabytes of dead wrapper code it
+    // keeps are freed with the worker (README, "How the suite runs").
+    execArgv: ["--no-wasm-code-gc"]
   }
 })
