@@ -96,10 +96,11 @@
  */
 import autocannon from "autocannon"
 import { type ChildProcess, spawn } from "node:child_process"
-import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
+import { pathToFileURL } from "node:url"
 import { Agent, request } from "undici"
 
 // ---------------------------------------------------------------------------
@@ -188,6 +189,27 @@ const startCommand = (checkout: string): { readonly flags: Array<string>; readon
     return { flags: [], script: [join(checkout, "adapters/http/main.ts")] }
   }
   return { flags: rest.slice(0, first), script: [join(checkout, rest[first]!), ...rest.slice(first + 1)] }
+}
+
+/**
+ * What the checkout's `npm start` runs: its bundle while that is fresh, the
+ * sources otherwise (scripts/server-bundle.mjs; a checkout without it runs
+ * the sources). `env` is what the server is given on top of this process's
+ * SPENDGATE_BUNDLE.
+ */
+const whatStartRuns = async (checkout: string, env: Record<string, string>): Promise<string> => {
+  const script = join(checkout, "scripts/server-bundle.mjs")
+  if (env["SPENDGATE_BUNDLE"] === "off") return "the sources (SPENDGATE_BUNDLE=off)"
+  if (!existsSync(script)) return "the sources (no bundle script)"
+  try {
+    const bundle = (await import(pathToFileURL(script).href)) as {
+      readonly freshBundle: (root: string, dir?: string, which?: string) => { readonly entry: URL | undefined; readonly reason: string }
+    }
+    const { entry, reason } = bundle.freshBundle(resolve(checkout), undefined, "server")
+    return entry === undefined ? `the sources (${reason})` : "the bundle"
+  } catch (error) {
+    return `the sources (the bundle could not be checked: ${error instanceof Error ? error.message : String(error)})`
+  }
 }
 
 const spawned: Array<number> = []
@@ -672,7 +694,10 @@ const warmUpServer = async (backend: string, base: string, hot: string, many: Re
 
 const runBackend = async (backend: "pg" | "pglite", upstreamPort: number, rows: Array<Row>, figures: Array<ServerFigures>) => {
   const { server, base, startMs, startCpuMs, database } = await startServer(backend, upstreamPort)
-  console.error(`bench:http: ${backend}: healthy after ${startMs.toFixed(0)} ms; funding ${walletCount + 1} wallets`)
+  console.error(
+    `bench:http: ${backend}: healthy after ${startMs.toFixed(0)} ms, running ${await whatStartRuns(serverRoot, {})}; ` +
+      `funding ${walletCount + 1} wallets`
+  )
   const pid = server.child.pid!
   const { settledAfterMs, rssPeakStartMb, rssIdleMb } = await idleMemory(pid)
   const [hot] = await fundedAccounts(base, 1, "hot")
@@ -771,7 +796,8 @@ const runInterleaved = async (backend: "pg" | "pglite", upstreamPort: number, ro
       const spec = specs[i]!
       const { server, base, startMs, database } = await startServer(backend, upstreamPort, spec.checkout, spec.env)
       console.error(
-        `bench:http: ${backend}: round ${round + 1}: ${spec.label} (${spec.checkout}) healthy after ${startMs.toFixed(0)} ms; ` +
+        `bench:http: ${backend}: round ${round + 1}: ${spec.label} (${spec.checkout}) healthy after ${startMs.toFixed(0)} ms, ` +
+          `running ${await whatStartRuns(spec.checkout, spec.env)}; ` +
           `funding ${walletCount + 1} wallets`
       )
       const [hot] = await fundedAccounts(base, 1, "hot")

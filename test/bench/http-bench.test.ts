@@ -1,6 +1,7 @@
 import { spawn } from "node:child_process"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
+import { freshBundle } from "../../scripts/server-bundle.mjs"
 
 /**
  * `npm run bench:http` with a tiny duration: it runs end to end on both
@@ -56,6 +57,13 @@ describe("npm run bench:http", () => {
     expect(stdout).toMatch(/, 0\.8 s of server warm-up, /)
     // Each new server is warmed up before its first cell: calls made, none failed, the first and last shares' p50s
     // ("-" for a share of a tenth of a second in which no call came back: a new server's first call can take longer).
+    // Which `npm start` ran: the bundle when it is fresh, else the sources and why (as the launcher decides).
+    const { entry, reason } = freshBundle(root, undefined, "server")
+    const runs = entry === undefined ? `the sources (${reason})` : "the bundle"
+    for (const backend of ["pg", "pglite"]) {
+      expect(stderr, stderr).toContain(`bench:http: ${backend}: healthy after `)
+      expect(stderr).toMatch(new RegExp(`^bench:http: ${backend}: healthy after \\d+ ms, running ${runs.replace(/[()]/g, "\\$&")}; funding`, "m"))
+    }
     for (const backend of ["pg", "pglite"]) {
       const warmUp = new RegExp(`^bench:http: ${backend}: server warm-up: (\\d+) calls in 0\\.8 s \\((\\d+) failed\\), not counted; ` +
         `p50 at one connection (\\d+\\.\\d\\d|-) ms in its first share, (\\d+\\.\\d\\d|-) ms in its last$`, "m").exec(stderr)
