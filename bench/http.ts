@@ -202,9 +202,8 @@ const whatStartRuns = async (checkout: string, env: Record<string, string>): Pro
   if (env["SPENDGATE_BUNDLE"] === "off") return "the sources (SPENDGATE_BUNDLE=off)"
   if (!existsSync(script)) return "the sources (no bundle script)"
   try {
-    const bundle = (await import(pathToFileURL(script).href)) as {
-      readonly freshBundle: (root: string, dir?: string, which?: string) => { readonly entry: URL | undefined; readonly reason: string }
-    }
+    // That checkout's own script (its check may differ from this one's), typed as this one's.
+    const bundle = (await import(pathToFileURL(script).href)) as typeof import("../scripts/server-bundle.mjs")
     const { entry, reason } = bundle.freshBundle(resolve(checkout), undefined, "server")
     return entry === undefined ? `the sources (${reason})` : "the bundle"
   } catch (error) {

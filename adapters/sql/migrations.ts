@@ -424,7 +424,8 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
     // policy, velocity, daily and monthly caps and the balance, as they are
     // under that lock; then the hold, its audit record, the day's counter and
     // the wallet in the same call. Answers the outcome ('held', the refusal's
-    // tag, or 'slow') and, when held, what each pocket gave.
+    // tag, or 'slow') and, when held, what each pocket gave. Redefined by
+    // 0022 (the velocity checks); the rest is unchanged there.
     yield* sql.unsafe(`
       CREATE FUNCTION spendgate_reserve(
         p_account_id TEXT, p_agent_id TEXT, p_reservation_id TEXT, p_audit_id TEXT,

@@ -254,9 +254,6 @@ describe.each(backends)("ledger functions over %s mirror the TypeScript rules", 
     .slice(0, 5)
     .map((c) => [c] as [typeof c])
 
-  // Holds under an hourly limit far above anything spent, with nothing else in the way: the
-  // day counters leave room, so the hour's reservations are not read (migration 0022). Fixed,
-  // like the cases above, so that every run takes that way too.
   // Just after midnight (UTC), with the hour's spend on yesterday's counter, under a limit at,
   // just under and just over it: the bound must count yesterday.
   const afterMidnightExamples = fc.sample(generatedCaseArb, { numRuns: 6, seed: 7 }).map((g, i) =>
@@ -274,6 +271,9 @@ describe.each(backends)("ledger functions over %s mirror the TypeScript rules", 
       usd: 3_000_000n
     })] as [ReserveCase]
   )
+  // Holds under an hourly limit far above anything spent, with nothing else in the way: the
+  // day counters leave room, so the hour's reservations are not read (migration 0022). Fixed,
+  // like the cases above, so that every run takes that way too.
   const boundedHourExamples = fc.sample(reserveCaseArb, { numRuns: 5, seed: 22 }).map((c) =>
     [{
       ...c,
