@@ -1,4 +1,4 @@
-import { spawn } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
@@ -314,8 +314,47 @@ describe("the server's bundle", () => {
       expect(bundle.freshBundle(root, copy).reason).toBe("a bundle of another format")
       writeFileSync(join(copy, "manifest.json"), "{")
       expect(bundle.freshBundle(root, copy).reason).toBe("no bundle")
+      write((m) => ({ ...m, entries: { server: m.entries.server } as Manifest["entries"] }))
+      expect(bundle.freshBundle(root, copy, "cli").reason).toBe("the bundle has no cli entry")
+      expect(bundle.freshBundle(root, copy, "server").reason).toBe("fresh")
       write((m) => m)
       expect(bundle.freshBundle(root, copy).reason).toBe("fresh")
+
+      // `npm run bundle -- --check` says so, exit 0 when both entries would run from the bundle, 1 when not.
+      const check = () =>
+        spawnSync(process.execPath, [join(root, "scripts/server-bundle.mjs"), "--check"], {
+          cwd: root,
+          env: { PATH: process.env["PATH"] ?? "", SPENDGATE_BUNDLE_DIR: copy },
+          encoding: "utf8",
+          timeout: 30_000
+        })
+      const fresh = check()
+      expect(fresh.status, fresh.stdout + fresh.stderr).toBe(0)
+      expect(fresh.stdout).toContain("server: bundle fresh: ")
+      expect(fresh.stdout).toContain("cli: bundle fresh: ")
+      write((m) => ({ ...m, inputs: { ...m.inputs, "adapters/cli/main.ts": [m.inputs["adapters/cli/main.ts"]![0], 0] } }))
+      const notFresh = check()
+      expect(notFresh.status).toBe(1)
+      expect(notFresh.stdout).toContain("server: bundle not used: adapters/cli/main.ts changed since the bundle was made")
+      write((m) => m)
+
+      // A bundle that cannot be made (its folder would be under a file): `npm run bundle` fails,
+      // the install's run (`--if-possible`) says why and does not fail the install.
+      const blocker = join(tempDir("spendgate-bundle-blocked-"), "a-file")
+      writeFileSync(blocker, "")
+      const build = (...flags: Array<string>) =>
+        spawnSync(process.execPath, [join(root, "scripts/server-bundle.mjs"), ...flags], {
+          cwd: root,
+          env: { PATH: process.env["PATH"] ?? "", SPENDGATE_BUNDLE_DIR: join(blocker, "bundle") },
+          encoding: "utf8",
+          timeout: 60_000
+        })
+      const failed = build()
+      expect(failed.status).toBe(1)
+      expect(failed.stdout).toMatch(/^Server bundle not made \([\s\S]+\); npm start runs the sources$/m)
+      const tolerated = build("--if-possible")
+      expect(tolerated.status).toBe(0)
+      expect(tolerated.stdout).toMatch(/^Server bundle not made \([\s\S]+\); npm start runs the sources$/m)
 
       // npm start with a stale bundle runs the sources.
       write((m) => ({ ...m, inputs: { ...m.inputs, "adapters/http/serve.ts": [m.inputs["adapters/http/serve.ts"]![0], 0] } }))
