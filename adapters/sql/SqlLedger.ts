@@ -445,10 +445,24 @@ export const makeSqlLedger = (
   // A hold adds to the day's row (creating it); a settle or release only ever
   // lowers an existing row, so it is a plain UPDATE (an INSERT of a negative
   // amount would trip the CHECK even when it would end in the UPDATE branch).
-  const raiseDaily = (agentId: AgentId, day: string, amount: bigint) =>
-    sql`
-      INSERT INTO agent_daily_spend (agent_id, day, spent_micro_usd) VALUES (${agentId}, ${day}, ${amount})
-      ON CONFLICT (agent_id, day) DO UPDATE SET spent_micro_usd = agent_daily_spend.spent_micro_usd + ${amount}`
+  // The row's hours (migration 0023) move with it, in the UTC hour of the
+  // reservation's time, as the ledger functions move them: `hold` counts by
+  // the hour when the agent has an hourly limit (a new row starts its hours)
+  // and makes the day's hours incomplete (NULL) otherwise; `late` (a late
+  // settle's charge) adds to hours that are complete and starts none.
+  const raiseDaily = (agentId: AgentId, day: string, createdAt: Date, amount: bigint, hours: "hold" | "hold, no hours" | "late") => {
+    const hour = createdAt.getUTCHours()
+    const fresh = hours === "hold"
+      ? sql`array_fill(0::bigint, ARRAY[${hour}::int]) || ${amount}::bigint || array_fill(0::bigint, ARRAY[${23 - hour}::int])`
+      : sql`NULL::bigint[]`
+    const added = hours === "hold, no hours"
+      ? sql`NULL::bigint[]`
+      : sql`spendgate_hours_add(agent_daily_spend.hours, ${hour}::int, ${amount}::bigint)`
+    return sql`
+      INSERT INTO agent_daily_spend (agent_id, day, spent_micro_usd, hours) VALUES (${agentId}, ${day}, ${amount}, ${fresh})
+      ON CONFLICT (agent_id, day) DO UPDATE SET spent_micro_usd = agent_daily_spend.spent_micro_usd + ${amount},
+        hours = ${added}`
+  }
   /**
    * The spend of the calendar month of `day` (YYYY-MM-DD): the sum of that
    * month's daily rows, read under the wallet lock like the day's own row.
@@ -480,9 +494,10 @@ export const makeSqlLedger = (
       })
     )
   const NO_RECENT_ACTIVITY: RecentActivity = { spentLastHourMicroUsd: 0n, callsLastMinute: 0, oldestCallLastMinuteAt: null }
-  const lowerDaily = (agentId: AgentId, day: string, amount: bigint) =>
+  const lowerDaily = (agentId: AgentId, day: string, createdAt: Date, amount: bigint) =>
     sql`
-      UPDATE agent_daily_spend SET spent_micro_usd = spent_micro_usd - ${amount}
+      UPDATE agent_daily_spend SET spent_micro_usd = spent_micro_usd - ${amount},
+        hours = spendgate_hours_add(hours, ${createdAt.getUTCHours()}::int, ${-amount}::bigint)
       WHERE agent_id = ${agentId} AND day = ${day}`
 
   const insertTransaction = (t: Transaction, creditKey: string | null) =>
@@ -778,7 +793,8 @@ export const makeSqlLedger = (
               expires_at: reservation.expiresAt
             })
           }`,
-          raiseDaily(input.agentId, input.day, input.quotedMicroUsd)
+          raiseDaily(input.agentId, input.day, reservation.createdAt, input.quotedMicroUsd,
+            policy.maxPerHourMicroUsd === null ? "hold, no hours" : "hold")
         ])
         if (claimed !== undefined) {
           const used = yield* sql`
@@ -1574,7 +1590,7 @@ export const makeSqlLedger = (
           const next = yield* applyWrites(reservation.accountId, -late.chargeUsdMicroUsd, -late.chargeSatsMsat, audit, [
             sql`UPDATE reservations SET status = 'settled', settled_micro_usd = ${late.chargedMicroUsd}
                 WHERE id = ${reservation.id}`,
-            raiseDaily(reservation.agentId, reservation.day, late.chargedMicroUsd),
+            raiseDaily(reservation.agentId, reservation.day, reservation.createdAt, late.chargedMicroUsd, "late"),
             insertTransaction(entries.transaction, null)
           ])
           return {
@@ -1593,7 +1609,7 @@ export const makeSqlLedger = (
         const next = yield* applyWrites(reservation.accountId, plan.refundUsdMicroUsd, plan.refundSatsMsat, audit, [
           sql`UPDATE reservations SET status = 'settled', settled_micro_usd = ${plan.chargedMicroUsd}
               WHERE id = ${reservation.id}`,
-          lowerDaily(reservation.agentId, reservation.day, reservation.quotedMicroUsd - plan.chargedMicroUsd),
+          lowerDaily(reservation.agentId, reservation.day, reservation.createdAt, reservation.quotedMicroUsd - plan.chargedMicroUsd),
           insertTransaction(transaction, null)
         ])
         return {

@@ -425,7 +425,8 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
     // under that lock; then the hold, its audit record, the day's counter and
     // the wallet in the same call. Answers the outcome ('held', the refusal's
     // tag, or 'slow') and, when held, what each pocket gave. Redefined by
-    // 0022 (the velocity checks); the rest is unchanged there.
+    // 0022 (the velocity checks) and 0023 (the day's hours); the rest is
+    // unchanged there.
     yield* sql.unsafe(`
       CREATE FUNCTION spendgate_reserve(
         p_account_id TEXT, p_agent_id TEXT, p_reservation_id TEXT, p_audit_id TEXT,
@@ -1128,6 +1129,288 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
             audit_seq = seq, audit_head = hash
           WHERE account_id = p_account_id;
         outcome := 'held';
+      END
+      $$`)
+  }),
+  "0023_velocity_hours": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // The day counter of an agent with an hourly limit also keeps its spend
+    // by UTC hour (hours[1] is 00:00 - 00:59, hours[24] 23:00 - 23:59; their
+    // sum is spent_micro_usd), raised and lowered with it on every write.
+    // 0022 bounded the last hour's spend by two days' counters, which a busy
+    // agent under an hourly limit soon outgrows: from then on each of its
+    // holds read the hour's reservations. The bound is now the hours from an
+    // hour ago on (docs/performance.md, "A velocity limit bounded by the
+    // hour"). hours is NULL where a day's spend is not all counted by the
+    // hour: rows written before this migration, days with a hold of the
+    // agent while it had no hourly limit (such holds skip the hours' cost).
+    // Those days count whole, as in 0022. The decisions are the same
+    // (test/adapters/sql/ledger-functions.property.test.ts).
+    yield* sql`ALTER TABLE agent_daily_spend ADD COLUMN hours BIGINT[]`
+    // The hours with a delta added to one hour (0 - 23); NULL (a day counted before its hours were) stays NULL.
+    yield* sql.unsafe(`
+      CREATE FUNCTION spendgate_hours_add(p_hours BIGINT[], p_hour INT, p_delta BIGINT) RETURNS BIGINT[]
+      LANGUAGE sql IMMUTABLE AS $$
+        SELECT CASE WHEN p_hours IS NULL THEN NULL
+          ELSE p_hours[1:p_hour] || (p_hours[p_hour + 1] + p_delta) || p_hours[p_hour + 2:24] END
+      $$`)
+    yield* sql.unsafe(`
+      CREATE OR REPLACE FUNCTION spendgate_reserve(
+        p_account_id TEXT, p_agent_id TEXT, p_reservation_id TEXT, p_audit_id TEXT,
+        p_capability TEXT, p_provider TEXT, p_quoted BIGINT, p_rate BIGINT, p_day TEXT,
+        p_now TIMESTAMPTZ, p_expires_at TIMESTAMPTZ, p_known_capabilities TEXT,
+        OUT outcome TEXT, OUT from_usd BIGINT, OUT from_sats BIGINT
+      ) LANGUAGE plpgsql AS $$
+      DECLARE
+        w wallets%ROWTYPE;
+        a agents%ROWTYPE;
+        daily NUMERIC;
+        monthly NUMERIC;
+        allowed TEXT[];
+        hour_spent NUMERIC;
+        hour_from TIMESTAMP;
+        hour_from_day TEXT;
+        hour_of_day INT;
+        minute_calls BIGINT;
+        cap_threshold NUMERIC;
+        value_before NUMERIC;
+        value_after NUMERIC;
+        seq BIGINT;
+        details TEXT;
+        hash TEXT;
+      BEGIN
+        from_usd := 0;
+        from_sats := 0;
+        SELECT * INTO w FROM wallets WHERE account_id = p_account_id FOR UPDATE;
+        IF NOT FOUND THEN outcome := 'slow'; RETURN; END IF;
+        SELECT * INTO a FROM agents WHERE id = p_agent_id AND account_id = p_account_id;
+        IF NOT FOUND THEN outcome := 'slow'; RETURN; END IF;
+        -- The day's and the calendar month's spend, as the store reads them (monthSpent).
+        SELECT COALESCE((SELECT spent_micro_usd FROM agent_daily_spend WHERE agent_id = p_agent_id AND day = p_day), 0)
+          INTO daily;
+        SELECT COALESCE(SUM(spent_micro_usd), 0) INTO monthly FROM agent_daily_spend
+          WHERE agent_id = p_agent_id AND day >= left(p_day, 7) || '-01' AND day <= left(p_day, 7) || '-31';
+
+        IF a.killed OR a.deleted_at IS NOT NULL THEN outcome := 'AgentKilled'; RETURN; END IF;
+        -- Stored capabilities the service does not know are ignored, as when the policy is read.
+        allowed := ARRAY(SELECT c FROM unnest(string_to_array(a.allowed_capabilities, ',')) AS c
+                         WHERE c = ANY (string_to_array(p_known_capabilities, ',')));
+        IF cardinality(allowed) > 0 AND NOT (p_capability = ANY (allowed)) THEN
+          outcome := 'CapabilityNotAllowed'; RETURN;
+        END IF;
+        IF a.max_per_call_micro_usd IS NOT NULL AND p_quoted > a.max_per_call_micro_usd THEN
+          outcome := 'PerCallLimitExceeded'; RETURN;
+        END IF;
+        -- As the store's recentOf: reservations stamped after now count too.
+        -- The minute's calls are counted only up to the limit (all the rule
+        -- asks is whether they reach it).
+        IF a.max_calls_per_minute IS NOT NULL THEN
+          SELECT COUNT(*) INTO minute_calls FROM (
+            SELECT 1 FROM reservations
+              WHERE agent_id = p_agent_id AND created_at > p_now - interval '60 seconds'
+              LIMIT a.max_calls_per_minute) m;
+          IF minute_calls + 1 > a.max_calls_per_minute THEN
+            outcome := 'CallRateExceeded'; RETURN;
+          END IF;
+        END IF;
+        -- The last hour's spend is at most what the counters hold from the
+        -- UTC hour an hour ago on: that hour's and the later ones of its
+        -- day's hour counters, and every later day's counter (a reservation's
+        -- day and hour are the UTC day and hour of its time, and a counter is
+        -- at least what its reservations spend: holds raise it, settles and
+        -- releases lower it alike, refunds neither). A day counted before its
+        -- hours were (hours IS NULL: written before this migration) counts
+        -- whole. When that bound leaves room, the hour's reservations need not
+        -- be read.
+        IF a.max_per_hour_micro_usd IS NOT NULL THEN
+          hour_from := (p_now - interval '3600 seconds') AT TIME ZONE 'UTC';
+          hour_from_day := to_char(hour_from, 'YYYY-MM-DD');
+          hour_of_day := extract(hour FROM hour_from)::int;
+          SELECT COALESCE(SUM(CASE WHEN day = hour_from_day AND hours IS NOT NULL
+                                   THEN (SELECT COALESCE(SUM(h), 0) FROM unnest(hours[hour_of_day + 1:24]) AS h)
+                                   ELSE spent_micro_usd END), 0)
+            INTO hour_spent FROM agent_daily_spend
+            WHERE agent_id = p_agent_id AND day >= hour_from_day;
+          IF hour_spent + p_quoted > a.max_per_hour_micro_usd THEN
+            SELECT COALESCE(SUM(CASE WHEN status = 'held' THEN quoted_micro_usd
+                                     WHEN status = 'settled' THEN COALESCE(settled_micro_usd, 0)
+                                     ELSE 0 END), 0)
+              INTO hour_spent
+              FROM reservations
+              WHERE agent_id = p_agent_id AND created_at > p_now - interval '3600 seconds';
+            IF hour_spent + p_quoted > a.max_per_hour_micro_usd THEN
+              outcome := 'VelocityExceeded'; RETURN;
+            END IF;
+          END IF;
+        END IF;
+        IF a.max_per_day_micro_usd IS NOT NULL AND daily + p_quoted > a.max_per_day_micro_usd THEN
+          outcome := 'BudgetExceeded'; RETURN;
+        END IF;
+        IF a.max_per_month_micro_usd IS NOT NULL AND monthly + p_quoted > a.max_per_month_micro_usd THEN
+          outcome := 'MonthlyBudgetExceeded'; RETURN;
+        END IF;
+
+        IF w.usd_micro >= p_quoted THEN
+          from_usd := p_quoted;
+        ELSIF p_rate IS NULL THEN
+          outcome := CASE WHEN w.sats_msat > 0 THEN 'RateUnavailable' ELSE 'InsufficientBalance' END;
+          RETURN;
+        ELSE
+          -- usd first, the rest in sats at the rate, rounded up to the msat.
+          from_usd := w.usd_micro;
+          from_sats := div((p_quoted - w.usd_micro)::numeric * 100000000000 + p_rate - 1, p_rate);
+          IF from_sats > w.sats_msat THEN
+            from_usd := 0; from_sats := 0;
+            outcome := 'InsufficientBalance'; RETURN;
+          END IF;
+        END IF;
+
+        -- A hold that fires a webhook event (src/webhooks/spendEvents.ts) takes the general path.
+        IF a.max_per_day_micro_usd IS NOT NULL THEN
+          cap_threshold := div(a.max_per_day_micro_usd::numeric * 80, 100);
+          IF (daily < cap_threshold AND daily + p_quoted >= cap_threshold)
+             OR daily + p_quoted >= a.max_per_day_micro_usd THEN
+            from_usd := 0; from_sats := 0;
+            outcome := 'slow'; RETURN;
+          END IF;
+        END IF;
+        IF w.low_balance_threshold_micro_usd IS NOT NULL THEN
+          value_before := w.usd_micro + CASE WHEN p_rate IS NULL THEN 0
+            ELSE div(w.sats_msat::numeric * p_rate, 100000000000) END;
+          value_after := (w.usd_micro - from_usd) + CASE WHEN p_rate IS NULL THEN 0
+            ELSE div((w.sats_msat - from_sats)::numeric * p_rate, 100000000000) END;
+          IF value_before >= w.low_balance_threshold_micro_usd AND value_after < w.low_balance_threshold_micro_usd THEN
+            from_usd := 0; from_sats := 0;
+            outcome := 'slow'; RETURN;
+          END IF;
+        END IF;
+
+        seq := w.audit_seq + 1;
+        details := '{"capability":' || to_json(p_capability)::text || ',"provider":' || to_json(p_provider)::text || '}';
+        hash := spendgate_audit_hash(p_audit_id, p_account_id, seq, 'reserve', p_agent_id, p_reservation_id, NULL,
+          p_quoted, -from_usd, -from_sats, details, p_now, w.audit_head);
+        INSERT INTO audit_log (id, account_id, seq, kind, agent_id, reservation_id, transaction_id, amount_micro_usd,
+            usd_delta_micro, sats_delta_msat, details, created_at, prev_hash, hash)
+          VALUES (p_audit_id, p_account_id, seq, 'reserve', p_agent_id, p_reservation_id, NULL, p_quoted,
+            -from_usd, -from_sats, details, p_now, w.audit_head, hash);
+        INSERT INTO reservations (id, account_id, agent_id, capability, provider, quoted_micro_usd, held_usd_micro,
+            held_sats_msat, rate_micro_usd_per_btc, day, status, settled_micro_usd, created_at, expires_at)
+          VALUES (p_reservation_id, p_account_id, p_agent_id, p_capability, p_provider, p_quoted, from_usd,
+            from_sats, p_rate, p_day, 'held', NULL, p_now, p_expires_at);
+        -- Only an agent with an hourly limit has its day counted by the hour;
+        -- any other hold leaves its day's hours NULL (incomplete: counted whole).
+        IF a.max_per_hour_micro_usd IS NOT NULL THEN
+          hour_of_day := extract(hour FROM p_now AT TIME ZONE 'UTC')::int;
+          INSERT INTO agent_daily_spend (agent_id, day, spent_micro_usd, hours)
+            VALUES (p_agent_id, p_day, p_quoted,
+              array_fill(0::bigint, ARRAY[hour_of_day]) || p_quoted || array_fill(0::bigint, ARRAY[23 - hour_of_day]))
+            ON CONFLICT (agent_id, day) DO UPDATE SET spent_micro_usd = agent_daily_spend.spent_micro_usd + p_quoted,
+              hours = spendgate_hours_add(agent_daily_spend.hours, hour_of_day, p_quoted);
+        ELSE
+          INSERT INTO agent_daily_spend (agent_id, day, spent_micro_usd) VALUES (p_agent_id, p_day, p_quoted)
+            ON CONFLICT (agent_id, day) DO UPDATE SET spent_micro_usd = agent_daily_spend.spent_micro_usd + p_quoted,
+              hours = NULL;
+        END IF;
+        UPDATE wallets SET usd_micro = usd_micro - from_usd, sats_msat = sats_msat - from_sats,
+            audit_seq = seq, audit_head = hash
+          WHERE account_id = p_account_id;
+        outcome := 'held';
+      END
+      $$`)
+    yield* sql.unsafe(`
+      CREATE OR REPLACE FUNCTION spendgate_settle(
+        p_account_id TEXT, p_reservation_id TEXT, p_actual NUMERIC, p_transaction_id TEXT, p_audit_id TEXT,
+        p_description TEXT, p_now TIMESTAMPTZ,
+        OUT outcome TEXT, OUT charged BIGINT, OUT charge_usd BIGINT, OUT charge_sats BIGINT,
+        OUT wallet_usd BIGINT, OUT wallet_sats BIGINT,
+        OUT r_id TEXT, OUT r_account_id TEXT, OUT r_agent_id TEXT, OUT r_capability TEXT, OUT r_provider TEXT,
+        OUT r_quoted_micro_usd BIGINT, OUT r_held_usd_micro BIGINT, OUT r_held_sats_msat BIGINT,
+        OUT r_rate_micro_usd_per_btc BIGINT, OUT r_day TEXT, OUT r_status TEXT, OUT r_settled_micro_usd BIGINT,
+        OUT r_created_at TIMESTAMPTZ, OUT r_expires_at TIMESTAMPTZ
+      ) LANGUAGE plpgsql AS $$
+      DECLARE
+        w_seq BIGINT;
+        w_head TEXT;
+        r reservations%ROWTYPE;
+        remainder NUMERIC;
+        seq BIGINT;
+        details TEXT;
+        hash TEXT;
+      BEGIN
+        SELECT audit_seq, audit_head INTO w_seq, w_head FROM wallets WHERE account_id = p_account_id FOR UPDATE;
+        IF NOT FOUND THEN outcome := 'NotHeld'; RETURN; END IF;
+        SELECT * INTO r FROM reservations WHERE id = p_reservation_id AND account_id = p_account_id;
+        IF NOT FOUND THEN outcome := 'NotHeld'; RETURN; END IF;
+        r_id := r.id; r_account_id := r.account_id; r_agent_id := r.agent_id; r_capability := r.capability;
+        r_provider := r.provider; r_quoted_micro_usd := r.quoted_micro_usd; r_held_usd_micro := r.held_usd_micro;
+        r_held_sats_msat := r.held_sats_msat; r_rate_micro_usd_per_btc := r.rate_micro_usd_per_btc; r_day := r.day;
+        r_status := r.status; r_settled_micro_usd := r.settled_micro_usd; r_created_at := r.created_at;
+        r_expires_at := r.expires_at;
+        IF r.status = 'released' AND r.settled_micro_usd IS NULL THEN outcome := 'slow'; RETURN; END IF;
+        IF r.status <> 'held' THEN outcome := 'NotHeld'; RETURN; END IF;
+        charged := GREATEST(0, LEAST(p_actual, r.quoted_micro_usd));
+        charge_usd := LEAST(charged, r.held_usd_micro);
+        remainder := charged - charge_usd;
+        charge_sats := 0;
+        IF remainder > 0 AND r.rate_micro_usd_per_btc IS NOT NULL THEN
+          charge_sats := LEAST(r.held_sats_msat,
+            div(remainder * 100000000000 + r.rate_micro_usd_per_btc - 1, r.rate_micro_usd_per_btc));
+        END IF;
+        seq := w_seq + 1;
+        details := '{"capability":' || to_json(r.capability)::text || ',"provider":' || to_json(r.provider)::text || '}';
+        hash := spendgate_audit_hash(p_audit_id, p_account_id, seq, 'settle', r.agent_id, r.id, p_transaction_id,
+          charged, r.held_usd_micro - charge_usd, r.held_sats_msat - charge_sats, details, p_now, w_head);
+        INSERT INTO audit_log (id, account_id, seq, kind, agent_id, reservation_id, transaction_id, amount_micro_usd,
+            usd_delta_micro, sats_delta_msat, details, created_at, prev_hash, hash)
+          VALUES (p_audit_id, p_account_id, seq, 'settle', r.agent_id, r.id, p_transaction_id, charged,
+            r.held_usd_micro - charge_usd, r.held_sats_msat - charge_sats, details, p_now, w_head, hash);
+        UPDATE reservations SET status = 'settled', settled_micro_usd = charged WHERE id = r.id;
+        UPDATE agent_daily_spend SET spent_micro_usd = spent_micro_usd - (r.quoted_micro_usd - charged),
+            hours = spendgate_hours_add(hours, extract(hour FROM r.created_at AT TIME ZONE 'UTC')::int, charged - r.quoted_micro_usd)
+          WHERE agent_id = r.agent_id AND day = r.day;
+        INSERT INTO transactions (id, account_id, agent_id, type, amount_micro_usd, usd_micro, sats_msat,
+            rate_micro_usd_per_btc, description, capability, provider, audit_id, refund_of, credit_key, created_at)
+          VALUES (p_transaction_id, p_account_id, r.agent_id, 'charge', charged, charge_usd, charge_sats,
+            r.rate_micro_usd_per_btc, p_description, r.capability, r.provider, p_audit_id, NULL, NULL, p_now);
+        UPDATE wallets SET usd_micro = usd_micro + (r.held_usd_micro - charge_usd),
+            sats_msat = sats_msat + (r.held_sats_msat - charge_sats), audit_seq = seq, audit_head = hash
+          WHERE account_id = p_account_id
+          RETURNING usd_micro, sats_msat INTO wallet_usd, wallet_sats;
+        outcome := 'Settled';
+      END
+      $$`)
+    yield* sql.unsafe(`
+      CREATE OR REPLACE FUNCTION spendgate_release(
+        p_account_id TEXT, p_reservation_id TEXT, p_audit_id TEXT, p_reason TEXT, p_now TIMESTAMPTZ
+      ) RETURNS TEXT LANGUAGE plpgsql AS $$
+      DECLARE
+        w_seq BIGINT;
+        w_head TEXT;
+        r reservations%ROWTYPE;
+        seq BIGINT;
+        details TEXT;
+        hash TEXT;
+      BEGIN
+        SELECT audit_seq, audit_head INTO w_seq, w_head FROM wallets WHERE account_id = p_account_id FOR UPDATE;
+        IF NOT FOUND THEN RETURN 'NotHeld'; END IF;
+        SELECT * INTO r FROM reservations WHERE id = p_reservation_id AND account_id = p_account_id;
+        IF NOT FOUND OR r.status <> 'held' THEN RETURN 'NotHeld'; END IF;
+        seq := w_seq + 1;
+        details := '{"reason":' || to_json(p_reason)::text || '}';
+        hash := spendgate_audit_hash(p_audit_id, p_account_id, seq, 'release', r.agent_id, r.id, NULL,
+          r.quoted_micro_usd, r.held_usd_micro, r.held_sats_msat, details, p_now, w_head);
+        INSERT INTO audit_log (id, account_id, seq, kind, agent_id, reservation_id, transaction_id, amount_micro_usd,
+            usd_delta_micro, sats_delta_msat, details, created_at, prev_hash, hash)
+          VALUES (p_audit_id, p_account_id, seq, 'release', r.agent_id, r.id, NULL, r.quoted_micro_usd,
+            r.held_usd_micro, r.held_sats_msat, details, p_now, w_head, hash);
+        UPDATE reservations SET status = 'released' WHERE id = r.id;
+        UPDATE agent_daily_spend SET spent_micro_usd = spent_micro_usd - r.quoted_micro_usd,
+            hours = spendgate_hours_add(hours, extract(hour FROM r.created_at AT TIME ZONE 'UTC')::int, -r.quoted_micro_usd)
+          WHERE agent_id = r.agent_id AND day = r.day;
+        UPDATE wallets SET usd_micro = usd_micro + r.held_usd_micro, sats_msat = sats_msat + r.held_sats_msat,
+            audit_seq = seq, audit_head = hash
+          WHERE account_id = p_account_id;
+        RETURN 'Released';
       END
       $$`)
   })

@@ -1,6 +1,7 @@
 import type { RegistryStore } from "../../src/ports/RegistryStore.ts"
 import fc from "fast-check"
-import { Effect, Layer, ManagedRuntime, Result } from "effect"
+import { Effect, Layer, ManagedRuntime, Option, Result } from "effect"
+import { SqlClient } from "effect/sql"
 import { afterAll, describe, expect, it } from "vitest"
 import { storeOverClient } from "../../adapters/sql/Database.ts"
 import * as PgliteClient from "../../adapters/sql/PgliteClient.ts"
@@ -20,7 +21,11 @@ import { RATE, testLayer } from "./ledger.contract.ts"
  * Random sequences of credit, reserve, settle, release, sweep and refund, checked
  * after every step against the ledger: each pocket equals what its ledger
  * entries add up to, nothing is negative, and every hold is accounted for as
- * charged plus returned. Bounded: a fixed number of runs of at most 25 steps.
+ * charged plus returned. On SQL storage, under an hourly limit (half the
+ * runs), each day counter's hours (migration 0023) hold exactly what the
+ * reservations of each UTC hour spend, whichever way (a ledger function or
+ * the general path in TypeScript) wrote them; without one they are NULL.
+ * Bounded: a fixed number of runs of at most 25 steps.
  */
 
 type Op =
@@ -56,7 +61,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   refundArb
 )
 
-const checkInvariants = (accountId: Parameters<Store["Service"]["getWallet"]>[0]) =>
+const checkInvariants = (accountId: Parameters<Store["Service"]["getWallet"]>[0], hourlyLimit: boolean) =>
   Effect.gen(function*() {
     const store = yield* Store
     const wallet = yield* store.getWallet(accountId)
@@ -115,9 +120,27 @@ const checkInvariants = (accountId: Parameters<Store["Service"]["getWallet"]>[0]
         .reduce((s, r) => s + (r.status === "held" ? r.quotedMicroUsd : r.status === "settled" ? r.settledMicroUsd ?? 0n : 0n), 0n)
       expect(daily.dailySpentMicroUsd).toBe(expected)
     }
+    const sql = yield* Effect.serviceOption(SqlClient.SqlClient)
+    if (Option.isSome(sql)) {
+      const counters = yield* sql.value<{ agent_id: string; day: string; spent_micro_usd: string | bigint; hours: string | null }>`
+        SELECT agent_id, day, spent_micro_usd, array_to_string(hours, ',') AS hours FROM agent_daily_spend
+        WHERE agent_id IN (SELECT id FROM agents WHERE account_id = ${accountId})`
+      for (const row of counters) {
+        const expectedHours = Array.from({ length: 24 }, () => 0n)
+        for (const r of reservations) {
+          if (r.agentId !== row.agent_id || r.day !== row.day) continue
+          const hour = r.createdAt.getUTCHours()
+          expectedHours[hour] = expectedHours[hour]! +
+            (r.status === "held" ? r.quotedMicroUsd : r.status === "settled" ? r.settledMicroUsd ?? 0n : 0n)
+        }
+        expect(BigInt(row.spent_micro_usd)).toBe(expectedHours.reduce((sum, h) => sum + h, 0n))
+        // Without an hourly limit the day is not counted by the hour (hours NULL).
+        expect(row.hours).toBe(hourlyLimit ? expectedHours.join(",") : null)
+      }
+    }
   })
 
-const runSequence = (ops: ReadonlyArray<Op>) =>
+const runSequence = (ops: ReadonlyArray<Op>, hourlyLimit: boolean) =>
   Effect.gen(function*() {
     const store = yield* Store
     const agents = yield* Agents
@@ -125,7 +148,13 @@ const runSequence = (ops: ReadonlyArray<Op>) =>
     const signup = yield* agents.signup({ name: "prop" })
     const principal = yield* agents.authenticate(signup.apiKey)
     const accountId = signup.accountId
-    let clockMs = Date.parse("2026-03-01T10:00:00Z")
+    // An hourly limit far above any spend: its days are counted by the hour (on SQL storage).
+    const sql = yield* Effect.serviceOption(SqlClient.SqlClient)
+    if (hourlyLimit && Option.isSome(sql)) {
+      yield* sql.value`UPDATE agents SET max_per_hour_micro_usd = 1000000000000 WHERE id = ${principal.agent.id}`
+    }
+    // Sweeps move the clock on by up to 50 minutes in all: across 11:00 in some runs.
+    let clockMs = Date.parse("2026-03-01T10:40:00Z")
     const held: Array<Reservation> = []
     let n = 0
     for (const op of ops) {
@@ -211,15 +240,15 @@ const runSequence = (ops: ReadonlyArray<Op>) =>
           yield* store.sweepExpired(new Date(clockMs), 100)
           break
       }
-      yield* checkInvariants(accountId)
+      yield* checkInvariants(accountId, hourlyLimit)
     }
     expect(yield* wallets.verifyChain(accountId)).toBeNull()
   })
 
 const backends: ReadonlyArray<readonly [string, () => Layer.Layer<Store | IdempotencyStore | RegistryStore, unknown>, number]> = [
   ["memory", () => MemoryStore.layer, 150],
-  ["PGlite", () => storeOverClient.pipe(Layer.provide(PgliteClient.layer({ dataDir: undefined }))), 25],
-  ["PostgreSQL", () => storeOverClient.pipe(Layer.provide(freshPostgresLayer())), 25]
+  ["PGlite", () => storeOverClient.pipe(Layer.provideMerge(PgliteClient.layer({ dataDir: undefined }))), 25],
+  ["PostgreSQL", () => storeOverClient.pipe(Layer.provideMerge(freshPostgresLayer())), 25]
 ]
 
 describe.each(backends)("ledger properties over %s", (_name, store, runs) => {
@@ -228,7 +257,8 @@ describe.each(backends)("ledger properties over %s", (_name, store, runs) => {
 
   it("pockets always equal their ledger, nothing goes negative, every hold is charged or returned", async () => {
     await fc.assert(
-      fc.asyncProperty(fc.array(opArb, { minLength: 1, maxLength: 25 }), (ops) => runtime.runPromise(runSequence(ops))),
+      fc.asyncProperty(fc.array(opArb, { minLength: 1, maxLength: 25 }), fc.boolean(), (ops, hourlyLimit) =>
+        runtime.runPromise(runSequence(ops, hourlyLimit))),
       { numRuns: runs }
     )
   }, 120_000)

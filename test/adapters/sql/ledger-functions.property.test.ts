@@ -82,6 +82,8 @@ const generatedCaseArb = fc.record({
   otherMonthSpent: money(5_000_000n),
   lowBalance: nullable(positive(4_000_000n)),
   recent: recentArb,
+  // Day counters written before migration 0023, without their hours.
+  legacyHours: fc.constantFrom(false, false, true),
   // a time in 2026, with milliseconds
   nowMs: fc.integer({ min: Date.UTC(2026, 0, 1), max: Date.UTC(2026, 11, 31, 23, 59, 59, 999) }),
   // Caps, thresholds and the balance at, just under or just over what this call reaches,
@@ -165,8 +167,13 @@ describe.each(backends)("ledger functions over %s mirror the TypeScript rules", 
   afterAll(() => runtime.dispose())
   const run = <A>(effect: Effect.Effect<A, unknown, SqlClient.SqlClient | Store>) => runtime.runPromise(effect)
 
-  /** An account and agent with exactly the case's wallet, policy, spend and recent calls. */
-  const setUp = (c: ReserveCase) =>
+  /**
+   * An account and agent with exactly the case's wallet, policy, spend and recent calls. Each
+   * day's counter keeps its recent reservations' spend in their UTC hours and the rest of its
+   * spend in hour 0 (`extraAt: "now"`: today's rest in the hour of now), or no hours at all for a
+   * legacy case (a counter written before migration 0023).
+   */
+  const setUp = (c: ReserveCase, extraAt: "start" | "now" = "start") =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const accountId = newAccountId()
@@ -202,9 +209,25 @@ describe.each(backends)("ledger functions over %s mirror the TypeScript rules", 
         `${Number(day.slice(0, 4)) + 1}${day.slice(4)}`,
         c.otherMonthSpent
       ], ...c.recentOtherDays]
-      for (const [d, amount] of spends) {
-        yield* sql`INSERT INTO agent_daily_spend (agent_id, day, spent_micro_usd) VALUES (${agentId}, ${d}, ${amount})
-          ON CONFLICT (agent_id, day) DO UPDATE SET spent_micro_usd = agent_daily_spend.spent_micro_usd + ${amount}`
+      const totals = new Map<string, bigint>()
+      for (const [d, amount] of spends) totals.set(d, (totals.get(d) ?? 0n) + amount)
+      const hours = new Map<string, Array<bigint>>()
+      for (const r of c.recent) {
+        const createdAt = new Date(c.nowMs - r.ageMs)
+        const on = utcDay(createdAt)
+        const row = hours.get(on) ?? Array.from({ length: 24 }, () => 0n)
+        row[createdAt.getUTCHours()] = row[createdAt.getUTCHours()]! + recentSpend(r)
+        hours.set(on, row)
+      }
+      for (const [d, total] of totals) {
+        const row = hours.get(d) ?? Array.from({ length: 24 }, () => 0n)
+        const rest = total - row.reduce((sum, h) => sum + h, 0n)
+        if (rest < 0n) throw new Error(`setUp: the recent reservations of ${d} spend more than its counter`)
+        const at = extraAt === "now" && d === day ? now.getUTCHours() : 0
+        row[at] = row[at]! + rest
+        yield* sql`INSERT INTO agent_daily_spend (agent_id, day, spent_micro_usd, hours)
+          VALUES (${agentId}, ${d}, ${total},
+            ${c.legacyHours ? null : `{${row.join(",")}}`}::text::bigint[])`
       }
       for (const r of c.recent) {
         const createdAt = new Date(c.nowMs - r.ageMs)
@@ -239,6 +262,20 @@ describe.each(backends)("ledger functions over %s mirror the TypeScript rules", 
       return { usd: BigInt(rows[0]!.usd_micro), sats: BigInt(rows[0]!.sats_msat), seq: BigInt(rows[0]!.audit_seq) }
     })
 
+  /** The agent's day counters: each day's spend and its hours (null: counted before migration 0023). */
+  const countersOf = (agentId: AgentId) =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const rows = yield* sql<{ day: string; spent_micro_usd: string | bigint; hours: string | null }>`
+        SELECT day, spent_micro_usd, array_to_string(hours, ',') AS hours FROM agent_daily_spend
+        WHERE agent_id = ${agentId} ORDER BY day`
+      return rows.map((r) => ({
+        day: r.day,
+        spent: BigInt(r.spent_micro_usd),
+        hours: r.hours === null ? null : r.hours.split(",").map((h) => BigInt(h))
+      }))
+    })
+
   const auditOf = (accountId: AccountId) =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
@@ -271,6 +308,26 @@ describe.each(backends)("ledger functions over %s mirror the TypeScript rules", 
       usd: 3_000_000n
     })] as [ReserveCase]
   )
+  // A busy agent: four dollars spent today before 14:00, a tenth of a dollar in the last hour,
+  // under a one-dollar hourly limit at 15:30 (at, just under and just over what the call reaches).
+  // The day counters leave no room, the hours do: bounded, unread. The same with counters
+  // written before migration 0023 (no hours): read, as before.
+  const busyDayExamples = fc.sample(generatedCaseArb, { numRuns: 6, seed: 23 }).map((g, i) =>
+    [shapeCase({
+      ...g,
+      killed: false,
+      deleted: false,
+      near: "hourly",
+      nearDelta: i % 3 === 0 ? 1_000_000n : BigInt(i % 3) - 1n,
+      nowMs: Date.UTC(2026, 5, 10, 15, 30),
+      recent: [{ ageMs: 1_200_000, status: "held", quoted: 100_000n, settledPart: 0 }],
+      dailySpent: 4_000_000n,
+      otherDaysSpent: 0n,
+      otherMonthSpent: 0n,
+      legacyHours: i >= 3,
+      usd: 3_000_000n
+    })] as [ReserveCase]
+  )
   // Holds under an hourly limit far above anything spent, with nothing else in the way: the
   // day counters leave room, so the hour's reservations are not read (migration 0022). Fixed,
   // like the cases above, so that every run takes that way too.
@@ -294,6 +351,7 @@ describe.each(backends)("ledger functions over %s mirror the TypeScript rules", 
     expect(generalPathExamples.length).toBe(5)
     const outcomes = new Map<string, number>()
     const velocityPaths = new Map<string, number>()
+    let boundedByHoursOnly = 0
     let cases = 0
     await fc.assert(
       fc.asyncProperty(reserveCaseArb, (c) =>
@@ -350,19 +408,28 @@ describe.each(backends)("ledger functions over %s mirror the TypeScript rules", 
           const events = reserveEvents(input as never, snapshot, decision, c.lowBalance)
           const expected = Result.isFailure(decision) ? decision.failure._tag : events.length > 0 ? "slow" : "held"
 
-          // Which way spendgate_reserve took to the hourly limit (migration 0022): the day
-          // counters from yesterday on bound the hour's spend, so when they leave room the
-          // hour's reservations are not read.
+          // Which way spendgate_reserve took to the hourly limit (migration 0023): the counters
+          // from the UTC hour an hour ago on bound the hour's spend (that hour and the later ones
+          // of its day, every later day whole; a day without hours whole), so when they leave
+          // room the hour's reservations are not read. Counted apart: the bounded holds that
+          // 0022's bound (the day counters from yesterday on) would have read.
+          const countersBefore = yield* countersOf(agentId)
           if (c.maxPerHour !== null && ["held", "slow", "VelocityExceeded"].includes(expected)) {
-            const bound = yield* sql<{ spent: string | bigint | null }>`
-              SELECT SUM(spent_micro_usd) AS spent FROM agent_daily_spend
-              WHERE agent_id = ${agentId} AND day >= ${utcDay(new Date(c.nowMs - 86_400_000))}`
-            const path = BigInt(bound[0]?.spent ?? 0) + c.quoted <= c.maxPerHour
-              ? "bounded by the day counters"
+            const from = new Date(c.nowMs - 3_600_000)
+            const fromDay = utcDay(from)
+            const bound = countersBefore.filter((r) => r.day >= fromDay).reduce((sum, r) =>
+              sum + (r.day === fromDay && r.hours !== null
+                ? r.hours.slice(from.getUTCHours()).reduce((s, h) => s + h, 0n)
+                : r.spent), 0n)
+            const dayBound = countersBefore.filter((r) => r.day >= utcDay(new Date(c.nowMs - 86_400_000)))
+              .reduce((sum, r) => sum + r.spent, 0n)
+            const path = bound + c.quoted <= c.maxPerHour
+              ? "bounded by the counters"
               : expected === "VelocityExceeded"
               ? "read, refused"
               : "read, room left"
             velocityPaths.set(path, (velocityPaths.get(path) ?? 0) + 1)
+            if (path === "bounded by the counters" && dayBound + c.quoted > c.maxPerHour) boundedByHoursOnly++
           }
 
           const reservationId = newReservationId()
@@ -404,6 +471,16 @@ describe.each(backends)("ledger functions over %s mirror the TypeScript rules", 
           expect(held.length).toBe(1)
           const spendAfter = yield* store.agentSpend(accountId, agentId, day)
           expect(spendAfter.dailySpentMicroUsd).toBe(spend.dailySpentMicroUsd + c.quoted)
+          // The hold's quote in the hour of now, under an hourly limit; a day counted without
+          // hours stays so, and a hold without an hourly limit leaves its day without them.
+          const today = (yield* countersOf(agentId)).find((r) => r.day === day)!
+          const todayBefore = countersBefore.find((r) => r.day === day)
+          if (c.maxPerHour === null || (c.legacyHours && todayBefore !== undefined)) expect(today.hours).toBeNull()
+          else {
+            const expectedHours = todayBefore?.hours ?? Array.from({ length: 24 }, () => 0n)
+            expect(today.hours).toEqual(expectedHours.map((h, i) => i === now.getUTCHours() ? h + c.quoted : h))
+            expect(today.hours!.reduce((sum, h) => sum + h, 0n)).toBe(today.spent)
+          }
           const audit = yield* auditOf(accountId)
           expect(audit.length).toBe(1)
           expect(yield* verifyChainSegment(null, audit)).toBeNull()
@@ -417,7 +494,10 @@ describe.each(backends)("ledger functions over %s mirror the TypeScript rules", 
           })
         }))
       ),
-      { numRuns: RUNS, examples: [...generalPathExamples, ...boundedHourExamples, ...afterMidnightExamples] }
+      {
+        numRuns: RUNS,
+        examples: [...generalPathExamples, ...boundedHourExamples, ...afterMidnightExamples, ...busyDayExamples]
+      }
     )
     // The generator reaches holds, the general path and refusals alike.
     expect(outcomes.get("held") ?? 0).toBeGreaterThan(0)
@@ -429,6 +509,7 @@ describe.each(backends)("ledger functions over %s mirror the TypeScript rules", 
     // An hourly limit was decided each way: with the hour's reservations left unread, read and room left, read and refused.
     console.log(`hourly limit: ${JSON.stringify(Object.fromEntries(velocityPaths))}`)
     expect(velocityPaths.size, JSON.stringify(Object.fromEntries(velocityPaths))).toBe(3)
+    expect(boundedByHoursOnly).toBeGreaterThan(0)
   }, 120_000)
 
   const heldCaseArb = fc.record({
@@ -437,7 +518,8 @@ describe.each(backends)("ledger functions over %s mirror the TypeScript rules", 
     rate: rateArb,
     actual: fc.oneof(fc.bigInt({ min: -1_000_000n, max: 4_000_000n }), fc.constant(0n)),
     spare: money(1_000_000n),
-    nowMs: fc.integer({ min: Date.UTC(2026, 0, 1), max: Date.UTC(2026, 11, 31) })
+    nowMs: fc.integer({ min: Date.UTC(2026, 0, 1), max: Date.UTC(2026, 11, 31) }),
+    legacyHours: fc.boolean()
   })
 
   /** A held reservation as spendgate_reserve would leave it: its pockets' share taken, the day's spend raised. */
@@ -452,8 +534,9 @@ describe.each(backends)("ledger functions over %s mirror the TypeScript rules", 
         recent: [],
         nowMs: c.nowMs,
         dailySpent: c.quoted,
+        legacyHours: c.legacyHours,
         lowBalance: null
-      })
+      }, "now")
       const sql = yield* SqlClient.SqlClient
       const heldUsd = c.rate === null ? c.quoted : BigInt(Math.floor(Number(c.quoted) * c.usdShare))
       const heldSats = c.rate === null ? 0n : ((c.quoted - heldUsd) * 100_000_000_000n + c.rate - 1n) / c.rate
@@ -518,6 +601,9 @@ describe.each(backends)("ledger functions over %s mirror the TypeScript rules", 
             seq: 1n
           })
           expect((yield* store.agentSpend(accountId, agentId, day)).dailySpentMicroUsd).toBe(plan.chargedMicroUsd)
+          // The hour of the reservation's time keeps the charge; a day counted without hours stays so.
+          expect((yield* countersOf(agentId)).find((r) => r.day === day)!.hours).toEqual(c.legacyHours ? null :
+            Array.from({ length: 24 }, (_, i) => i === reservation.createdAt.getUTCHours() ? plan.chargedMicroUsd : 0n))
           const audit = yield* auditOf(accountId)
           expect(yield* verifyChainSegment(null, audit)).toBeNull()
           expect(audit[0]).toMatchObject({
@@ -560,6 +646,8 @@ describe.each(backends)("ledger functions over %s mirror the TypeScript rules", 
             seq: 1n
           })
           expect((yield* store.agentSpend(accountId, agentId, day)).dailySpentMicroUsd).toBe(0n)
+          expect((yield* countersOf(agentId)).find((r) => r.day === day)!.hours).toEqual(c.legacyHours ? null :
+            Array.from({ length: 24 }, () => 0n))
           const audit = yield* auditOf(accountId)
           expect(yield* verifyChainSegment(null, audit)).toBeNull()
           expect(audit[0]).toMatchObject({ kind: "release", details: JSON.stringify({ reason }) })

@@ -1,0 +1,137 @@
+/**
+ * What a hold costs in PostgreSQL for an agent under an hourly limit, as the
+ * agent's calls of the last hour pile up. Prints figures; asserts nothing.
+ *
+ *   npm run bench:velocity                             # this checkout
+ *   npm run bench:velocity -- --against=../other       # and another checkout, alternated
+ *   npm run bench:velocity -- --limit=0                # an agent without an hourly limit
+ *
+ * For each checkout it makes a fresh database on POSTGRES_URL (default
+ * postgres://postgres@127.0.0.1:5432/postgres; dropped at the end), applies
+ * that checkout's migrations (`spendgate migrate`, from its sources) and sets
+ * up one busy agent: an hourly limit of `--limit` cents (default 500), and
+ * $50 spent yesterday, more than the limit and outside the last hour. Then
+ * one connection calls `spendgate_hold` (the call the server sends for a
+ * lone hold: the same decision and writes) `--calls` times at 100 µUSD each,
+ * in blocks of `--block`, the checkouts' blocks alternated so both meet the
+ * same minutes, and prints each block's p50 and p90. The hour's spend stays
+ * below the limit, so every call is held.
+ *
+ * Options (flag or environment variable):
+ *   --calls=N     BENCH_CALLS     holds per checkout (default 24000)
+ *   --block=N     BENCH_BLOCK     holds per block (default 3000)
+ *   --limit=C     BENCH_LIMIT     the agent's hourly limit in cents; 0: none (default 500)
+ *   --against=DIR BENCH_AGAINST   a second checkout, measured alternately
+ */
+import { spawnSync } from "node:child_process"
+import { randomBytes } from "node:crypto"
+import { resolve } from "node:path"
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Redacted } from "effect"
+import { Reactivity } from "effect/reactivity"
+import type { SqlClient } from "effect/sql"
+
+const flag = (name: string): string | undefined =>
+  process.argv.slice(2).find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3)
+const option = (name: string, variable: string, fallback: string): string =>
+  flag(name) ?? process.env[variable] ?? fallback
+const whole = (name: string, text: string, min: number): number => {
+  const value = Number(text)
+  if (!Number.isInteger(value) || value < min) {
+    console.error(`bench:velocity: --${name} must be a whole number of at least ${min}, not ${JSON.stringify(text)}`)
+    process.exit(2)
+  }
+  return value
+}
+
+const calls = whole("calls", option("calls", "BENCH_CALLS", "24000"), 1)
+const block = whole("block", option("block", "BENCH_BLOCK", "3000"), 1)
+const limitCents = whole("limit", option("limit", "BENCH_LIMIT", "500"), 0)
+const against = option("against", "BENCH_AGAINST", "")
+const adminUrl = process.env["POSTGRES_URL"] ?? "postgres://postgres@127.0.0.1:5432/postgres"
+const root = resolve(import.meta.dirname, "..")
+const checkouts = against === "" ? [root] : [root, resolve(against)]
+
+const DAY_MS = 86_400_000
+const utcDay = (at: Date) => at.toISOString().slice(0, 10)
+const percentile = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!
+
+interface Side {
+  readonly checkout: string
+  readonly sql: SqlClient.SqlClient
+  readonly blocks: Array<{ readonly p50: number; readonly p90: number }>
+}
+
+const program = Effect.gen(function*() {
+  const admin = yield* PgClient.make({ url: Redacted.make(adminUrl), maxConnections: 1 })
+  const sides: Array<Side> = []
+  const stamp = `${Date.now().toString(36)}_${process.pid}`
+  for (const [i, checkout] of checkouts.entries()) {
+    const database = `spendgate_bench_velocity_${stamp}_${i}`
+    yield* admin.unsafe(`CREATE DATABASE ${database}`)
+    yield* Effect.addFinalizer(() => admin.unsafe(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`).pipe(Effect.ignore))
+    const url = new URL(adminUrl)
+    url.pathname = `/${database}`
+    const migrated = spawnSync(process.execPath, ["bin/spendgate.js", "migrate"], {
+      cwd: checkout,
+      env: { ...process.env, DATABASE_URL: url.toString(), SPENDGATE_BUNDLE: "off" },
+      encoding: "utf8"
+    })
+    if (migrated.status !== 0) return yield* Effect.die(new Error(`spendgate migrate failed in ${checkout}: ${migrated.stderr}`))
+    const sql = yield* PgClient.make({ url: Redacted.make(url.toString()), maxConnections: 1 })
+    const now = new Date()
+    const yesterday = utcDay(new Date(now.getTime() - DAY_MS))
+    yield* sql`INSERT INTO accounts (id, created_at) VALUES ('acc_bench', ${now})`
+    yield* sql`INSERT INTO agents (id, account_id, name, role, killed, key_hash, created_at, max_per_hour_micro_usd,
+        auto_kill, allowed_capabilities)
+      VALUES ('agt_bench', 'acc_bench', 'busy', 'agent', false, ${randomBytes(32).toString("hex")}, ${now},
+        ${limitCents === 0 ? null : BigInt(limitCents) * 10_000n}, false, '')`
+    yield* sql`INSERT INTO wallets (account_id, usd_micro, sats_msat) VALUES ('acc_bench', 1000000000000, 0)`
+    // $50 spent yesterday, in its first hour (where the schema counts days by the hour).
+    const [columns] = yield* sql<{ n: string | number }>`
+      SELECT count(*) AS n FROM information_schema.columns
+      WHERE table_name = 'agent_daily_spend' AND column_name = 'hours'`
+    yield* Number(columns!.n) > 0
+      ? sql`INSERT INTO agent_daily_spend (agent_id, day, spent_micro_usd, hours)
+          VALUES ('agt_bench', ${yesterday}, 50000000, array_cat(ARRAY[50000000]::bigint[], array_fill(0::bigint, ARRAY[23])))`
+      : sql`INSERT INTO agent_daily_spend (agent_id, day, spent_micro_usd) VALUES ('agt_bench', ${yesterday}, 50000000)`
+    sides.push({ checkout, sql, blocks: [] })
+  }
+
+  const hold = (side: Side) =>
+    Effect.gen(function*() {
+      const now = new Date()
+      const id = randomBytes(12).toString("hex")
+      const [row] = yield* side.sql<{ outcome: string }>`
+        SELECT outcome FROM spendgate_hold('acc_bench'::text, 'agt_bench'::text, ${`res_${id}`}::text,
+          ${`aud_${id}`}::text, 'search'::text, 'bench'::text, 100::bigint, NULL::bigint, ${utcDay(now)}::text,
+          ${now}::timestamptz, ${new Date(now.getTime() + 900_000)}::timestamptz, 'search'::text)`
+      if (row?.outcome !== "held") return yield* Effect.die(new Error(`a hold was not held: ${row?.outcome}`))
+    })
+
+  const blocks = Math.ceil(calls / block)
+  for (let b = 0; b < blocks; b++) {
+    const size = Math.min(block, calls - b * block)
+    // Alternate which checkout goes first.
+    for (const side of b % 2 === 0 ? sides : [...sides].reverse()) {
+      const times: Array<number> = []
+      for (let n = 0; n < size; n++) {
+        const started = performance.now()
+        yield* hold(side)
+        times.push(performance.now() - started)
+      }
+      times.sort((x, y) => x - y)
+      side.blocks.push({ p50: percentile(times, 0.5), p90: percentile(times, 0.9) })
+    }
+    console.log(`after ${Math.min(calls, (b + 1) * block)} holds: ` + sides.map((s) => {
+      const last = s.blocks[s.blocks.length - 1]!
+      return `${s.checkout}: p50 ${last.p50.toFixed(2)} ms, p90 ${last.p90.toFixed(2)} ms`
+    }).join(" | "))
+  }
+})
+
+console.log(
+  `Spendgate velocity benchmark: ${calls} holds a checkout in blocks of ${block}, ` +
+    `hourly limit ${limitCents === 0 ? "none" : `${limitCents} cents`}, $50 spent yesterday`
+)
+await Effect.runPromise(program.pipe(Effect.scoped, Effect.provide(Reactivity.layer)))
