@@ -45,6 +45,7 @@ import {
   type StoreShape
 } from "../../src/ports/Store.ts"
 import * as MemoryIdempotencyStore from "./MemoryIdempotencyStore.ts"
+import { makeTimeline, type Timeline } from "./timeline.ts"
 import { makeMemoryWebhooks } from "./MemoryWebhooks.ts"
 import { reserveEvents } from "../../src/webhooks/spendEvents.ts"
 import { agentChangeEvents, agentCreated, chargeRefunded, invoiceExpired, invoiceLatePayment, invoicePaid, type OutboxEvent } from "../../src/webhooks/events.ts"
@@ -329,42 +330,50 @@ const makeMemoryLedger = (shared: {
   const { wallets } = shared
   const lock = Semaphore.makeUnsafe(1)
   const reservations = new Map<string, Reservation>()
+  /** The held reservations' ids, in the order they were made (the sweep's and the credit bound's walk). */
+  const heldIds = new Set<string>()
+  /** Each agent's reservations by time, with their spend summed: the velocity window (./timeline.ts). */
+  const timelines = new Map<AgentId, Timeline>()
   const transactions: Array<Transaction> = []
   const audit = new Map<AccountId, Array<AuditRecord>>()
   const daily = new Map<string, bigint>()
+  /** The sum of each agent's day rows of a calendar month, by `agentId|YYYY-MM`, kept with them. */
+  const monthly = new Map<string, bigint>()
   const creditKeys = new Map<string, Transaction>()
   /** Each refunded charge's refunded totals, by charge id. */
   const refundedByCharge = new Map<string, Refunded>()
   const quotes = new Map<string, StoredQuote>()
 
   const dayKey = (agentId: AgentId, day: string) => `${agentId}|${day}`
+  const monthKey = (agentId: AgentId, day: string) => `${agentId}|${day.slice(0, 7)}`
   /** The month's spend: the sum of its days' rows (`day` is YYYY-MM-DD). */
-  const monthlySpent = (agentId: AgentId, day: string) => {
-    const prefix = `${agentId}|${day.slice(0, 7)}-`
-    let sum = 0n
-    for (const [key, spent] of daily) if (key.startsWith(prefix)) sum += spent
-    return sum
+  const monthlySpent = (agentId: AgentId, day: string) => monthly.get(monthKey(agentId, day)) ?? 0n
+  /** A new reservation: stored, held, in its agent's timeline. */
+  const addReservation = (reservation: Reservation) => {
+    reservations.set(reservation.id, reservation)
+    if (reservation.status === "held") heldIds.add(reservation.id)
+    let timeline = timelines.get(reservation.agentId)
+    if (timeline === undefined) timelines.set(reservation.agentId, timeline = makeTimeline())
+    timeline.add(
+      { at: reservation.createdAt.getTime(), id: reservation.id, createdAt: reservation.createdAt },
+      reservationSpend(reservation)
+    )
   }
-  const recentOf = (agentId: AgentId, now: Date): RecentActivity => {
-    const hourAgo = now.getTime() - 60 * 60_000
-    const minuteAgo = now.getTime() - 60_000
-    let spentLastHourMicroUsd = 0n
-    let callsLastMinute = 0
-    let oldest: Date | null = null
-    for (const r of reservations.values()) {
-      const at = r.createdAt.getTime()
-      if (r.agentId !== agentId || at <= hourAgo) continue
-      spentLastHourMicroUsd += reservationSpend(r)
-      if (at > minuteAgo) {
-        callsLastMinute++
-        if (oldest === null || at < oldest.getTime()) oldest = r.createdAt
-      }
-    }
-    return { spentLastHourMicroUsd, callsLastMinute, oldestCallLastMinuteAt: oldest }
+  /** A reservation settled or released: stored, and its spend updated in its agent's timeline. */
+  const replaceReservation = (reservation: Reservation) => {
+    reservations.set(reservation.id, reservation)
+    if (reservation.status !== "held") heldIds.delete(reservation.id)
+    timelines.get(reservation.agentId)?.update(reservation.id, reservationSpend(reservation))
   }
+  const NO_RECENT_ACTIVITY: RecentActivity = { spentLastHourMicroUsd: 0n, callsLastMinute: 0, oldestCallLastMinuteAt: null }
+  /** The agent's reservations of the last hour and minute before `now`, and any stamped after it. */
+  const recentOf = (agentId: AgentId, now: Date): RecentActivity =>
+    timelines.get(agentId)?.recent(now) ?? NO_RECENT_ACTIVITY
   const addDaily = (agentId: AgentId, day: string, delta: bigint) => {
     const key = dayKey(agentId, day)
     daily.set(key, (daily.get(key) ?? 0n) + delta)
+    const month = monthKey(agentId, day)
+    monthly.set(month, (monthly.get(month) ?? 0n) + delta)
   }
   const walletOf = (accountId: AccountId): Wallet => {
     const wallet = wallets.get(accountId)
@@ -406,7 +415,7 @@ const makeMemoryLedger = (shared: {
       const wallet = walletOf(reservation.accountId)
       const record = yield* appendAudit(releaseAudit(reservation, auditId, reason, now))
       setWallet(creditedBy(wallet, reservation.heldUsdMicroUsd, reservation.heldSatsMsat))
-      reservations.set(reservation.id, { ...reservation, status: "released" })
+      replaceReservation({ ...reservation, status: "released" })
       addDaily(reservation.agentId, reservation.day, -reservation.quotedMicroUsd)
       return record
     })
@@ -420,8 +429,9 @@ const makeMemoryLedger = (shared: {
     const wallet = walletOf(accountId)
     let usdMicroUsd: bigint = wallet.usdMicroUsd
     let satsMsat: bigint = wallet.satsMsat
-    for (const reservation of reservations.values()) {
-      if (reservation.accountId !== accountId || reservation.status !== "held") continue
+    for (const id of heldIds) {
+      const reservation = reservations.get(id)!
+      if (reservation.accountId !== accountId) continue
       usdMicroUsd += reservation.heldUsdMicroUsd
       satsMsat += reservation.heldSatsMsat
     }
@@ -557,7 +567,10 @@ const makeMemoryLedger = (shared: {
           policy: entry.policy,
           dailySpentMicroUsd: daily.get(dayKey(input.agentId, input.day)) ?? 0n,
           monthlySpentMicroUsd: monthlySpent(input.agentId, input.day),
-          recent: recentOf(input.agentId, input.now),
+          // The last hour's reservations only for a velocity limit, as the SQL store reads them.
+          recent: entry.policy.maxPerHourMicroUsd === null && entry.policy.maxCallsPerMinute === null
+            ? NO_RECENT_ACTIVITY
+            : recentOf(input.agentId, input.now),
           now: input.now,
           wallet
         }
@@ -573,7 +586,7 @@ const makeMemoryLedger = (shared: {
         if (next === undefined) return yield* Effect.die(new Error("hold larger than the wallet"))
         yield* appendAudit(reserveAudit(input, plan))
         setWallet(next)
-        reservations.set(reservation.id, reservation)
+        addReservation(reservation)
         addDaily(input.agentId, input.day, input.quotedMicroUsd)
         if (claimed !== undefined) quotes.set(claimed.id, { ...claimed, usedAt: input.now, reservationId: reservation.id })
         return Result.succeed(reservation)
@@ -598,7 +611,7 @@ const makeMemoryLedger = (shared: {
           if (late._tag === "Unpaid") {
             const unpaid = unpaidEntries(reservation, late, input)
             yield* appendAudit(unpaid.audit)
-            reservations.set(reservation.id, unpaid.reservation)
+            replaceReservation(unpaid.reservation)
             return { _tag: "Unpaid", reservation: unpaid.reservation, plan: late } as const
           }
           const { transaction, audit: draft, reservation: settled } = lateSettleEntries(reservation, late, input)
@@ -606,7 +619,7 @@ const makeMemoryLedger = (shared: {
           if (next === undefined) return yield* Effect.die(new Error("late charge larger than the wallet"))
           yield* appendAudit(draft)
           setWallet(next)
-          reservations.set(reservation.id, settled)
+          replaceReservation(settled)
           addDaily(reservation.agentId, reservation.day, late.chargedMicroUsd)
           transactions.push(transaction)
           return { _tag: "Settled", transaction, wallet: next, reservation: settled, late: true } as const
@@ -618,7 +631,7 @@ const makeMemoryLedger = (shared: {
         yield* appendAudit(draft)
         const next = creditedBy(wallet, plan.refundUsdMicroUsd, plan.refundSatsMsat)
         setWallet(next)
-        reservations.set(reservation.id, settled)
+        replaceReservation(settled)
         addDaily(reservation.agentId, reservation.day, plan.chargedMicroUsd - reservation.quotedMicroUsd)
         transactions.push(transaction)
         return { _tag: "Settled", transaction, wallet: next, reservation: settled, late: false } as const
@@ -635,8 +648,8 @@ const makeMemoryLedger = (shared: {
     sweepExpired: (now, limit, capture) =>
       Effect.gen(function*() {
         const expired = yield* lock.withPermits(1)(Effect.sync(() =>
-          [...reservations.values()]
-            .filter((r) => r.status === "held" && r.expiresAt.getTime() < now.getTime())
+          [...heldIds].map((id) => reservations.get(id)!)
+            .filter((r) => r.expiresAt.getTime() < now.getTime())
             .slice(0, limit)
         ))
         let ended = 0
@@ -771,7 +784,7 @@ const makeMemoryLedger = (shared: {
     recentActivity: (accountId, agentId, now) =>
       Effect.sync(() =>
         shared.agentEntry(accountId, agentId) === undefined
-          ? { spentLastHourMicroUsd: 0n, callsLastMinute: 0, oldestCallLastMinuteAt: null }
+          ? NO_RECENT_ACTIVITY
           : recentOf(agentId, now)
       ),
     getAudit: (accountId, auditId) =>
