@@ -1,0 +1,62 @@
+import { spawnSync } from "node:child_process"
+import { join } from "node:path"
+import { Effect, Redacted } from "effect"
+import { PgClient } from "@effect/sql-pg"
+import { Reactivity } from "effect/reactivity"
+import { describe, expect, it } from "vitest"
+
+/**
+ * `npm run bench:velocity` and `npm run bench:memory` with a few calls: each
+ * runs end to end, against a second checkout as well (this one again), prints
+ * a line per block for each checkout, and bench:velocity drops the databases
+ * it made. Bad options are refused. No figure is asserted.
+ */
+
+const root = join(import.meta.dirname, "..", "..")
+const adminUrl = process.env["POSTGRES_URL"] ?? "postgres://postgres@127.0.0.1:5432/postgres"
+
+const run = (script: string, args: ReadonlyArray<string>) =>
+  spawnSync(process.execPath, [join(root, "bench", script), ...args], { cwd: root, encoding: "utf8", timeout: 120_000 })
+
+const velocityDatabases = () =>
+  Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+    const sql = yield* PgClient.make({ url: Redacted.make(adminUrl), maxConnections: 1 })
+    const rows = yield* sql<{ datname: string }>`SELECT datname FROM pg_database WHERE datname LIKE 'spendgate_bench_velocity_%'`
+    return rows.map((r) => r.datname)
+  })).pipe(Effect.provide(Reactivity.layer)))
+
+describe("the ledger's benchmarks", () => {
+  it("bench:velocity holds for a busy agent in both checkouts, block by block, and drops its databases", async () => {
+    const before = await velocityDatabases()
+    const result = run("velocity.ts", ["--calls=40", "--block=20", `--against=${root}`])
+    expect(result.status, result.stderr).toBe(0)
+    expect(result.stdout).toContain("hourly limit 500 cents, $50 spent yesterday")
+    const lines = result.stdout.split("\n").filter((line) => line.startsWith("after "))
+    expect(lines.map((line) => line.slice(0, line.indexOf(":")))).toEqual(["after 20 holds", "after 40 holds"])
+    for (const line of lines) expect(line.match(/p50 \d+\.\d\d ms, p90 \d+\.\d\d ms/g)).toHaveLength(2)
+    expect(await velocityDatabases()).toEqual(before)
+  }, 120_000)
+
+  it("bench:velocity without an hourly limit, and a bad option refused", () => {
+    const none = run("velocity.ts", ["--calls=10", "--block=10", "--limit=0"])
+    expect(none.status, none.stderr).toBe(0)
+    expect(none.stdout).toContain("hourly limit none")
+    const bad = run("velocity.ts", ["--calls=0"])
+    expect(bad.status).toBe(2)
+    expect(bad.stderr).toContain("--calls must be a whole number of at least 1")
+  }, 120_000)
+
+  it("bench:memory calls through the memory store in both checkouts, with and without an hourly limit", () => {
+    for (const limit of ["0", "1000"]) {
+      const result = run("memory.ts", ["--calls=60", "--block=30", `--limit=${limit}`, `--against=${root}`])
+      expect(result.status, result.stderr).toBe(0)
+      expect(result.stdout).toContain(limit === "0" ? "hourly limit none" : "hourly limit $1000")
+      const lines = result.stdout.split("\n").filter((line) => line.startsWith("after "))
+      expect(lines.map((line) => line.slice(0, line.indexOf(":")))).toEqual(["after 30 calls", "after 60 calls"])
+      for (const line of lines) expect(line.match(/\d+ µs a call/g)).toHaveLength(2)
+    }
+    const bad = run("memory.ts", ["--block=x"])
+    expect(bad.status).toBe(2)
+    expect(bad.stderr).toContain("--block must be a whole number of at least 1")
+  }, 120_000)
+})
