@@ -80,8 +80,9 @@ const OPENAI_CAPABILITY_ROUTES: ReadonlySet<string> = new Set(["/v1/images/gener
 const upstreamRoutes = (path: string) =>
   path.startsWith("/v1/capabilities/") || path.startsWith("/v1/proxy/") || OPENAI_CAPABILITY_ROUTES.has(path)
 const documented5xx = new Map<string, (path: string) => boolean>([
-  // No provider configured for the capability (these servers configure none), or no service behind the proxy.
-  ["PROVIDER_UNAVAILABLE", upstreamRoutes],
+  // No provider configured for the capability (these servers configure none), or no service behind the
+  // proxy; a quote names the provider the call will run on, so it can find none too (docs/quotes.md).
+  ["PROVIDER_UNAVAILABLE", (path) => upstreamRoutes(path) || path === "/v1/quotes"],
   ["PROVIDER_ERROR", upstreamRoutes],
   // No BTC/USD rate configured: the operator's rate and anything priced in sats.
   ["RATE_UNAVAILABLE", () => true]
@@ -295,6 +296,17 @@ describe.each(storeBackends)("fuzzing every published operation over %s", (backe
       expect(errorCode(res)).toMatch(/^[A-Z_]+$/)
     })
   }
+  it("answers a valid quote for a capability no provider serves with 503 PROVIDER_UNAVAILABLE, as documented", async () => {
+    // Once found by the generated requests: a well-formed quote is rare enough among them to have
+    // gone unseen until the list of documented 5xx answers left /v1/quotes out.
+    const res = await api.call("POST", "/v1/quotes", {
+      key: keys["owner"]!,
+      body: { capability: "reason", input: { prompt: "hello" } }
+    })
+    expect(res.status).toBe(503)
+    expect(errorCode(res)).toBe("PROVIDER_UNAVAILABLE")
+    expect(documented5xx.get("PROVIDER_UNAVAILABLE")!("/v1/quotes")).toBe(true)
+  })
   it("answers a request line over Node's 16 KiB header limit in the envelope (431 HEADERS_TOO_LARGE)", async () => {
     const res = await api.call("GET", `/v1/agents?x=${"y".repeat(20_000)}`, { key: keys["owner"]! })
     expect(res.status).toBe(431)
