@@ -102,16 +102,10 @@ import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { pathToFileURL } from "node:url"
 import { Agent, request } from "undici"
+import { option } from "./options.ts"
 
 // ---------------------------------------------------------------------------
 // Options
-
-const flag = (name: string): string | undefined => {
-  const prefix = `--${name}=`
-  return process.argv.slice(2).find((arg) => arg.startsWith(prefix))?.slice(prefix.length)
-}
-const option = (name: string, variable: string, fallback: string): string =>
-  flag(name) ?? process.env[variable] ?? fallback
 
 const positive = (name: string, text: string): number => {
   const value = Number(text)

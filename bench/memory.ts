@@ -16,19 +16,9 @@
  */
 import { resolve } from "node:path"
 import { pathToFileURL } from "node:url"
+import { option, wholeNumber } from "./options.ts"
 
-const flag = (name: string): string | undefined =>
-  process.argv.slice(2).find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3)
-const option = (name: string, variable: string, fallback: string): string =>
-  flag(name) ?? process.env[variable] ?? fallback
-const whole = (name: string, text: string, min: number): number => {
-  const value = Number(text)
-  if (!Number.isInteger(value) || value < min) {
-    console.error(`bench:memory: --${name} must be a whole number of at least ${min}, not ${JSON.stringify(text)}`)
-    process.exit(2)
-  }
-  return value
-}
+const whole = (name: string, text: string, min: number) => wholeNumber("bench:memory", name, text, min)
 
 const calls = whole("calls", option("calls", "BENCH_CALLS", "40000"), 1)
 const block = whole("block", option("block", "BENCH_BLOCK", "5000"), 1)

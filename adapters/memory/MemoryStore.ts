@@ -29,7 +29,7 @@ import { decidePayment } from "../../src/funding/payment.ts"
 import { isLiveOwner } from "../../src/agents/Access.ts"
 import { planAgentChange } from "../../src/agents/owners.ts"
 import { creditFits, MicroUsd, Msat, pocketMaximum } from "../../src/domain/Money.ts"
-import { refusalKillsAgent } from "../../src/wallet/decide.ts"
+import { refusalKillsAgent, usesRecentActivity } from "../../src/wallet/decide.ts"
 import type { StoredQuote } from "../../src/quotes/Quote.ts"
 import { reservationSpend } from "../../src/wallet/entries.ts"
 import {
@@ -568,9 +568,7 @@ const makeMemoryLedger = (shared: {
           dailySpentMicroUsd: daily.get(dayKey(input.agentId, input.day)) ?? 0n,
           monthlySpentMicroUsd: monthlySpent(input.agentId, input.day),
           // The last hour's reservations only for a velocity limit, as the SQL store reads them.
-          recent: entry.policy.maxPerHourMicroUsd === null && entry.policy.maxCallsPerMinute === null
-            ? NO_RECENT_ACTIVITY
-            : recentOf(input.agentId, input.now),
+          recent: usesRecentActivity(entry.policy) ? recentOf(input.agentId, input.now) : NO_RECENT_ACTIVITY,
           now: input.now,
           wallet
         }

@@ -31,7 +31,7 @@ import type {
   SettleInput,
   SettleOutcome
 } from "../../src/ports/Store.ts"
-import { refusalKillsAgent, type SettlePlan } from "../../src/wallet/decide.ts"
+import { refusalKillsAgent, type SettlePlan, usesRecentActivity } from "../../src/wallet/decide.ts"
 import type { StoredQuote } from "../../src/quotes/Quote.ts"
 import {
   captureSettleInput,
@@ -751,9 +751,7 @@ export const makeSqlLedger = (
           monthlySpentMicroUsd: big(row["monthly_spent"] as Int8),
           // The last hour's reservations are read only when the policy has a velocity limit:
           // without one nothing uses them, and the scan grows with the agent's call rate.
-          recent: policy.maxPerHourMicroUsd === null && policy.maxCallsPerMinute === null
-            ? NO_RECENT_ACTIVITY
-            : yield* recentOf(input.agentId, input.now),
+          recent: usesRecentActivity(policy) ? yield* recentOf(input.agentId, input.now) : NO_RECENT_ACTIVITY,
           now: input.now,
           wallet
         }

@@ -81,6 +81,14 @@ export const checkPolicy = (
 const MINUTE_MS = 60_000
 
 /**
+ * Whether a hold's decision reads the agent's recent activity at all: only a
+ * velocity limit does (`checkVelocity`), so a store need not look up the
+ * last hour's reservations for a policy without one.
+ */
+export const usesRecentActivity = (policy: Pick<Policy, "maxPerHourMicroUsd" | "maxCallsPerMinute">): boolean =>
+  policy.maxPerHourMicroUsd !== null || policy.maxCallsPerMinute !== null
+
+/**
  * The velocity limits: calls started in the last 60 seconds
  * (`callsLastMinute + 1 <= maxCallsPerMinute`) and the spend of the last 60
  * minutes (`spentLastHour + quote <= maxPerHour`). With `autoKill`, a
