@@ -19,18 +19,19 @@ interface Entry {
 }
 
 export interface Timeline {
-  /** A new reservation and what it spends now. */
-  readonly add: (entry: Entry, spend: bigint) => void
+  /** A new reservation and what it spends now (µUSD). */
+  readonly add: (entry: Entry, spentMicroUsd: bigint) => void
   /** A reservation's spend changed (settled, released, settled late). */
-  readonly update: (id: string, spend: bigint) => void
+  readonly update: (id: string, spentMicroUsd: bigint) => void
   /** The spend of the last hour and the calls of the last minute before `now`, and any stamped after it. */
   readonly recent: (now: Date) => RecentActivity
 }
 
 export const makeTimeline = (): Timeline => {
   const entries: Array<Entry> = []
-  const spends: Array<bigint> = []
-  /** Fenwick tree over `spends`, 1-based: tree[i] sums positions (i - lowbit(i), i]. */
+  /** What each entry spends, µUSD. */
+  const spentMicroUsd: Array<bigint> = []
+  /** Fenwick tree over `spentMicroUsd`, 1-based: tree[i] sums positions (i - lowbit(i), i]. */
   let tree: Array<bigint> = [0n]
   const position = new Map<string, number>()
 
@@ -40,8 +41,8 @@ export const makeTimeline = (): Timeline => {
     return sum
   }
   /** Appends the node of position `n` (1-based), the positions before it already in the tree. */
-  const appendNode = (n: number, spend: bigint) => {
-    let node = spend
+  const appendNode = (n: number, spent: bigint) => {
+    let node = spent
     const start = n - (n & -n)
     for (let i = n - 1; i > start; i -= i & -i) node += tree[i]!
     tree[n] = node
@@ -50,7 +51,7 @@ export const makeTimeline = (): Timeline => {
     tree = [0n]
     position.clear()
     for (let i = 0; i < entries.length; i++) {
-      appendNode(i + 1, spends[i]!)
+      appendNode(i + 1, spentMicroUsd[i]!)
       position.set(entries[i]!.id, i)
     }
   }
@@ -67,27 +68,27 @@ export const makeTimeline = (): Timeline => {
   }
 
   return {
-    add: (entry, spend) => {
+    add: (entry, spent) => {
       const last = entries[entries.length - 1]
       if (last === undefined || last.at <= entry.at) {
         entries.push(entry)
-        spends.push(spend)
+        spentMicroUsd.push(spent)
         position.set(entry.id, entries.length - 1)
-        appendNode(entries.length, spend)
+        appendNode(entries.length, spent)
         return
       }
       // Stamped before the last: after every entry of the same time or earlier.
       const at = firstAfter(entry.at)
       entries.splice(at, 0, entry)
-      spends.splice(at, 0, spend)
+      spentMicroUsd.splice(at, 0, spent)
       rebuild()
     },
-    update: (id, spend) => {
+    update: (id, spent) => {
       const at = position.get(id)
       if (at === undefined) return
-      const delta = spend - spends[at]!
+      const delta = spent - spentMicroUsd[at]!
       if (delta === 0n) return
-      spends[at] = spend
+      spentMicroUsd[at] = spent
       for (let i = at + 1; i <= entries.length; i += i & -i) tree[i] = tree[i]! + delta
     },
     recent: (now) => {
