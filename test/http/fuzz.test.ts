@@ -127,6 +127,9 @@ describe.each(storeBackends)("fuzzing every published operation over %s", (backe
   const hints = new Map<string, Array<string>>()
   const ids: Record<string, Array<string>> = {}
   const accounts: Array<string> = []
+  /** The agent each of the fuzzer's keys belongs to (the signup's owner, the worker, the second owner). */
+  const KEYED = ["owner", "worker", "second"] as const
+  const agentOf: Record<string, string> = {}
 
   beforeAll(async () => {
     // Thousands of requests a minute from one key: the limits are lifted here (tested in test/ratelimit/).
@@ -161,6 +164,7 @@ describe.each(storeBackends)("fuzzing every published operation over %s", (backe
       pricing: { "/x": { perCallUsdCents: 1 } }
     }, keys["owner"])
     ids["id"] = [signup.body.agentId, worker.body.id, second.body.id, other.body.agentId, submission.body?.id].filter(Boolean)
+    Object.assign(agentOf, { owner: signup.body.agentId, worker: worker.body.id, second: second.body.id })
     ids["auditId"] = txns.body.transactions.map((t: any) => t.auditId).filter(Boolean)
     ids["capability"] = ["reason", "search", "read", "scrape", "execute", "imagine", "speak", "transcribe", "email", "sms", "teleport"]
     ids["slug"] = ["fuzzsvc", "openai", "anthropic", "brave"]
@@ -177,11 +181,38 @@ describe.each(storeBackends)("fuzzing every published operation over %s", (backe
     await server?.close()
   })
 
+
+  /**
+   * Keeps the fuzzer's three keys working after an accepted rotation or deletion of their agent:
+   * a rotated key is replaced by the new one the answer shows; a deleted agent by a new one of the
+   * same role (the account's last live owner cannot be deleted, so one owner key always works).
+   * Without this, every later request made with that key would be a 401 that reaches nothing.
+   */
+  const keepKeys = async (op: Operation, path: string, body: any) => {
+    if (op.method === "POST" && op.path === "/v1/agents/{id}/rotate-key" && typeof body?.apiKey === "string") {
+      const name = KEYED.find((name) => agentOf[name] === body.id)
+      if (name !== undefined) keys[name] = body.apiKey
+    }
+    if (op.method === "DELETE" && op.path === "/v1/agents/{id}") {
+      const name = KEYED.find((name) => path === `/v1/agents/${encodeURIComponent(agentOf[name]!)}`)
+      if (name === undefined) return
+      for (const by of KEYED) {
+        const made = await api.post("/v1/agents", { name: `${name} again`, role: name === "worker" ? "agent" : "owner" }, keys[by])
+        if (made.status === 201 || made.status === 200) {
+          keys[name] = made.body.apiKey
+          agentOf[name] = made.body.id
+          return
+        }
+      }
+      throw new Error(`no owner key left to replace the deleted ${name}`)
+    }
+  }
+
   /** Undoes what an accepted request may have changed about the agents (kills, policies). */
   const restore = async () => {
     const owner = keys["owner"]!
     const second = keys["second"]!
-    for (const id of ids["id"]!.slice(0, 3)) {
+    for (const id of KEYED.map((name) => agentOf[name]!)) {
       const res = await api.patch(`/v1/agents/${id}`, { killed: false }, second)
       if (res.status === 403) await api.patch(`/v1/agents/${id}`, { killed: false }, owner)
     }
@@ -279,6 +310,7 @@ describe.each(storeBackends)("fuzzing every published operation over %s", (backe
           collected.push(where.slice(0, 400))
         } finally {
           if (res.status < 300 && (op.method === "PATCH" || op.method === "PUT")) await restore()
+          if (res.status < 300) await keepKeys(op, new URL(res.sent.url).pathname, res.body)
         }
       }),
       // No shrinking: a failure is reported with the input that failed (shrinking the long
@@ -287,10 +319,23 @@ describe.each(storeBackends)("fuzzing every published operation over %s", (backe
     )
   }, 60_000)
 
+  /**
+   * The fixed cases run as the owner of an account of their own, signed up for them: whatever the
+   * generated requests did to the fuzzer's accounts, the request reaches the code it is about
+   * (a 401 would pass "not a 500" without reaching anything, so it fails here).
+   */
+  const freshOwnerKey = async () => {
+    const signup = await api.post("/v1/signup", { name: "fixed case" })
+    expect(signup.status, signup.text).toBe(201)
+    accounts.push(signup.body.accountId)
+    return signup.body.apiKey as string
+  }
+
   for (const former of FORMER_500S) {
     it(`answers in the envelope, not 500: ${former.name}`, async () => {
       const { method, path, body } = former.reproduce
-      const res = await api.call(method, path, { key: keys["owner"]!, ...(body === undefined ? {} : { body }) })
+      const res = await api.call(method, path, { key: await freshOwnerKey(), ...(body === undefined ? {} : { body }) })
+      expect(res.status, `${method} ${path} -> ${res.status}`).not.toBe(401)
       expect(res.status, `${method} ${path} -> ${res.status}`).toBeGreaterThanOrEqual(400)
       expect(res.status, `${method} ${path} -> ${res.status}`).toBeLessThan(500)
       expect(errorCode(res)).toMatch(/^[A-Z_]+$/)
@@ -300,7 +345,7 @@ describe.each(storeBackends)("fuzzing every published operation over %s", (backe
     // Once found by the generated requests: a well-formed quote is rare enough among them to have
     // gone unseen until the list of documented 5xx answers left /v1/quotes out.
     const res = await api.call("POST", "/v1/quotes", {
-      key: keys["owner"]!,
+      key: await freshOwnerKey(),
       body: { capability: "reason", input: { prompt: "hello" } }
     })
     expect(res.status).toBe(503)
@@ -311,6 +356,15 @@ describe.each(storeBackends)("fuzzing every published operation over %s", (backe
     const res = await api.call("GET", `/v1/agents?x=${"y".repeat(20_000)}`, { key: keys["owner"]! })
     expect(res.status).toBe(431)
     expect(errorCode(res)).toBe("HEADERS_TOO_LARGE")
+  })
+
+  it("still holds three working keys afterwards, so the generated requests reached past authentication", async () => {
+    // A kill (a velocity policy's auto-kill among them) is undone first: a killed key is a 403, not a dead one.
+    await restore()
+    for (const name of KEYED) {
+      const me = await api.get("/v1/agents/me", keys[name])
+      expect(me.status, `${name}: ${me.text}`).toBe(200)
+    }
   })
 
   it("still adds up afterwards: pockets equal the ledger, invoices credited once, the audit chain verifies", async () => {
