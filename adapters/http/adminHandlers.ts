@@ -4,7 +4,7 @@ import { timingSafeEqual, createHash } from "node:crypto"
 import { isApiKeyFormat } from "../../src/domain/ids.ts"
 import { microUsdToCents, msatToSats } from "../../src/domain/Money.ts"
 import { Providers } from "../../src/capabilities/Capabilities.ts"
-import { ProviderHealth, ProviderStatuses } from "../../src/capabilities/ProviderHealth.ts"
+import { ProviderHealth, probesOf, ProviderStatuses } from "../../src/capabilities/ProviderHealth.ts"
 import type { AccountId, AgentId } from "../../src/domain/ids.ts"
 import * as Admin from "../../src/admin/Admin.ts"
 import { Services } from "../../src/services/Services.ts"
@@ -189,6 +189,9 @@ export const AdminHandlers = HttpApiBuilder.group(
       .handle("serviceHealth", () =>
         Effect.gen(function*() {
           const reports = []
+          // A start-up probe still running is waited for: the report states only verdicts known.
+          const probes = probesOf(Option.getOrUndefined(statuses), providers)
+          if (probes !== undefined) yield* probes
           for (const provider of providers) {
             const report = yield* health.report(provider.name)
             const status = (Option.isSome(statuses) ? statuses.value.of(provider.name) : undefined) ?? provider.status

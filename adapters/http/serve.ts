@@ -1,4 +1,4 @@
-import { Data, Effect, Layer, Logger, Option, References } from "effect"
+import { Data, Deferred, Effect, Layer, Logger, Option, References } from "effect"
 import { type HttpServer, HttpServerError } from "effect/http"
 import { createServer } from "node:net"
 import * as Gateway from "../../src/Gateway.ts"
@@ -80,7 +80,10 @@ export const serveGateway = <E>(
  * 3. open storage: with embedded PGlite this first takes DATA_DIR's lock
  *    (adapters/sql/dataDirLock.ts), so a second server on the same directory
  *    stops here, having read and written nothing;
- * 4. build the rest and listen; the port opens only once storage is ready.
+ * 4. build the rest and listen; the port opens only once storage is ready;
+ * 5. then the providers' start-up probes run (the sandbox's, espeak's), in the
+ *    background: what states or acts on a provider's availability waits for
+ *    its verdict (adapters/providersConfig.ts, probedStatuses).
  *
  * Any failure after step 3 closes storage (PGlite cleanly) and then releases
  * the lock, in that order. Every refusal is one line on stderr and exit code 1.
@@ -221,6 +224,8 @@ const serveWith = (config: ServerConfig, otlp: Option.Option<OtlpConfig>) => Eff
     })
   )
 
+  /** Done once the server listens (the HTTP layer is built): the providers' probes start then. */
+  const listening = Deferred.makeUnsafe<void>()
   const app = serverLayer({
     port: config.port,
     host: config.host,
@@ -251,11 +256,13 @@ const serveWith = (config: ServerConfig, otlp: Option.Option<OtlpConfig>) => Eff
     // Webhook targets follow the rules of `read`, with the same allow-list (URL_ALLOW_HOSTS).
     Layer.provideMerge(WebhookHttp.layer({ allowHosts: capabilities.allowHosts })),
     Layer.provideMerge(rateLayer(payments)),
-    Layer.provideMerge(providersLayer(capabilities)),
+    // The providers' start-up probes (the sandbox starts one per language) run once the port is
+    // open, so that they do not slow the start; what needs a verdict waits for it.
+    Layer.provideMerge(providersLayer(capabilities, Deferred.await(listening))),
     Layer.provide(railsLayer(payments, config.dataDir)),
     Layer.provide(Layer.succeedContext(storage))
   )
-  return yield* Layer.launch(app).pipe(
+  return yield* Layer.launch(Layer.tap(app, () => Deferred.succeed(listening, undefined))).pipe(
     Effect.onInterrupt(() => Effect.logInfo("Spendgate stopped: requests in flight finished or released, storage closing")),
     Effect.provideService(References.MinimumLogLevel, config.logLevel),
     // The port was taken between the check and the bind: one line, like the check's.

@@ -9,7 +9,7 @@ import { DEFAULT_QUOTE_TTL_MS, MAX_QUOTE_TTL_MS, MIN_QUOTE_TTL_MS } from "../quo
 import { Spend } from "../wallet/Spend.ts"
 import { capabilityInfo } from "./catalog.ts"
 import { type AnyProvider, type Metered, type Provider, ProviderFailure, type Quote } from "./Provider.ts"
-import { availabilityOf, type ProviderAvailability, ProviderHealth, type ProviderStatus, ProviderStatuses } from "./ProviderHealth.ts"
+import { availabilityOf, type ProviderAvailability, ProviderHealth, type ProviderStatus, probesOf, ProviderStatuses } from "./ProviderHealth.ts"
 import { type Bound, quotedCalls } from "./quoted.ts"
 import type { BuiltCapability, CapabilityIO } from "./schemas.ts"
 
@@ -125,6 +125,8 @@ export class Capabilities extends Context.Service<Capabilities, {
       const statusOf = (provider: Pick<AnyProvider, "name" | "status">): ProviderStatus | undefined =>
         (Option.isSome(statuses) ? statuses.value.of(provider.name) : undefined) ?? provider.status
       const usable = (provider: Pick<AnyProvider, "name" | "status">) => statusOf(provider)?.ok !== false
+      /** The start-up probes of these providers still running, to wait for before reading their status. */
+      const probing = (providers: ReadonlyArray<Pick<AnyProvider, "name">>) => probesOf(Option.getOrUndefined(statuses), providers)
 
       const providersFor = (capability: Capability): ReadonlyArray<AnyProvider> =>
         all.filter((p) => p.capability === capability)
@@ -136,6 +138,8 @@ export class Capabilities extends Context.Service<Capabilities, {
       const summary = (capability: Capability) =>
         Effect.gen(function*() {
           const providers = providersFor(capability)
+          const probes = probing(providers)
+          if (probes !== undefined) yield* probes
           const candidates = providers.filter(usable)
           const healthy: Array<AnyProvider> = []
           for (const p of candidates) if (yield* health.isHealthy(p.name)) healthy.push(p)
@@ -245,7 +249,10 @@ export class Capabilities extends Context.Service<Capabilities, {
           if (found === undefined) return yield* new NotFound({ resource: `Provider ${pinned.slice(0, 64)} for ${capability}` })
           candidates = [found]
         }
-        // Never run where the provider itself said it cannot work (e.g. no bubblewrap for the sandbox).
+        // Never run where the provider itself said it cannot work (e.g. no bubblewrap for the sandbox);
+        // a probe still running is waited for.
+        const probes = probing(candidates)
+        if (probes !== undefined) yield* probes
         candidates = candidates.filter(usable)
         if (candidates.length === 0) return yield* Effect.fail(new NoProvider({ capability }))
 
@@ -380,6 +387,8 @@ export class Capabilities extends Context.Service<Capabilities, {
         providerNow: <C extends BuiltCapability>(capability: C, name: string) =>
           Effect.gen(function*() {
             const provider = (providersFor(capability) as ReadonlyArray<Provider<C>>).find((p) => p.name === name)
+            const probes = provider === undefined ? undefined : probing([provider])
+            if (probes !== undefined) yield* probes
             if (provider === undefined || !usable(provider) || !(yield* health.isHealthy(provider.name))) {
               return yield* new NoProvider({ capability })
             }

@@ -150,6 +150,31 @@ export const availabilityOf = (status: ProviderStatus | undefined): ProviderAvai
     ? { status: "degraded", reason: status.degraded }
     : { status: "ok" }
 
+/**
+ * What the operator's start-up probes found, per provider. The probes may
+ * still be running when the server starts answering: `whenKnown` is what to
+ * wait for before reading a provider's status (undefined when there is
+ * nothing to wait for: no probe, or its verdict is in). Whatever states or
+ * acts on availability (the capability listings, the choice of provider,
+ * the operator's service health) waits, so none ever reports or acts on a
+ * verdict not yet known.
+ */
 export class ProviderStatuses extends Context.Service<ProviderStatuses, {
   readonly of: (provider: string) => ProviderStatus | undefined
+  readonly whenKnown?: ((provider: string) => Effect.Effect<void> | undefined) | undefined
 }>()("spendgate/ProviderStatuses") {}
+
+/** Waits for the start-up probes still running for these providers; undefined when none is. */
+export const probesOf = (
+  statuses: ProviderStatuses["Service"] | undefined,
+  providers: ReadonlyArray<{ readonly name: string }>
+): Effect.Effect<void> | undefined => {
+  const whenKnown = statuses?.whenKnown
+  if (whenKnown === undefined) return undefined
+  let waits: Array<Effect.Effect<void>> | undefined
+  for (const provider of providers) {
+    const wait = whenKnown(provider.name)
+    if (wait !== undefined) (waits ??= []).push(wait)
+  }
+  return waits === undefined ? undefined : Effect.all(waits, { discard: true })
+}

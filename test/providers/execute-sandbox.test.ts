@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Effect, Exit, Fiber, Result } from "effect"
+import { Cause, Deferred, Effect, Exit, Fiber, Result } from "effect"
 import { spawnSync } from "node:child_process"
 import { randomUUID } from "node:crypto"
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs"
@@ -8,7 +8,7 @@ import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll } from "vitest"
 import * as Sandbox from "../../adapters/providers/execute/sandbox.ts"
-import { ProviderFailure } from "../../src/capabilities/Provider.ts"
+import { type Provider, ProviderFailure } from "../../src/capabilities/Provider.ts"
 import type { ExecuteInput } from "../../src/capabilities/schemas.ts"
 
 /**
@@ -47,14 +47,14 @@ afterAll(() => {
 const input = (language: ExecuteInput["language"], code: string, timeout?: number): ExecuteInput =>
   timeout === undefined ? { language, code } : { language, code, timeout }
 
-const quoteOf = (p: Sandbox.SandboxProvider, request: ExecuteInput) => {
+const quoteOf = (p: Provider<"execute">, request: ExecuteInput) => {
   const quoted = p.quote(request)
   if (Result.isFailure(quoted)) return assert.fail(`quote refused: ${String(quoted.failure)}`)
   return quoted.success
 }
 
 /** One call, quoted first, with a hard bound on the wait whatever the sandbox does. */
-const execute = (request: ExecuteInput, p: Sandbox.SandboxProvider = provider) =>
+const execute = (request: ExecuteInput, p: Provider<"execute"> = provider) =>
   Effect.gen(function*() {
     const quote = quoteOf(p, request)
     const startedAt = Date.now()
@@ -64,7 +64,7 @@ const execute = (request: ExecuteInput, p: Sandbox.SandboxProvider = provider) =
     return { ...metered, quote, elapsedMs: Date.now() - startedAt }
   })
 
-const failureOf = (request: ExecuteInput, p: Sandbox.SandboxProvider) =>
+const failureOf = (request: ExecuteInput, p: Provider<"execute">) =>
   Effect.gen(function*() {
     const exit = yield* Effect.exit(p.run(request, quoteOf(p, request)))
     if (Exit.isSuccess(exit)) return assert.fail(`expected a failure, got ${JSON.stringify(exit.value.output)}`)
@@ -467,6 +467,34 @@ describe("sandbox: the start-up probe", () => {
       const error = yield* failureOf(input("python", "print(1)"), provider)
       assert.strictEqual(error.reason, "unavailable")
       assert.strictEqual(error.message, "python: not here")
+    }))
+
+  it.live("under way (makeProbing): the provider is built at once, and a call waits for the verdict, then acts on it", () =>
+    Effect.gen(function*() {
+      const options = { unitPrice, tempDir: root, maxTimeoutMs: 30_000 }
+      const verdict = yield* Deferred.make<Sandbox.SandboxStatus>()
+      let runs = 0
+      const probed = yield* Effect.cached(Effect.andThen(Effect.sync(() => runs++), Deferred.await(verdict)))
+      // Built while the probe has no verdict yet: nothing waits for it, nor runs it (the
+      // configuration runs it once the server listens).
+      const probing = yield* Sandbox.makeProbing(options, probed).pipe(
+        Effect.timeoutOrElse({ duration: "5 seconds", orElse: () => Effect.die(new Error("makeProbing waited for the probe")) })
+      )
+      yield* Effect.sleep("50 millis")
+      assert.strictEqual(runs, 0, "building the provider does not start the probe")
+      assert.notProperty(probing, "status", "the configuration's ProviderStatuses reports the verdict, not the provider")
+      const call = yield* Effect.forkChild(failureOf(input("python", "print(1)"), probing))
+      yield* Effect.sleep("100 millis")
+      assert.isUndefined(call.pollUnsafe(), "a call made before the verdict waits for it")
+      assert.strictEqual(runs, 1, "a call that needs the verdict runs the probe if nothing has")
+      yield* Deferred.succeed(verdict, { ok: false, reason: "bubblewrap is not installed here" })
+      const error = yield* Fiber.join(call)
+      assert.strictEqual(error.reason, "unavailable")
+      assert.strictEqual(error.message, "bubblewrap is not installed here")
+      // A working verdict: the same kind of provider runs code.
+      const working = yield* Sandbox.makeProbing(options, Effect.succeed<Sandbox.SandboxStatus>({ ok: true, unavailable: {} }))
+      const ran = yield* execute(input("python", "print(6 * 7)"), working)
+      assert.strictEqual(ran.output.stdout, "42\n")
     }))
 
   it.live("runs every language at once, and a failing launcher makes the sandbox unavailable", () =>

@@ -97,7 +97,8 @@
  * not need files of its own beside it (Node does not).
  *
  * Availability: `make` runs `probe` once: a trivial program in each language
- * through the real sandbox and limits. Where the machine allows no cgroups
+ * through the real sandbox and limits (`makeProbing` takes a probe already
+ * under way instead, and is built at once: a call waits for its verdict). Where the machine allows no cgroups
  * (none mounted at `cgroupRoot`, not writable, controllers missing) or no
  * seccomp filter (not x86_64), code still runs in the sandbox but
  * `status.degraded` says what is missing and why; the health and capability
@@ -177,80 +178,108 @@ const limitNotes = (settings: Settings, limits: CgroupReport | undefined): strin
 
 const secondsOf = (ms: number): bigint => BigInt(Math.max(1, Math.ceil(ms / 1000)))
 
+/** Removes what an earlier run left (sandbox directories, cgroups), saying so. */
+const sweep = (settings: Settings) =>
+  Effect.gen(function*() {
+    const swept = yield* Effect.promise(() => sweepStale(settings).catch(() => 0))
+    const sweptCgroups = settings.cgroups?.sweep() ?? 0
+    if (sweptCgroups > 0) yield* Effect.logInfo(`${settings.name}: removed ${sweptCgroups} sandbox cgroups left by an earlier run`)
+    if (swept > 0) yield* Effect.logInfo(`${settings.name}: removed ${swept} sandbox directories left by an earlier run`)
+  })
+
+/** The probe's verdict in the log: unavailable, degraded, or a language that cannot run. */
+export const logVerdict = (name: string, status: SandboxStatus) =>
+  Effect.gen(function*() {
+    if (!status.ok) return yield* Effect.logWarning(`${name}: code execution is unavailable: ${status.reason}`)
+    if (status.degraded !== undefined) yield* Effect.logWarning(`${name}: code execution is degraded: ${status.degraded}`)
+    for (const language of LANGUAGES) {
+      const problem = status.unavailable[language]
+      if (problem !== undefined) yield* Effect.logWarning(`${name}: ${language} is unavailable: ${problem}`)
+    }
+  })
+
 /**
- * The provider. `probed`, when given, is the probe's verdict to use (the configuration passes the
- * one probe it also reports to the health endpoint, so the sandbox is probed once at start-up);
- * without it `make` probes.
+ * The provider. `probed`, when given, is the probe's verdict to use (one probe shared with
+ * whatever else reports it); without it `make` probes. Either way it is built once the verdict
+ * is known, and its `status` is that verdict.
  */
 export const make = (options: SandboxOptions, probed?: Effect.Effect<SandboxStatus>): Effect.Effect<SandboxProvider> =>
   Effect.gen(function*() {
     const settings = yield* Effect.sync(() => settingsOf(options))
-    const { name } = settings
-    const price = settings.unitPrice.priceMicroUsd
-    const swept = yield* Effect.promise(() => sweepStale(settings).catch(() => 0))
-    const sweptCgroups = settings.cgroups?.sweep() ?? 0
-    if (sweptCgroups > 0) yield* Effect.logInfo(`${name}: removed ${sweptCgroups} sandbox cgroups left by an earlier run`)
-    if (swept > 0) yield* Effect.logInfo(`${name}: removed ${swept} sandbox directories left by an earlier run`)
+    yield* sweep(settings)
     const status = yield* (probed ?? probeWith(settings))
-    if (!status.ok) yield* Effect.logWarning(`${name}: code execution is unavailable: ${status.reason}`)
-    else {
-      if (status.degraded !== undefined) yield* Effect.logWarning(`${name}: code execution is degraded: ${status.degraded}`)
-      for (const language of LANGUAGES) {
-        const problem = status.unavailable[language]
-        if (problem !== undefined) yield* Effect.logWarning(`${name}: ${language} is unavailable: ${problem}`)
-      }
-    }
-    const slots = yield* Semaphore.make(settings.maxConcurrent)
-
-    const timeoutOf = (input: ExecuteInput) => Math.min(input.timeout ?? settings.defaultTimeoutMs, settings.maxTimeoutMs)
-
-    const quote = (input: ExecuteInput): Result.Result<Quote, never> =>
-      Result.succeed({ microUsd: price * secondsOf(timeoutOf(input)) })
-
-    const run = Effect.fn("Sandbox.run")(function*(input: ExecuteInput, quoted: Quote) {
-      if (!status.ok) return yield* failure(name, "unavailable", status.reason)
-      const problem = status.unavailable[input.language]
-      if (problem !== undefined) return yield* failure(name, "unavailable", problem)
-      const timeoutMs = timeoutOf(input)
-      const outcome = yield* Effect.scoped(Effect.gen(function*() {
-        yield* slots.takeScoped(1).pipe(
-          Effect.timeoutOrElse({
-            duration: Duration.millis(timeoutMs),
-            orElse: () => Effect.fail(failure(name, "rate_limited", `all ${settings.maxConcurrent} sandboxes are busy`))
-          })
-        )
-        return yield* runSandboxed(settings, input.language, input.code, timeoutMs)
-      }))
-      const setup = setupProblem(settings, outcome)
-      if (setup !== undefined) return yield* failure(name, "unavailable", setup)
-      const seconds = outcome.timedOut ? secondsOf(timeoutMs) : secondsOf(outcome.durationMs)
-      const charge = price * seconds
-      const output: ExecuteOutput = {
-        stdout: outcome.stdout,
-        stderr: outcome.stderr + limitNotes(settings, outcome.limits),
-        exitCode: outcome.exitCode,
-        timedOut: outcome.timedOut,
-        durationMs: outcome.durationMs,
-        truncated: outcome.truncated
-      }
-      const metered: Metered<ExecuteOutput> = {
-        output,
-        actualMicroUsd: charge < quoted.microUsd ? charge : quoted.microUsd
-      }
-      return metered
-    }, (effect) =>
-      effect.pipe(
-        Effect.catchDefect((defect) =>
-          Effect.fail(failure(name, "unavailable", `unexpected failure: ${oneLine(describeError(defect), 200)}`))
-        )
-      ))
-
-    return {
-      name,
-      capability: "execute",
-      unitPrice: settings.unitPrice,
-      status,
-      quote,
-      run: (input, quoted) => run(input, quoted)
-    } satisfies SandboxProvider
+    yield* logVerdict(settings.name, status)
+    return { ...built(settings, Effect.succeed(status)), status }
   })
+
+/**
+ * The provider, built without running `probed` (an `Effect.cached` probe that whoever reports it
+ * runs, e.g. the configuration's ProviderStatuses once the server listens): a call waits for the
+ * verdict, running the probe if none has, and then acts on it as `make`'s provider does. It
+ * carries no `status` and logs nothing: whoever runs the probe reports it (`logVerdict`).
+ */
+export const makeProbing = (options: SandboxOptions, probed: Effect.Effect<SandboxStatus>): Effect.Effect<Provider<"execute">> =>
+  Effect.gen(function*() {
+    const settings = yield* Effect.sync(() => settingsOf(options))
+    yield* sweep(settings)
+    return built(settings, probed)
+  })
+
+/** The provider's calls, acting on `verdict` (the probe's, awaited by each call: at once when known). */
+const built = (settings: Settings, verdict: Effect.Effect<SandboxStatus>): Provider<"execute"> => {
+  const { name } = settings
+  const price = settings.unitPrice.priceMicroUsd
+  const slots = Semaphore.makeUnsafe(settings.maxConcurrent)
+
+  const timeoutOf = (input: ExecuteInput) => Math.min(input.timeout ?? settings.defaultTimeoutMs, settings.maxTimeoutMs)
+
+  const quote = (input: ExecuteInput): Result.Result<Quote, never> =>
+    Result.succeed({ microUsd: price * secondsOf(timeoutOf(input)) })
+
+  const run = Effect.fn("Sandbox.run")(function*(input: ExecuteInput, quoted: Quote) {
+    const status = yield* verdict
+    if (!status.ok) return yield* failure(name, "unavailable", status.reason)
+    const problem = status.unavailable[input.language]
+    if (problem !== undefined) return yield* failure(name, "unavailable", problem)
+    const timeoutMs = timeoutOf(input)
+    const outcome = yield* Effect.scoped(Effect.gen(function*() {
+      yield* slots.takeScoped(1).pipe(
+        Effect.timeoutOrElse({
+          duration: Duration.millis(timeoutMs),
+          orElse: () => Effect.fail(failure(name, "rate_limited", `all ${settings.maxConcurrent} sandboxes are busy`))
+        })
+      )
+      return yield* runSandboxed(settings, input.language, input.code, timeoutMs)
+    }))
+    const setup = setupProblem(settings, outcome)
+    if (setup !== undefined) return yield* failure(name, "unavailable", setup)
+    const seconds = outcome.timedOut ? secondsOf(timeoutMs) : secondsOf(outcome.durationMs)
+    const charge = price * seconds
+    const output: ExecuteOutput = {
+      stdout: outcome.stdout,
+      stderr: outcome.stderr + limitNotes(settings, outcome.limits),
+      exitCode: outcome.exitCode,
+      timedOut: outcome.timedOut,
+      durationMs: outcome.durationMs,
+      truncated: outcome.truncated
+    }
+    const metered: Metered<ExecuteOutput> = {
+      output,
+      actualMicroUsd: charge < quoted.microUsd ? charge : quoted.microUsd
+    }
+    return metered
+  }, (effect) =>
+    effect.pipe(
+      Effect.catchDefect((defect) =>
+        Effect.fail(failure(name, "unavailable", `unexpected failure: ${oneLine(describeError(defect), 200)}`))
+      )
+    ))
+
+  return {
+    name,
+    capability: "execute",
+    unitPrice: settings.unitPrice,
+    quote,
+    run: (input, quoted) => run(input, quoted)
+  }
+}
