@@ -97,8 +97,9 @@
  * not need files of its own beside it (Node does not).
  *
  * Availability: `make` runs `probe` once: a trivial program in each language
- * through the real sandbox and limits (`makeProbing` takes a probe already
- * under way instead, and is built at once: a call waits for its verdict). Where the machine allows no cgroups
+ * through the real sandbox and limits (`makeProbing` is built without running
+ * it: whoever reports the probe runs it, and a call waits for its verdict).
+ * Where the machine allows no cgroups
  * (none mounted at `cgroupRoot`, not writable, controllers missing) or no
  * seccomp filter (not x86_64), code still runs in the sandbox but
  * `status.degraded` says what is missing and why; the health and capability
