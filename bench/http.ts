@@ -32,7 +32,9 @@
  * p50 minus the direct p50 at the same number of connections, and their
  * ratio. RSS is the server's resident memory once start-up's work is over
  * (idle: its CPU has settled, see `idleMemory`) and after the last cell;
- * start-up's peak is printed apart.
+ * start-up's peak is printed apart. Last, each of the project's targets with
+ * this run's figure, whether it is met, and the floor's figure in the same
+ * cell (bench/targets.ts): a target the floor misses too is the machine's.
  *
  * On PostgreSQL each cell also prints the database's work per request:
  * write transactions (each takes a transaction id; with holds grouped and
@@ -103,6 +105,7 @@ import { join, resolve } from "node:path"
 import { pathToFileURL } from "node:url"
 import { Agent, request } from "undici"
 import { option } from "./options.ts"
+import { checkTargets } from "./targets.ts"
 
 // ---------------------------------------------------------------------------
 // Options
@@ -955,6 +958,16 @@ const main = async () => {
       fixed(f.rssIdleMb, 0),
       fixed(f.rssAfterMb, 0)
     ])
+  ))
+  console.log("")
+  console.log(`The targets (docs/performance.md), this run; the floor's figure in the same cell beside:`)
+  console.log(table(
+    ["target", "this run", "met", "floor"],
+    checkTargets(
+      rows.map((row) => ({ ...row, rps: row.cell.rps, p50: row.cell.p50, p99: row.cell.p99, direct: row.direct })),
+      figures,
+      walletCount
+    ).map((line) => [line.target, line.figure, line.met, line.floor])
   ))
 }
 

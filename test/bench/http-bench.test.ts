@@ -5,8 +5,8 @@ import { freshBundle } from "../../scripts/server-bundle.mjs"
 
 /**
  * `npm run bench:http` with a tiny duration: it runs end to end on both
- * backends, prints the figures table (no request failed) and
- * the start-up table, and leaves no child process behind, also when it is
+ * backends, prints the figures table (no request failed),
+ * the start-up table and the targets with a verdict each, and leaves no child process behind, also when it is
  * stopped with Ctrl-C (SIGINT) half-way. No figure is asserted.
  */
 
@@ -121,6 +121,16 @@ describe("npm run bench:http", () => {
       // Start-up's peak is a high-water mark taken with the idle sample: never below it.
       expect(Number(peak), row).toBeGreaterThanOrEqual(Number(idle))
       expect(Number(after), row).toBeGreaterThan(0)
+    }
+    // The targets, last: twelve lines with this run's figure and a verdict (none on PostgreSQL over 3 wallets: those targets are for 256).
+    expect(stdout).toMatch(/^The targets \(docs\/performance\.md\), this run; the floor's figure in the same cell beside:\n\| target +\| this run +\| met +\| floor +\|$/m)
+    const targets = stdout.slice(stdout.indexOf("The targets")).split("\n").filter((line) => /^\| (overhead|≥|RSS|first healthy)/.test(line))
+    expect(targets, stdout).toHaveLength(12)
+    for (const line of targets) {
+      const [target, figure, met, floor] = line.split("|").slice(1, -1).map((cell) => cell.trim())
+      expect(figure, line).toMatch(/^\d+(\.\d\d)? (ms|\/s|MB)$/)
+      expect(met, line).toMatch(target!.includes("PostgreSQL, 16 connections, 3 wallets") || target!.includes("PostgreSQL, 1 connection, 3 wallets") ? /^-$/ : /^(yes|no)$/)
+      expect(floor, line).toMatch(/^(-|\d+(\.\d\d)?)$/)
     }
     const children = childrenOf(stdout)
     // The upstream, the floor and the two servers.
