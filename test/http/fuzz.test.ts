@@ -181,7 +181,6 @@ describe.each(storeBackends)("fuzzing every published operation over %s", (backe
     await server?.close()
   })
 
-
   /**
    * Keeps the fuzzer's three keys working after an accepted rotation or deletion of their agent:
    * a rotated key is replaced by the new one the answer shows; a deleted agent by a new one of the
