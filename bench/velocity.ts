@@ -80,9 +80,9 @@ const program = Effect.gen(function*() {
     // $50 spent yesterday, in its first hour (where the schema counts days by the hour).
     const [columns] = yield* sql<{ n: string | number }>`
       SELECT count(*) AS n FROM information_schema.columns
-      WHERE table_name = 'agent_daily_spend' AND column_name = 'hours'`
+      WHERE table_name = 'agent_daily_spend' AND column_name = 'hours_micro_usd'`
     yield* Number(columns!.n) > 0
-      ? sql`INSERT INTO agent_daily_spend (agent_id, day, spent_micro_usd, hours)
+      ? sql`INSERT INTO agent_daily_spend (agent_id, day, spent_micro_usd, hours_micro_usd)
           VALUES ('agt_bench', ${yesterday}, 50000000, array_cat(ARRAY[50000000]::bigint[], array_fill(0::bigint, ARRAY[23])))`
       : sql`INSERT INTO agent_daily_spend (agent_id, day, spent_micro_usd) VALUES ('agt_bench', ${yesterday}, 50000000)`
     sides.push({ checkout, sql, blocks: [] })

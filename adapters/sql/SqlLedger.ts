@@ -445,7 +445,7 @@ export const makeSqlLedger = (
   // A hold adds to the day's row (creating it); a settle or release only ever
   // lowers an existing row, so it is a plain UPDATE (an INSERT of a negative
   // amount would trip the CHECK even when it would end in the UPDATE branch).
-  // The row's hours (migration 0023) move with it, in the UTC hour of the
+  // The row's hours (hours_micro_usd, migration 0023) move with it, in the UTC hour of the
   // reservation's time, as the ledger functions move them: `hold` counts by
   // the hour when the agent has an hourly limit (a new row starts its hours)
   // and makes the day's hours incomplete (NULL) otherwise; `late` (a late
@@ -457,11 +457,11 @@ export const makeSqlLedger = (
       : sql`NULL::bigint[]`
     const added = hours === "hold, no hours"
       ? sql`NULL::bigint[]`
-      : sql`spendgate_hours_add(agent_daily_spend.hours, ${hour}::int, ${amount}::bigint)`
+      : sql`spendgate_hours_add(agent_daily_spend.hours_micro_usd, ${hour}::int, ${amount}::bigint)`
     return sql`
-      INSERT INTO agent_daily_spend (agent_id, day, spent_micro_usd, hours) VALUES (${agentId}, ${day}, ${amount}, ${fresh})
+      INSERT INTO agent_daily_spend (agent_id, day, spent_micro_usd, hours_micro_usd) VALUES (${agentId}, ${day}, ${amount}, ${fresh})
       ON CONFLICT (agent_id, day) DO UPDATE SET spent_micro_usd = agent_daily_spend.spent_micro_usd + ${amount},
-        hours = ${added}`
+        hours_micro_usd = ${added}`
   }
   /**
    * The spend of the calendar month of `day` (YYYY-MM-DD): the sum of that
@@ -497,7 +497,7 @@ export const makeSqlLedger = (
   const lowerDaily = (agentId: AgentId, day: string, createdAt: Date, amount: bigint) =>
     sql`
       UPDATE agent_daily_spend SET spent_micro_usd = spent_micro_usd - ${amount},
-        hours = spendgate_hours_add(hours, ${createdAt.getUTCHours()}::int, ${-amount}::bigint)
+        hours_micro_usd = spendgate_hours_add(hours_micro_usd, ${createdAt.getUTCHours()}::int, ${-amount}::bigint)
       WHERE agent_id = ${agentId} AND day = ${day}`
 
   const insertTransaction = (t: Transaction, creditKey: string | null) =>

@@ -1135,18 +1135,19 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0023_velocity_hours": Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     // The day counter of an agent with an hourly limit also keeps its spend
-    // by UTC hour (hours[1] is 00:00 - 00:59, hours[24] 23:00 - 23:59; their
-    // sum is spent_micro_usd), raised and lowered with it on every write.
+    // by UTC hour, in µUSD (hours_micro_usd[1] is 00:00 - 00:59,
+    // hours_micro_usd[24] 23:00 - 23:59; their sum is spent_micro_usd),
+    // raised and lowered with it on every write.
     // 0022 bounded the last hour's spend by two days' counters, which a busy
     // agent under an hourly limit soon outgrows: from then on each of its
     // holds read the hour's reservations. The bound is now the hours from an
     // hour ago on (docs/performance.md, "A velocity limit bounded by the
-    // hour"). hours is NULL where a day's spend is not all counted by the
+    // hour"). hours_micro_usd is NULL where a day's spend is not all counted by the
     // hour: rows written before this migration, days with a hold of the
     // agent while it had no hourly limit (such holds skip the hours' cost).
     // Those days count whole, as in 0022. The decisions are the same
     // (test/adapters/sql/ledger-functions.property.test.ts).
-    yield* sql`ALTER TABLE agent_daily_spend ADD COLUMN hours BIGINT[]`
+    yield* sql`ALTER TABLE agent_daily_spend ADD COLUMN hours_micro_usd BIGINT[]`
     // The hours with a delta added to one hour (0 - 23); NULL (a day counted before its hours were) stays NULL.
     yield* sql.unsafe(`
       CREATE FUNCTION spendgate_hours_add(p_hours BIGINT[], p_hour INT, p_delta BIGINT) RETURNS BIGINT[]
@@ -1219,15 +1220,15 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
         -- day and hour are the UTC day and hour of its time, and a counter is
         -- at least what its reservations spend: holds raise it, settles and
         -- releases lower it alike, refunds neither). A day counted before its
-        -- hours were (hours IS NULL: written before this migration) counts
+        -- hours were (hours_micro_usd IS NULL: written before this migration) counts
         -- whole. When that bound leaves room, the hour's reservations need not
         -- be read.
         IF a.max_per_hour_micro_usd IS NOT NULL THEN
           hour_from := (p_now - interval '3600 seconds') AT TIME ZONE 'UTC';
           hour_from_day := to_char(hour_from, 'YYYY-MM-DD');
           hour_of_day := extract(hour FROM hour_from)::int;
-          SELECT COALESCE(SUM(CASE WHEN day = hour_from_day AND hours IS NOT NULL
-                                   THEN (SELECT COALESCE(SUM(h), 0) FROM unnest(hours[hour_of_day + 1:24]) AS h)
+          SELECT COALESCE(SUM(CASE WHEN day = hour_from_day AND hours_micro_usd IS NOT NULL
+                                   THEN (SELECT COALESCE(SUM(h), 0) FROM unnest(hours_micro_usd[hour_of_day + 1:24]) AS h)
                                    ELSE spent_micro_usd END), 0)
             INTO hour_spent FROM agent_daily_spend
             WHERE agent_id = p_agent_id AND day >= hour_from_day;
@@ -1301,15 +1302,15 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
         -- any other hold leaves its day's hours NULL (incomplete: counted whole).
         IF a.max_per_hour_micro_usd IS NOT NULL THEN
           hour_of_day := extract(hour FROM p_now AT TIME ZONE 'UTC')::int;
-          INSERT INTO agent_daily_spend (agent_id, day, spent_micro_usd, hours)
+          INSERT INTO agent_daily_spend (agent_id, day, spent_micro_usd, hours_micro_usd)
             VALUES (p_agent_id, p_day, p_quoted,
               array_fill(0::bigint, ARRAY[hour_of_day]) || p_quoted || array_fill(0::bigint, ARRAY[23 - hour_of_day]))
             ON CONFLICT (agent_id, day) DO UPDATE SET spent_micro_usd = agent_daily_spend.spent_micro_usd + p_quoted,
-              hours = spendgate_hours_add(agent_daily_spend.hours, hour_of_day, p_quoted);
+              hours_micro_usd = spendgate_hours_add(agent_daily_spend.hours_micro_usd, hour_of_day, p_quoted);
         ELSE
           INSERT INTO agent_daily_spend (agent_id, day, spent_micro_usd) VALUES (p_agent_id, p_day, p_quoted)
             ON CONFLICT (agent_id, day) DO UPDATE SET spent_micro_usd = agent_daily_spend.spent_micro_usd + p_quoted,
-              hours = NULL;
+              hours_micro_usd = NULL;
         END IF;
         UPDATE wallets SET usd_micro = usd_micro - from_usd, sats_msat = sats_msat - from_sats,
             audit_seq = seq, audit_head = hash
@@ -1366,7 +1367,7 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
             r.held_usd_micro - charge_usd, r.held_sats_msat - charge_sats, details, p_now, w_head, hash);
         UPDATE reservations SET status = 'settled', settled_micro_usd = charged WHERE id = r.id;
         UPDATE agent_daily_spend SET spent_micro_usd = spent_micro_usd - (r.quoted_micro_usd - charged),
-            hours = spendgate_hours_add(hours, extract(hour FROM r.created_at AT TIME ZONE 'UTC')::int, charged - r.quoted_micro_usd)
+            hours_micro_usd = spendgate_hours_add(hours_micro_usd, extract(hour FROM r.created_at AT TIME ZONE 'UTC')::int, charged - r.quoted_micro_usd)
           WHERE agent_id = r.agent_id AND day = r.day;
         INSERT INTO transactions (id, account_id, agent_id, type, amount_micro_usd, usd_micro, sats_msat,
             rate_micro_usd_per_btc, description, capability, provider, audit_id, refund_of, credit_key, created_at)
@@ -1405,7 +1406,7 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
             r.held_usd_micro, r.held_sats_msat, details, p_now, w_head, hash);
         UPDATE reservations SET status = 'released' WHERE id = r.id;
         UPDATE agent_daily_spend SET spent_micro_usd = spent_micro_usd - r.quoted_micro_usd,
-            hours = spendgate_hours_add(hours, extract(hour FROM r.created_at AT TIME ZONE 'UTC')::int, -r.quoted_micro_usd)
+            hours_micro_usd = spendgate_hours_add(hours_micro_usd, extract(hour FROM r.created_at AT TIME ZONE 'UTC')::int, -r.quoted_micro_usd)
           WHERE agent_id = r.agent_id AND day = r.day;
         UPDATE wallets SET usd_micro = usd_micro + r.held_usd_micro, sats_msat = sats_msat + r.held_sats_msat,
             audit_seq = seq, audit_head = hash

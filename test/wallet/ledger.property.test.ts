@@ -123,7 +123,7 @@ const checkInvariants = (accountId: Parameters<Store["Service"]["getWallet"]>[0]
     const sql = yield* Effect.serviceOption(SqlClient.SqlClient)
     if (Option.isSome(sql)) {
       const counters = yield* sql.value<{ agent_id: string; day: string; spent_micro_usd: string | bigint; hours: string | null }>`
-        SELECT agent_id, day, spent_micro_usd, array_to_string(hours, ',') AS hours FROM agent_daily_spend
+        SELECT agent_id, day, spent_micro_usd, array_to_string(hours_micro_usd, ',') AS hours FROM agent_daily_spend
         WHERE agent_id IN (SELECT id FROM agents WHERE account_id = ${accountId})`
       for (const row of counters) {
         const expectedHours = Array.from({ length: 24 }, () => 0n)

@@ -225,7 +225,7 @@ describe.each(backends)("ledger functions over %s mirror the TypeScript rules", 
         if (rest < 0n) throw new Error(`setUp: the recent reservations of ${d} spend more than its counter`)
         const at = extraAt === "now" && d === day ? now.getUTCHours() : 0
         row[at] = row[at]! + rest
-        yield* sql`INSERT INTO agent_daily_spend (agent_id, day, spent_micro_usd, hours)
+        yield* sql`INSERT INTO agent_daily_spend (agent_id, day, spent_micro_usd, hours_micro_usd)
           VALUES (${agentId}, ${d}, ${total},
             ${c.legacyHours ? null : `{${row.join(",")}}`}::text::bigint[])`
       }
@@ -267,7 +267,7 @@ describe.each(backends)("ledger functions over %s mirror the TypeScript rules", 
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const rows = yield* sql<{ day: string; spent_micro_usd: string | bigint; hours: string | null }>`
-        SELECT day, spent_micro_usd, array_to_string(hours, ',') AS hours FROM agent_daily_spend
+        SELECT day, spent_micro_usd, array_to_string(hours_micro_usd, ',') AS hours FROM agent_daily_spend
         WHERE agent_id = ${agentId} ORDER BY day`
       return rows.map((r) => ({
         day: r.day,
