@@ -1,6 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer } from "effect"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { afterEach, expect, it as vit } from "vitest"
+import * as Spendgate from "../../adapters/embed/Spendgate.ts"
 import * as MemoryStore from "../../adapters/memory/MemoryStore.ts"
 import { probedStatuses } from "../../adapters/providersConfig.ts"
 import type { Configured, Probe } from "../../adapters/providers/kit/config.ts"
@@ -15,8 +19,9 @@ import { fundedAccount } from "../wallet/ledger.contract.ts"
  * background: the gateway is built, and the server answers, before they end.
  * What states or acts on a provider's availability waits for its verdict:
  * the capability listings, the choice of provider for a call (and for a
- * quote), the operator's service health. A probe that dies leaves its
- * provider unavailable.
+ * quote), a stored binding quote's provider when the quote is used, the
+ * operator's service health. A probe that dies leaves its provider
+ * unavailable.
  */
 
 type Verdict = Effect.Success<Probe>
@@ -117,6 +122,62 @@ describe("start-up probes in the background", () => {
       const owner = yield* fundedAccount(100n)
       assert.strictEqual((yield* capabilities.execute(owner, "search", { query: "q" })).provider, "dear")
     }).pipe(Effect.provide(gatewayWith(Effect.die(new Error("the probe broke"))))))
+})
+
+describe("a binding quote stored before a restart", () => {
+  vit("used while the new process's probe runs, it waits for the verdict: refused on an unavailable provider, then run once it works", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "spendgate-probes-"))
+    try {
+      cheap.reset()
+      dear.reset()
+      const providers = [cheap, dear]
+      // The first process: a funded owner and a binding quote on the cheaper provider.
+      const { owner, quoteId } = await Effect.runPromise(Effect.provide(
+        Effect.gen(function*() {
+          const owner = yield* fundedAccount(100n)
+          const issued = yield* (yield* Capabilities).quote(owner, "search", { query: "q" })
+          expect(issued.quote.provider).toBe("cheap")
+          return { owner, quoteId: issued.quote.id }
+        }),
+        Spendgate.pglite(dir, { providers })
+      ))
+      // The process after a restart, whose probe of `cheap` has no verdict yet.
+      const restarted = (probe: Probe) => Spendgate.pglite(dir, { providers }).pipe(Layer.provide(probedStatuses([probedCheap(probe)])))
+      const pay = (capabilities: Capabilities["Service"]) => capabilities.execute(owner, "search", { query: "q" }, { quoteId })
+
+      const unavailable = Deferred.makeUnsafe<Verdict>()
+      const refused = await Effect.runPromise(Effect.provide(
+        Effect.gen(function*() {
+          const call = yield* Effect.forkChild(Effect.flip(pay(yield* Capabilities)))
+          const waited = yield* stillWaiting(call)
+          const ranMeanwhile = cheap.calls.length
+          yield* Deferred.succeed(unavailable, { ok: false, reason: "no key here" })
+          const error = yield* Fiber.join(call)
+          return { waited, ranMeanwhile, tag: error._tag, balance: (yield* (yield* Wallets).get(owner)).usdMicroUsd }
+        }),
+        restarted(Deferred.await(unavailable))
+      ))
+      expect(refused).toEqual({ waited: true, ranMeanwhile: 0, tag: "NoProvider", balance: 1_000_000n })
+      expect(cheap.calls.length + dear.calls.length).toBe(0)
+
+      // Refused, the quote is still unused: once the provider works, it pays for the call at its price.
+      const works = Deferred.makeUnsafe<Verdict>()
+      const paid = await Effect.runPromise(Effect.provide(
+        Effect.gen(function*() {
+          const call = yield* Effect.forkChild(pay(yield* Capabilities))
+          const waited = yield* stillWaiting(call)
+          yield* Deferred.succeed(works, { ok: true })
+          const result = yield* Fiber.join(call)
+          return { waited, provider: result.provider, balance: (yield* (yield* Wallets).get(owner)).usdMicroUsd }
+        }),
+        restarted(Deferred.await(works))
+      ))
+      expect(paid).toEqual({ waited: true, provider: "cheap", balance: 1_000_000n - 1_000n })
+      expect(cheap.calls.length).toBe(1)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  }, 60_000)
 })
 
 describe("start-up probes in the background, over HTTP", () => {
