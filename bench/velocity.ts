@@ -5,6 +5,7 @@
  *   npm run bench:velocity                             # this checkout
  *   npm run bench:velocity -- --against=../other       # and another checkout, alternated
  *   npm run bench:velocity -- --limit=0                # an agent without an hourly limit
+ *   npm run bench:velocity -- --path=quote             # holds by the store's general path (a binding quote)
  *
  * For each checkout it makes a fresh database on POSTGRES_URL (default
  * postgres://postgres@127.0.0.1:5432/postgres; dropped at the end), applies
@@ -17,19 +18,27 @@
  * same minutes, and prints each block's p50 and p90. The hour's spend stays
  * below the limit, so every call is held.
  *
+ * With `--path=quote` each hold is instead a call paying with a binding
+ * quote, as the store makes it: a stored quote, then the store's `reserve`
+ * with it (the checkout's own SQL store, loaded from its sources), which
+ * takes the general path: the wallet locked, a snapshot read, the rules
+ * decided in TypeScript, the writes. Its figures include storing the quote.
+ *
  * Options (flag or environment variable):
  *   --calls=N     BENCH_CALLS     holds per checkout (default 24000)
  *   --block=N     BENCH_BLOCK     holds per block (default 3000)
  *   --limit=C     BENCH_LIMIT     the agent's hourly limit in cents; 0: none (default 500)
  *   --against=DIR BENCH_AGAINST   a second checkout, measured alternately
+ *   --path=P      BENCH_PATH      hold (spendgate_hold, default) or quote (the store's general path)
  */
 import { spawnSync } from "node:child_process"
 import { randomBytes } from "node:crypto"
-import { resolve } from "node:path"
+import { join, resolve } from "node:path"
+import { pathToFileURL } from "node:url"
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Redacted } from "effect"
+import { Context, Effect, Layer, Redacted, Result } from "effect"
 import { Reactivity } from "effect/reactivity"
-import type { SqlClient } from "effect/sql"
+import { SqlClient } from "effect/sql"
 import { option, wholeNumber } from "./options.ts"
 
 const whole = (name: string, text: string, min: number) => wholeNumber("bench:velocity", name, text, min)
@@ -38,6 +47,11 @@ const calls = whole("calls", option("calls", "BENCH_CALLS", "24000"), 1)
 const block = whole("block", option("block", "BENCH_BLOCK", "3000"), 1)
 const limitCents = whole("limit", option("limit", "BENCH_LIMIT", "500"), 0)
 const against = option("against", "BENCH_AGAINST", "")
+const path = option("path", "BENCH_PATH", "hold")
+if (path !== "hold" && path !== "quote") {
+  console.error(`bench:velocity: --path must be hold or quote, not ${JSON.stringify(path)}`)
+  process.exit(2)
+}
 const adminUrl = process.env["POSTGRES_URL"] ?? "postgres://postgres@127.0.0.1:5432/postgres"
 const root = resolve(import.meta.dirname, "..")
 const checkouts = against === "" ? [root] : [root, resolve(against)]
@@ -50,7 +64,68 @@ interface Side {
   readonly checkout: string
   readonly sql: SqlClient.SqlClient
   readonly blocks: Array<{ readonly p50: number; readonly p90: number }>
+  /** With --path=quote: one call paying with a binding quote, through the checkout's own store. */
+  readonly quoted?: (now: Date, id: string) => Effect.Effect<string>
 }
+
+/**
+ * One call paying with a binding quote through the checkout's SQL store (its sources): the
+ * quote stored, then `reserve` with it, decided by `planHold` (so the store knows the rules as
+ * its callers give them).
+ */
+const quotedHolds = (checkout: string, sql: SqlClient.SqlClient) =>
+  Effect.gen(function*() {
+    // Modules of another checkout (another copy of each type): typed loosely on purpose.
+    const load = (file: string): Promise<any> => import(pathToFileURL(join(checkout, file)).href)
+    const [database, ports, decide, quotes] = yield* Effect.promise(() =>
+      Promise.all([load("adapters/sql/Database.ts"), load("src/ports/Store.ts"), load("src/wallet/decide.ts"), load("src/quotes/Quote.ts")])
+    )
+    const built = yield* Layer.build(
+      (database.storeOverClient as Layer.Layer<never, unknown, SqlClient.SqlClient>).pipe(
+        Layer.provide(Layer.succeed(SqlClient.SqlClient, sql))
+      )
+    )
+    const store: any = Context.get(built as Context.Context<any>, ports.Store)
+    return (now: Date, id: string) =>
+      Effect.gen(function*() {
+        const quote = {
+          id: `quo_${id}`,
+          accountId: "acc_bench",
+          agentId: "agt_bench",
+          capability: "search",
+          provider: "bench",
+          model: null,
+          requestHash: "0".repeat(64),
+          quotedMicroUsd: 100n,
+          createdAt: now,
+          expiresAt: new Date(now.getTime() + 60_000),
+          usedAt: null,
+          reservationId: null
+        }
+        yield* store.createQuote(quote) as Effect.Effect<void>
+        const result = (yield* store.reserve({
+          reservationId: `res_${id}`,
+          auditId: `aud_${id}`,
+          accountId: "acc_bench",
+          agentId: "agt_bench",
+          capability: "search",
+          provider: "bench",
+          quotedMicroUsd: 100n,
+          rate: null,
+          day: utcDay(now),
+          now,
+          expiresAt: new Date(now.getTime() + 900_000),
+          decide: (snapshot: unknown) => decide.planHold(snapshot, "search", 100n, null),
+          standardRules: true,
+          quote: {
+            quoteId: quote.id,
+            check: (found: unknown, at: Date) =>
+              quotes.checkQuoteUse(found, { quoteId: quote.id, agentId: "agt_bench", capability: "search", requestHash: quote.requestHash, now: at })
+          }
+        }) as Effect.Effect<Result.Result<unknown, { readonly _tag: string }>>)
+        return Result.isSuccess(result) ? "held" : result.failure._tag
+      })
+  })
 
 const program = Effect.gen(function*() {
   const admin = yield* PgClient.make({ url: Redacted.make(adminUrl), maxConnections: 1 })
@@ -85,13 +160,18 @@ const program = Effect.gen(function*() {
       ? sql`INSERT INTO agent_daily_spend (agent_id, day, spent_micro_usd, hours_micro_usd)
           VALUES ('agt_bench', ${yesterday}, 50000000, array_cat(ARRAY[50000000]::bigint[], array_fill(0::bigint, ARRAY[23])))`
       : sql`INSERT INTO agent_daily_spend (agent_id, day, spent_micro_usd) VALUES ('agt_bench', ${yesterday}, 50000000)`
-    sides.push({ checkout, sql, blocks: [] })
+    sides.push({ checkout, sql, blocks: [], ...(path === "quote" ? { quoted: yield* quotedHolds(checkout, sql) } : {}) })
   }
 
   const hold = (side: Side) =>
     Effect.gen(function*() {
       const now = new Date()
       const id = randomBytes(12).toString("hex")
+      if (side.quoted !== undefined) {
+        const outcome = yield* side.quoted(now, id)
+        if (outcome !== "held") return yield* Effect.die(new Error(`a hold was not held: ${outcome}`))
+        return
+      }
       const [row] = yield* side.sql<{ outcome: string }>`
         SELECT outcome FROM spendgate_hold('acc_bench'::text, 'agt_bench'::text, ${`res_${id}`}::text,
           ${`aud_${id}`}::text, 'search'::text, 'bench'::text, 100::bigint, NULL::bigint, ${utcDay(now)}::text,
@@ -122,6 +202,7 @@ const program = Effect.gen(function*() {
 
 console.log(
   `Spendgate velocity benchmark: ${calls} holds a checkout in blocks of ${block}, ` +
-    `hourly limit ${limitCents === 0 ? "none" : `${limitCents} cents`}, $50 spent yesterday`
+    `hourly limit ${limitCents === 0 ? "none" : `${limitCents} cents`}, $50 spent yesterday, ` +
+    (path === "quote" ? "each a call with a binding quote (the store's general path)" : "each by spendgate_hold")
 )
 await Effect.runPromise(program.pipe(Effect.scoped, Effect.provide(Reactivity.layer)))

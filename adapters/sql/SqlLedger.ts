@@ -12,6 +12,7 @@ import {
   type ReservationStatus,
   type Transaction,
   type TransactionType,
+  utcDay,
   type Wallet
 } from "../../src/domain/Ledger.ts"
 import { type Invoice, type InvoiceStatus, type InvoiceType } from "../../src/domain/Invoice.ts"
@@ -494,6 +495,57 @@ export const makeSqlLedger = (
       })
     )
   const NO_RECENT_ACTIVITY: RecentActivity = { spentLastHourMicroUsd: 0n, callsLastMinute: 0, oldestCallLastMinuteAt: null }
+  /** The agent's calls of the last minute before `now` (and any stamped after it), as `recentOf` counts them. */
+  const minuteOf = (agentId: AgentId, now: Date) =>
+    Effect.map(
+      sql<{ calls: Int8; oldest: Date | string | null }>`
+        SELECT COUNT(*) AS calls, MIN(created_at) AS oldest FROM reservations
+        WHERE agent_id = ${agentId} AND created_at > ${new Date(now.getTime() - 60_000)}`,
+      (rows) => ({ calls: Number(rows[0]?.calls ?? 0), oldest: rows[0]?.oldest == null ? null : date(rows[0].oldest) })
+    )
+  /**
+   * A bound of the agent's spend in the last hour before `now` (and after it), from its day
+   * counters, as `spendgate_reserve` takes it (migration 0023): the hours from the UTC hour an
+   * hour ago on of that hour's day, and every later day whole; a day whose hours are not all
+   * counted (NULL) counts whole. Every reservation of the window is in those hours, and an
+   * hour's counter is never below what its reservations spend.
+   */
+  const hourBoundOf = (agentId: AgentId, now: Date) => {
+    const from = new Date(now.getTime() - 3_600_000)
+    const fromDay = utcDay(from)
+    return Effect.map(
+      sql<{ bound: Int8 }>`
+        SELECT COALESCE(SUM(CASE WHEN day = ${fromDay} AND hours_micro_usd IS NOT NULL
+                                 THEN (SELECT COALESCE(SUM(h), 0) FROM unnest(hours_micro_usd[${from.getUTCHours() + 1}::int : 24]) AS h)
+                                 ELSE spent_micro_usd END), 0) AS bound
+        FROM agent_daily_spend WHERE agent_id = ${agentId} AND day >= ${fromDay}`,
+      (rows) => big(rows[0]?.bound ?? 0)
+    )
+  }
+  /**
+   * What `decide` needs of the agent's last hour and minute, read no further than it can
+   * matter. A `decide` that is not `planHold` (`standardRules`) gets `recentOf` whole. For
+   * `planHold`, which compares the hour's spend only with the hourly limit and the minute's
+   * calls only with the minute's: under an hourly limit the counters' bound comes first, and
+   * when the bound plus the quote fits, the hour's reservations are not read and the bound
+   * stands for the spend (the decision is the one the exact figure gives; a refusal is
+   * decided on the exact figure, and names it); without an hourly limit nothing compares the
+   * hour's spend (0 here); the minute's calls are read only under a minute limit, and then
+   * only the minute's reservations. (docs/performance.md, "The general path bounded by the hour")
+   */
+  const recentFor = Effect.fnUntraced(function*(input: ReserveInput, policy: Policy) {
+    if (!usesRecentActivity(policy)) return NO_RECENT_ACTIVITY
+    if (input.standardRules !== true) return yield* recentOf(input.agentId, input.now)
+    const hourly = policy.maxPerHourMicroUsd
+    const bound = hourly === null ? 0n : yield* hourBoundOf(input.agentId, input.now)
+    if (hourly !== null && bound + input.quotedMicroUsd > hourly) return yield* recentOf(input.agentId, input.now)
+    const minute = policy.maxCallsPerMinute === null ? undefined : yield* minuteOf(input.agentId, input.now)
+    return {
+      spentLastHourMicroUsd: bound,
+      callsLastMinute: minute?.calls ?? 0,
+      oldestCallLastMinuteAt: minute?.oldest ?? null
+    } satisfies RecentActivity
+  })
   const lowerDaily = (agentId: AgentId, day: string, createdAt: Date, amount: bigint) =>
     sql`
       UPDATE agent_daily_spend SET spent_micro_usd = spent_micro_usd - ${amount},
@@ -749,9 +801,9 @@ export const makeSqlLedger = (
           policy,
           dailySpentMicroUsd: big(row["daily_spent"] as Int8),
           monthlySpentMicroUsd: big(row["monthly_spent"] as Int8),
-          // The last hour's reservations are read only when the policy has a velocity limit:
-          // without one nothing uses them, and the scan grows with the agent's call rate.
-          recent: usesRecentActivity(policy) ? yield* recentOf(input.agentId, input.now) : NO_RECENT_ACTIVITY,
+          // The last hour's reservations are read only under a velocity limit, and only as far as
+          // the day counters cannot decide (`recentFor`): the scan grows with the agent's call rate.
+          recent: yield* recentFor(input, policy),
           now: input.now,
           wallet
         }

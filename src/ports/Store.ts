@@ -166,6 +166,11 @@ export interface ReserveInput {
    * True when `decide` is exactly `planHold(snapshot, capability, quotedMicroUsd, rate?.rate ?? null)`:
    * a store may then apply its own mirror of that rule inside the database
    * (proved identical by test) instead of reading a snapshot for `decide`.
+   * It may also read no more of the agent's recent activity than `planHold`
+   * compares: under an hourly limit, an upper bound of the last hour's spend
+   * in place of the exact figure when the bound plus the quote is within the
+   * limit (the decision is the same; a refusal gets the exact figure), and
+   * the minute's calls only under a minute limit.
    */
   readonly standardRules?: boolean | undefined
   /** A call made with a quote: the quote is checked, and used up, with the hold. */

@@ -9,7 +9,8 @@ import { describe, expect, it } from "vitest"
  * `npm run bench:velocity` and `npm run bench:memory` with a few calls: each
  * runs end to end, against a second checkout as well (this one again), prints
  * a line per block for each checkout, and bench:velocity drops the databases
- * it made. Bad options are refused. No figure is asserted.
+ * it made (by `spendgate_hold`, or by the store's general path with
+ * `--path=quote`). Bad options are refused. No figure is asserted.
  */
 
 const root = join(import.meta.dirname, "..", "..")
@@ -35,6 +36,20 @@ describe("the ledger's benchmarks", () => {
     expect(lines.map((line) => line.slice(0, line.indexOf(":")))).toEqual(["after 20 holds", "after 40 holds"])
     for (const line of lines) expect(line.match(/p50 \d+\.\d\d ms, p90 \d+\.\d\d ms/g)).toHaveLength(2)
     expect(await velocityDatabases()).toEqual(before)
+  }, 120_000)
+
+  it("bench:velocity by the store's general path (calls with binding quotes), in both checkouts", async () => {
+    const before = await velocityDatabases()
+    const result = run("velocity.ts", ["--calls=30", "--block=15", "--path=quote", `--against=${root}`])
+    expect(result.status, result.stderr).toBe(0)
+    expect(result.stdout).toContain("each a call with a binding quote (the store's general path)")
+    const lines = result.stdout.split("\n").filter((line) => line.startsWith("after "))
+    expect(lines.map((line) => line.slice(0, line.indexOf(":")))).toEqual(["after 15 holds", "after 30 holds"])
+    for (const line of lines) expect(line.match(/p50 \d+\.\d\d ms, p90 \d+\.\d\d ms/g)).toHaveLength(2)
+    expect(await velocityDatabases()).toEqual(before)
+    const bad = run("velocity.ts", ["--path=sideways"])
+    expect(bad.status).toBe(2)
+    expect(bad.stderr).toContain("--path must be hold or quote")
   }, 120_000)
 
   it("bench:velocity without an hourly limit, and a bad option refused", () => {

@@ -1,5 +1,6 @@
 import { assert, layer } from "@effect/vitest"
 import { Effect, type Layer, Option, Result } from "effect"
+import { Statement } from "effect/sql"
 import type { Agent, Role } from "../../src/domain/Agent.ts"
 import { unlimitedPolicy } from "../../src/domain/Agent.ts"
 import { type AccountId, hashApiKey, newAccountId, newAgentId, newApiKey } from "../../src/domain/ids.ts"
@@ -8,6 +9,7 @@ import { InsufficientBalance } from "../../src/domain/errors.ts"
 import { MicroUsd, Msat } from "../../src/domain/Money.ts"
 import { type Page, type QuoteClaim, type ReserveInput, Store } from "../../src/ports/Store.ts"
 import { checkQuoteUse, newQuoteId, type StoredQuote } from "../../src/quotes/Quote.ts"
+import { planHold } from "../../src/wallet/decide.ts"
 
 /**
  * The one contract every Store implementation passes: memory, PGlite and
@@ -284,6 +286,129 @@ export const storeContract = (name: string, storeLayer: Layer.Layer<Store, unkno
         const exit = yield* Effect.exit(store.createAgent({ ...clash, keyHash: owner.keyHash }))
         assert.isTrue(exit._tag === "Failure")
         assert.isTrue(Option.isNone(yield* store.getAgent(accountId, clash.agent.id)))
+      }))
+
+    it.effect("holds with a quote under velocity limits are decided on the exact last hour and minute, whatever the day counters bound", () =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        const { accountId } = yield* newAccount()
+        yield* store.credit({
+          accountId,
+          agentId: null,
+          creditKey: "seed",
+          pocket: "usd",
+          amount: 100_000_000n,
+          valueMicroUsd: 100_000_000n,
+          rateMicroUsdPerBtc: null,
+          description: "seed",
+          transactionId: newTransactionId(),
+          auditId: newAuditId(),
+          now: NOW
+        })
+        const agent = yield* makeAgent(accountId, "worker", "agent", NOW)
+        yield* store.createAgent(agent)
+        const agentId = agent.agent.id
+        // What the SQL stores run (the memory store runs none): which of the last hour's reads a hold made.
+        const statements: Array<string> = []
+        const recorded = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+          effect.pipe(Effect.provideService(Statement.CurrentTransformer, (statement) => {
+            statements.push(statement.compile(true)[0])
+            return Effect.succeed(statement)
+          }))
+        const reads = () => {
+          const seen = statements.splice(0)
+          return {
+            bound: seen.some((text) => text.includes("hours_micro_usd[")),
+            hour: seen.some((text) => text.includes("FILTER (WHERE created_at >")),
+            minute: seen.some((text) => text.includes("COUNT(*) AS calls"))
+          }
+        }
+        const sqlStore = name !== "memory"
+        const hold = (amount: bigint, iso: string) =>
+          Effect.gen(function*() {
+            const now = at(iso)
+            const quote: StoredQuote = {
+              id: newQuoteId(),
+              accountId,
+              agentId,
+              capability: "search",
+              provider: "p",
+              model: null,
+              requestHash: "b".repeat(64),
+              quotedMicroUsd: MicroUsd.make(amount),
+              createdAt: now,
+              expiresAt: new Date(now.getTime() + 60_000),
+              usedAt: null,
+              reservationId: null
+            }
+            yield* store.createQuote(quote)
+            return yield* recorded(store.reserve({
+              reservationId: newReservationId(),
+              auditId: newAuditId(),
+              accountId,
+              agentId,
+              capability: "search",
+              provider: "p",
+              quotedMicroUsd: quote.quotedMicroUsd,
+              rate: null,
+              day: iso.slice(0, 10),
+              now,
+              expiresAt: new Date(now.getTime() + 900_000),
+              decide: (snapshot) => planHold(snapshot, "search", quote.quotedMicroUsd, null),
+              standardRules: true,
+              quote: {
+                quoteId: quote.id,
+                check: (found, at) =>
+                  checkQuoteUse(found, { quoteId: quote.id, agentId, capability: "search", requestHash: quote.requestHash, now: at })
+              }
+            }))
+          })
+        const held = (result: Result.Result<unknown, { readonly _tag: string }>) => Result.isSuccess(result)
+
+        // Under a $1 hourly limit. 14:10: $0.60 held, counted in hour 14 of the day's counter.
+        assert.isDefined(yield* store.updatePolicy(accountId, agentId, { maxPerHourMicroUsd: 1_000_000n }))
+        assert.isTrue(held(yield* hold(600_000n, "2026-06-01T14:10:00Z")))
+        reads()
+        // 15:30: the counters bound the hour at $0.60 (hour 14 on), with no room for $0.50; the
+        // hour itself (from 14:30) holds nothing: read, and held.
+        assert.isTrue(held(yield* hold(500_000n, "2026-06-01T15:30:00Z")))
+        if (sqlStore) assert.deepStrictEqual(reads(), { bound: true, hour: true, minute: false })
+        // 15:31: $0.50 in the hour, $0.40 more fits exactly at the limit: read, and held.
+        assert.isTrue(held(yield* hold(400_000n, "2026-06-01T15:31:00Z")))
+        reads()
+        // 15:32: $0.90 in the hour; $0.20 more does not fit: refused on the exact figure (the
+        // counters' bound is $1.50).
+        const refused = yield* hold(200_000n, "2026-06-01T15:32:00Z")
+        assert.isTrue(Result.isFailure(refused) && refused.failure._tag === "VelocityExceeded")
+        if (Result.isFailure(refused) && refused.failure._tag === "VelocityExceeded") {
+          assert.strictEqual(refused.failure.spentLastHourMicroUsd, 900_000n)
+        }
+        if (sqlStore) assert.deepStrictEqual(reads(), { bound: true, hour: true, minute: false })
+        // 17:00: the counters from hour 16 on hold nothing: bounded, the hour not read, held.
+        assert.isTrue(held(yield* hold(900_000n, "2026-06-01T17:00:00Z")))
+        if (sqlStore) assert.deepStrictEqual(reads(), { bound: true, hour: false, minute: false })
+        // 17:05: $0.90 counted from hour 16 on, $0.20 more does not fit: read, refused.
+        const again = yield* hold(200_000n, "2026-06-01T17:05:00Z")
+        assert.isTrue(Result.isFailure(again) && again.failure._tag === "VelocityExceeded")
+        if (sqlStore) assert.deepStrictEqual(reads(), { bound: true, hour: true, minute: false })
+
+        // With two calls a minute as well: the hour bounded, the minute read, and counted exactly.
+        assert.isDefined(yield* store.updatePolicy(accountId, agentId, { maxPerHourMicroUsd: 100_000_000n, maxCallsPerMinute: 2 }))
+        assert.isTrue(held(yield* hold(1_000n, "2026-06-01T18:00:00Z")))
+        if (sqlStore) assert.deepStrictEqual(reads(), { bound: true, hour: false, minute: true })
+        assert.isTrue(held(yield* hold(1_000n, "2026-06-01T18:00:20Z")))
+        const third = yield* hold(1_000n, "2026-06-01T18:00:40Z")
+        assert.isTrue(Result.isFailure(third) && third.failure._tag === "CallRateExceeded")
+        if (Result.isFailure(third) && third.failure._tag === "CallRateExceeded") {
+          assert.strictEqual(third.failure.resetAt.toISOString(), "2026-06-01T18:01:00.000Z")
+        }
+        // A minute limit alone: only the minute is read.
+        assert.isDefined(yield* store.updatePolicy(accountId, agentId, { maxPerHourMicroUsd: null, maxCallsPerMinute: 1 }))
+        reads()
+        assert.isTrue(held(yield* hold(1_000n, "2026-06-01T19:00:00Z")))
+        if (sqlStore) assert.deepStrictEqual(reads(), { bound: false, hour: false, minute: true })
+        const fourth = yield* hold(1_000n, "2026-06-01T19:00:30Z")
+        assert.isTrue(Result.isFailure(fourth) && fourth.failure._tag === "CallRateExceeded")
       }))
 
     it.effect("a quote is used up by exactly one hold, atomically; a refused hold leaves it unused", () =>
