@@ -1,9 +1,17 @@
 import { type ChildProcess, spawn } from "node:child_process"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
 import { join } from "node:path"
 
 /**
  * The real `npm start` entry point (adapters/http/main.ts) as a child
  * process on an ephemeral port, for tests that restart or kill it.
+ *
+ * Unless the test gives it a TMPDIR, each server gets a temporary directory
+ * of its own, removed once it has exited: a server killed while its
+ * sandbox's start-up check runs leaves that check's call directories there,
+ * not in the machine's temporary directory. Node's compile cache stays where
+ * it would be, so starts keep it.
  */
 
 const root = join(import.meta.dirname, "..", "..")
@@ -25,13 +33,20 @@ export const startServerProcess = (
   args: ReadonlyArray<string> = [join(root, "adapters/http/main.ts")]
 ): Promise<ServerProcess> =>
   new Promise((resolve, reject) => {
+    const ownTemp = env["TMPDIR"] === undefined ? mkdtempSync(join(tmpdir(), "spendgate-server-")) : undefined
+    const temp = ownTemp === undefined ? {} : { TMPDIR: ownTemp, NODE_COMPILE_CACHE: join(tmpdir(), "node-compile-cache") }
     const child = spawn(process.execPath, args, {
       cwd: root,
-      env: { PATH: process.env["PATH"] ?? "", PORT: "0", ...env },
+      env: { PATH: process.env["PATH"] ?? "", PORT: "0", ...temp, ...env },
       stdio: ["ignore", "pipe", "pipe"]
     })
     let out = ""
-    const exited = new Promise<void>((done) => child.once("exit", () => done()))
+    const exited = new Promise<void>((done) =>
+      child.once("exit", () => {
+        if (ownTemp !== undefined) rmSync(ownTemp, { recursive: true, force: true, maxRetries: 3 })
+        done()
+      })
+    )
     const signal = (name: NodeJS.Signals) => () => {
       if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve()
       child.kill(name)
