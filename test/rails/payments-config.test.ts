@@ -1,5 +1,5 @@
 import { ConfigProvider, Effect, Exit, Option, Redacted } from "effect"
-import { mkdtempSync, writeFileSync } from "node:fs"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
@@ -20,7 +20,7 @@ describe("payment rail configuration", () => {
     const dir = mkdtempSync(join(tmpdir(), "spendgate-lnd-"))
     const path = join(dir, "invoice.macaroon")
     writeFileSync(path, Buffer.from([0x02, 0x01, 0xab]))
-    const exit = await load({ ...lnd, LND_MACAROON_PATH: path })
+    const exit = await load({ ...lnd, LND_MACAROON_PATH: path }).finally(() => rmSync(dir, { recursive: true, force: true }))
     expect(Exit.isSuccess(exit)).toBe(true)
     const lightning = Exit.isSuccess(exit) ? exit.value.lightning : undefined
     expect(lightning?.kind).toBe("lnd")
