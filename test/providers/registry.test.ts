@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { writeFileSync } from "node:fs"
+import { rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Cause, ConfigProvider, Effect, Exit, Redacted } from "effect"
@@ -173,9 +173,9 @@ describe("providers from the configuration", () => {
       }
     }))
 
-  it.effect("a price card per another unit than the provider charges by stops start-up with a configuration error naming it", () =>
-    Effect.gen(function*() {
-      const file = join(tmpdir(), `prices-per-${process.pid}-${Date.now()}.json`)
+  it.effect("a price card per another unit than the provider charges by stops start-up with a configuration error naming it", () => {
+    const file = join(tmpdir(), `prices-per-${process.pid}-${Date.now()}.json`)
+    return Effect.gen(function*() {
       writeFileSync(file, JSON.stringify({ readability: { capability: "read", per: "query", priceUsdCents: 0.1 } }))
       const exit = yield* Effect.exit(load({ PRICES_FILE: file }))
       assert.isTrue(Exit.isFailure(exit), "a read card per query is refused")
@@ -188,5 +188,6 @@ describe("providers from the configuration", () => {
       writeFileSync(file, JSON.stringify({ twilio: { capability: "sms", per: "message", priceUsdCents: 1 } }))
       const sms = yield* Effect.exit(load({ PRICES_FILE: file, TWILIO_ACCOUNT_SID: `AC${"0".repeat(32)}`, TWILIO_AUTH_TOKEN: "t", TWILIO_FROM: "+15550100" }))
       assert.isTrue(Exit.isFailure(sms) && String(sms.cause).includes("per segment"), "an sms card per message is refused")
-    }))
+    }).pipe(Effect.ensuring(Effect.sync(() => rmSync(file, { force: true }))))
+  })
 })
