@@ -409,6 +409,17 @@ export const storeContract = (name: string, storeLayer: Layer.Layer<Store, unkno
         if (sqlStore) assert.deepStrictEqual(reads(), { bound: false, hour: false, minute: true })
         const fourth = yield* hold(1_000n, "2026-06-01T19:00:30Z")
         assert.isTrue(Result.isFailure(fourth) && fourth.failure._tag === "CallRateExceeded")
+
+        // Across midnight: the hour from 23:20 holds yesterday's 23:50 call, on yesterday's counter.
+        assert.isDefined(yield* store.updatePolicy(accountId, agentId, { maxPerHourMicroUsd: 1_000_000n, maxCallsPerMinute: null }))
+        assert.isTrue(held(yield* hold(600_000n, "2026-06-02T23:50:00Z")))
+        reads()
+        const midnight = yield* hold(500_000n, "2026-06-03T00:20:00Z")
+        assert.isTrue(Result.isFailure(midnight) && midnight.failure._tag === "VelocityExceeded")
+        if (Result.isFailure(midnight) && midnight.failure._tag === "VelocityExceeded") {
+          assert.strictEqual(midnight.failure.spentLastHourMicroUsd, 600_000n)
+        }
+        if (sqlStore) assert.deepStrictEqual(reads(), { bound: true, hour: true, minute: false })
       }))
 
     it.effect("a quote is used up by exactly one hold, atomically; a refused hold leaves it unused", () =>
