@@ -373,15 +373,15 @@ export const storeContract = (name: string, storeLayer: Layer.Layer<Store, unkno
         // hour itself (from 14:30) holds nothing: read, and held.
         assert.isTrue(held(yield* hold(500_000n, "2026-06-01T15:30:00Z")))
         if (sqlStore) assert.deepStrictEqual(reads(), { bound: true, hour: true, minute: false })
-        // 15:31: $0.50 in the hour, $0.40 more fits exactly at the limit: read, and held.
-        assert.isTrue(held(yield* hold(400_000n, "2026-06-01T15:31:00Z")))
-        reads()
-        // 15:32: $0.90 in the hour; $0.20 more does not fit: refused on the exact figure (the
-        // counters' bound is $1.50).
+        // 15:31: $0.50 in the hour, $0.50 more reaches the limit exactly: read, and held.
+        assert.isTrue(held(yield* hold(500_000n, "2026-06-01T15:31:00Z")))
+        if (sqlStore) assert.deepStrictEqual(reads(), { bound: true, hour: true, minute: false })
+        // 15:32: $1.00 in the hour; $0.20 more does not fit: refused on the exact figure (the
+        // counters' bound is $1.60).
         const refused = yield* hold(200_000n, "2026-06-01T15:32:00Z")
         assert.isTrue(Result.isFailure(refused) && refused.failure._tag === "VelocityExceeded")
         if (Result.isFailure(refused) && refused.failure._tag === "VelocityExceeded") {
-          assert.strictEqual(refused.failure.spentLastHourMicroUsd, 900_000n)
+          assert.strictEqual(refused.failure.spentLastHourMicroUsd, 1_000_000n)
         }
         if (sqlStore) assert.deepStrictEqual(reads(), { bound: true, hour: true, minute: false })
         // 17:00: the counters from hour 16 on hold nothing: bounded, the hour not read, held.
