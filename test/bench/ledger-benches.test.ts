@@ -26,15 +26,20 @@ const velocityDatabases = () =>
     return rows.map((r) => r.datname)
   })).pipe(Effect.provide(Reactivity.layer)))
 
+/** bench:velocity's block lines: one per block, as named, each with both checkouts' p50 and p90. */
+const expectVelocityBlocks = (stdout: string, blocks: ReadonlyArray<string>) => {
+  const lines = stdout.split("\n").filter((line) => line.startsWith("after "))
+  expect(lines.map((line) => line.slice(0, line.indexOf(":")))).toEqual(blocks)
+  for (const line of lines) expect(line.match(/p50 \d+\.\d\d ms, p90 \d+\.\d\d ms/g)).toHaveLength(2)
+}
+
 describe("the ledger's benchmarks", () => {
   it("bench:velocity holds for a busy agent in both checkouts, block by block, and drops its databases", async () => {
     const before = await velocityDatabases()
     const result = run("velocity.ts", ["--calls=40", "--block=20", `--against=${root}`])
     expect(result.status, result.stderr).toBe(0)
     expect(result.stdout).toContain("hourly limit 500 cents, $50 spent yesterday")
-    const lines = result.stdout.split("\n").filter((line) => line.startsWith("after "))
-    expect(lines.map((line) => line.slice(0, line.indexOf(":")))).toEqual(["after 20 holds", "after 40 holds"])
-    for (const line of lines) expect(line.match(/p50 \d+\.\d\d ms, p90 \d+\.\d\d ms/g)).toHaveLength(2)
+    expectVelocityBlocks(result.stdout, ["after 20 holds", "after 40 holds"])
     expect(await velocityDatabases()).toEqual(before)
   }, 120_000)
 
@@ -43,9 +48,7 @@ describe("the ledger's benchmarks", () => {
     const result = run("velocity.ts", ["--calls=30", "--block=15", "--path=quote", `--against=${root}`])
     expect(result.status, result.stderr).toBe(0)
     expect(result.stdout).toContain("each a call with a binding quote (the store's general path)")
-    const lines = result.stdout.split("\n").filter((line) => line.startsWith("after "))
-    expect(lines.map((line) => line.slice(0, line.indexOf(":")))).toEqual(["after 15 holds", "after 30 holds"])
-    for (const line of lines) expect(line.match(/p50 \d+\.\d\d ms, p90 \d+\.\d\d ms/g)).toHaveLength(2)
+    expectVelocityBlocks(result.stdout, ["after 15 holds", "after 30 holds"])
     expect(await velocityDatabases()).toEqual(before)
     const bad = run("velocity.ts", ["--path=sideways"])
     expect(bad.status).toBe(2)
