@@ -127,14 +127,26 @@ const quotedHolds = (checkout: string, sql: SqlClient.SqlClient) =>
       })
   })
 
+/**
+ * One statement on the admin database, on a client of its own. Not one client for the run: the
+ * databases are dropped by finalizers of the run's scope, and a client made in that scope cannot
+ * open a connection once the scope is closing (its pool starts connections in the scope), so the
+ * drop would wait forever whenever the pool had closed its idle connection (after a minute or more
+ * without use, as in a long run).
+ */
+const admin = (statement: string) =>
+  Effect.scoped(Effect.gen(function*() {
+    const sql = yield* PgClient.make({ url: Redacted.make(adminUrl), maxConnections: 1 })
+    yield* sql.unsafe(statement)
+  }))
+
 const program = Effect.gen(function*() {
-  const admin = yield* PgClient.make({ url: Redacted.make(adminUrl), maxConnections: 1 })
   const sides: Array<Side> = []
   const stamp = `${Date.now().toString(36)}_${process.pid}`
   for (const [i, checkout] of checkouts.entries()) {
     const database = `spendgate_bench_velocity_${stamp}_${i}`
-    yield* admin.unsafe(`CREATE DATABASE ${database}`)
-    yield* Effect.addFinalizer(() => admin.unsafe(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`).pipe(Effect.ignore))
+    yield* admin(`CREATE DATABASE ${database}`)
+    yield* Effect.addFinalizer(() => admin(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`).pipe(Effect.ignore))
     const url = new URL(adminUrl)
     url.pathname = `/${database}`
     const migrated = spawnSync(process.execPath, ["bin/spendgate.js", "migrate"], {
@@ -198,10 +210,8 @@ const program = Effect.gen(function*() {
       return `${s.checkout}: p50 ${last.p50.toFixed(2)} ms, p90 ${last.p90.toFixed(2)} ms`
     }).join(" | "))
   }
-  // The clean-up (the stores closed, the databases dropped) is bounded: with --path=quote, runs
-  // of several minutes over two checkouts were seen not to finish it (the cause is not known;
-  // docs/performance.md, "The general path bounded by the hour"). The bench then says which
-  // databases may be left and stops.
+  // The clean-up (the stores closed, the databases dropped) is bounded all the same: if it ever
+  // waits, the bench says which databases may be left and stops.
   const left = sides.map((_, i) => `spendgate_bench_velocity_${stamp}_${i}`).join(", ")
   setTimeout(() => {
     console.error(`bench:velocity: the clean-up did not finish within 30 s; these databases may be left: ${left}`)
