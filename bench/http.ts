@@ -32,7 +32,10 @@
  * p50 minus the direct p50 at the same number of connections, and their
  * ratio. RSS is the server's resident memory once start-up's work is over
  * (idle: its CPU has settled, see `idleMemory`) and after the last cell;
- * start-up's peak is printed apart. Last, each of the project's targets with
+ * start-up's peak is printed apart. Right after the last cell the server is
+ * sent SIGTERM, and the time to its exit and how it ended are printed
+ * (`exit 0` is a graceful stop; SIGKILL after 10 s if it has not stopped).
+ * Last, each of the project's targets with
  * this run's figure, whether it is met, and the floor's figure in the same
  * cell (bench/targets.ts): a target the floor misses too is the machine's.
  *
@@ -216,8 +219,15 @@ const exited = (child: ChildProcess): Promise<void> =>
     ? Promise.resolve()
     : new Promise((done) => child.once("exit", () => done()))
 
+/** How a child ended when stopped: after how long, and how (an exit code, or the signal that ended it). */
+interface Stopped {
+  readonly ms: number
+  readonly how: string
+}
+
 /** SIGTERM, then SIGKILL if the child is still there after `graceMs`. */
-const stopChild = async (child: ChildProcess, graceMs = 10_000): Promise<void> => {
+const stopChild = async (child: ChildProcess, graceMs = 10_000): Promise<Stopped> => {
+  const since = performance.now()
   if (child.exitCode === null && child.signalCode === null) {
     child.kill("SIGTERM")
     const timer = setTimeout(() => child.kill("SIGKILL"), graceMs)
@@ -225,6 +235,7 @@ const stopChild = async (child: ChildProcess, graceMs = 10_000): Promise<void> =
     clearTimeout(timer)
   }
   children.delete(child)
+  return { ms: performance.now() - since, how: child.signalCode ?? `exit ${child.exitCode}` }
 }
 
 let cleaning: Promise<void> | undefined
@@ -560,6 +571,8 @@ interface ServerFigures {
   readonly settledAfterMs: number | undefined
   readonly rssIdleMb: number | undefined
   readonly rssAfterMb: number | undefined
+  /** SIGTERM after the run to the process's end: how long, and how it ended (`exit 0` is a graceful stop). */
+  readonly stopped: Stopped
 }
 
 /** Server settings passed on from this process's environment when set (README, "Configuration"). */
@@ -718,9 +731,10 @@ const runBackend = async (backend: "pg" | "pglite", upstreamPort: number, rows: 
     }
   }
   const rssAfterMb = rssMb(pid)
-  figures.push({ backend, startMs, startCpuMs, rssPeakStartMb, settledAfterMs, rssIdleMb, rssAfterMb })
   if (floor !== undefined) await stopChild(floor.floor.child)
-  await stopChild(server.child)
+  // Stopped right after the last cell, as an operator's SIGTERM would find it after load.
+  const stopped = await stopChild(server.child)
+  figures.push({ backend, startMs, startCpuMs, rssPeakStartMb, settledAfterMs, rssIdleMb, rssAfterMb, stopped })
 }
 
 // ---------------------------------------------------------------------------
@@ -948,7 +962,7 @@ const main = async () => {
   ))
   console.log("")
   console.log(table(
-    ["backend", "start to healthy /health ms", "start-up CPU ms", "RSS peak of start-up MB", "idle after ms", "RSS idle MB", "RSS after the run MB"],
+    ["backend", "start to healthy /health ms", "start-up CPU ms", "RSS peak of start-up MB", "idle after ms", "RSS idle MB", "RSS after the run MB", "SIGTERM to exit ms", "ended"],
     figures.map((f) => [
       f.backend,
       fixed(f.startMs, 0),
@@ -956,7 +970,9 @@ const main = async () => {
       fixed(f.rssPeakStartMb, 0),
       fixed(f.settledAfterMs, 0),
       fixed(f.rssIdleMb, 0),
-      fixed(f.rssAfterMb, 0)
+      fixed(f.rssAfterMb, 0),
+      fixed(f.stopped.ms, 0),
+      f.stopped.how
     ])
   ))
   console.log("")

@@ -112,14 +112,16 @@ describe("npm run bench:http", () => {
       }
     }
     expect(stdout).toMatch(
-      /\| backend +\| start to healthy \/health ms +\| start-up CPU ms +\| RSS peak of start-up MB +\| idle after ms +\| RSS idle MB +\| RSS after the run MB +\|/
+      /\| backend +\| start to healthy \/health ms +\| start-up CPU ms +\| RSS peak of start-up MB +\| idle after ms +\| RSS idle MB +\| RSS after the run MB +\| SIGTERM to exit ms +\| ended +\|/
     )
     for (const backend of ["pg", "pglite"]) {
       const row = stdout.split("\n").find((line) => new RegExp(`^\\| ${backend} +\\| \\d+ +\\|`).test(line))
       expect(row, stdout).toBeDefined()
       // The idle sample waits for the CPU to settle ("-" when it did not within the bound).
-      const [, , , peak, , idle, after] = row!.split("|").slice(1, -1).map((cell) => cell.trim())
-      expect(row).toMatch(new RegExp(`^\\| ${backend} +\\| \\d+ +\\| \\d+ +\\| \\d+ +\\| (\\d+|-) +\\| \\d+ +\\| \\d+ +\\|$`))
+      const [, , , peak, , idle, after, stopMs] = row!.split("|").slice(1, -1).map((cell) => cell.trim())
+      // Stopped by SIGTERM after the run: a graceful exit, within the bench's 10 s before SIGKILL.
+      expect(row).toMatch(new RegExp(`^\\| ${backend} +\\| \\d+ +\\| \\d+ +\\| \\d+ +\\| (\\d+|-) +\\| \\d+ +\\| \\d+ +\\| \\d+ +\\| exit 0 +\\|$`))
+      expect(Number(stopMs), row).toBeLessThan(10_000)
       // Start-up's peak is a high-water mark taken with the idle sample: never below it.
       expect(Number(peak), row).toBeGreaterThanOrEqual(Number(idle))
       expect(Number(after), row).toBeGreaterThan(0)
