@@ -61,6 +61,7 @@
  *   --blocks=N       BENCH_BLOCKS       A/B: blocks per build and cell (default 30)
  *   --block=N        BENCH_BLOCK        A/B: requests per block (default 300)
  *   --ab-warmup=N    BENCH_AB_WARMUP    A/B: requests to each server before each cell, not counted (default 1000)
+ *   --ab-connections=N BENCH_AB_CONNECTIONS A/B: connections, each with one request in flight (default 1)
  *
  * Interleaved A/B (`--against=DIR`, or `--against=.` with `--against-env`
  * to compare two settings of one build). Between two separate runs the
@@ -71,14 +72,18 @@
  * sends them alternate blocks of requests (`--block`, A then B, then B then
  * A, `--blocks` times) to `POST /v1/proxy/openai` on one hot wallet and over
  * `--wallets` wallets, after `--ab-warmup` requests each to warm up; only one request
- * is in flight at a time. Both meet the same minutes. Halfway the servers are
+ * is in flight at a time (with `--ab-connections=N`, N connections send each
+ * block, one request in flight on each: throughput under concurrency, still
+ * one build loaded at a time). Both meet the same minutes. Halfway the servers are
  * started again in the other order (`runInterleaved`). It prints each build's
  * p50, p90, p99, server CPU per request and, on PostgreSQL, the CPU per
  * request of the backends connected to its own database (read between
  * blocks), and the difference of their
  * p50s block by block (against minus server): its median, its 10th and 90th
- * percentiles, and how many blocks each build was faster in. No direct,
- * floor or 16-connection cells are run in this mode.
+ * percentiles, and how many blocks each build was faster in; and each block's
+ * rate (requests per second of its wall time): each build's median, and
+ * against's over server's block by block (its median, 10th and 90th
+ * percentiles). No direct or floor cells are run in this mode.
  *
  * A new server's first calls are slower: V8 is still compiling and
  * re-compiling its hot code. On the 2-core machine a fresh server's p50 at
@@ -107,7 +112,7 @@ import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { pathToFileURL } from "node:url"
 import { Agent, request } from "undici"
-import { option } from "./options.ts"
+import { option, wholeNumber } from "./options.ts"
 import { checkTargets } from "./targets.ts"
 
 // ---------------------------------------------------------------------------
@@ -155,6 +160,7 @@ const againstEnv = Object.fromEntries(
 const blocks = Math.floor(positive("blocks", option("blocks", "BENCH_BLOCKS", "30")))
 const blockSize = Math.floor(positive("block", option("block", "BENCH_BLOCK", "300")))
 const abWarmup = Math.floor(positive("ab-warmup", option("ab-warmup", "BENCH_AB_WARMUP", "1000")))
+const abConnections = wholeNumber("bench:http", "ab-connections", option("ab-connections", "BENCH_AB_CONNECTIONS", "1"), 1)
 const adminUrl = process.env["POSTGRES_URL"] ?? "postgres://postgres@127.0.0.1:5432/postgres"
 for (const backend of backends) {
   if (backend !== "pg" && backend !== "pglite") {
@@ -751,23 +757,38 @@ interface Side {
   readonly database: string | undefined
 }
 
-/** One request at a time on the side's one connection: each response's time (ms), or a failure thrown. */
-const sequential = async (side: Side, keys: ReadonlyArray<string>, count: number, turn: { next: number }): Promise<Array<number>> => {
+/**
+ * `count` requests to the side, `--ab-connections` in flight at a time (one request at a time on
+ * each of the side's connections; one connection by default): each response's time (ms) and the
+ * block's rate (requests per second of the block's wall time), or a failure thrown.
+ */
+const blockOf = async (
+  side: Side,
+  keys: ReadonlyArray<string>,
+  count: number,
+  turn: { next: number }
+): Promise<{ readonly times: Array<number>; readonly rate: number }> => {
   const times: Array<number> = new Array(count)
-  for (let i = 0; i < count; i++) {
-    const key = keys[turn.next++ % keys.length]!
-    const started = performance.now()
-    const response = await request(`${side.base}/v1/proxy/openai`, {
-      dispatcher: side.dispatcher,
-      method: "POST",
-      headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
-      body: proxyBody
-    })
-    const text = await response.body.text()
-    times[i] = performance.now() - started
-    if (response.statusCode !== 200) throw new Error(`${side.label}: HTTP ${response.statusCode} ${text.slice(0, 500)}`)
+  let sent = 0
+  const worker = async () => {
+    while (sent < count) {
+      const i = sent++
+      const key = keys[turn.next++ % keys.length]!
+      const started = performance.now()
+      const response = await request(`${side.base}/v1/proxy/openai`, {
+        dispatcher: side.dispatcher,
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
+        body: proxyBody
+      })
+      const text = await response.body.text()
+      times[i] = performance.now() - started
+      if (response.statusCode !== 200) throw new Error(`${side.label}: HTTP ${response.statusCode} ${text.slice(0, 500)}`)
+    }
   }
-  return times
+  const started = performance.now()
+  await Promise.all(Array.from({ length: Math.min(abConnections, count) }, worker))
+  return { times, rate: count / ((performance.now() - started) / 1000) }
 }
 
 interface AbRow {
@@ -780,6 +801,8 @@ interface AbRow {
   readonly cpuMsPerRequest: number | undefined
   readonly dbCpuMsPerRequest: number | undefined
   readonly blockP50s: ReadonlyArray<number>
+  /** Each block's requests per second of its wall time (what --ab-connections above 1 compares). */
+  readonly blockRates: ReadonlyArray<number>
 }
 
 const sorted = (values: ReadonlyArray<number>) => [...values].sort((a, b) => a - b)
@@ -798,7 +821,9 @@ const runInterleaved = async (backend: "pg" | "pglite", upstreamPort: number, ro
     { label: "against", checkout: againstRoot!, env: againstEnv }
   ] as const
   const cells = [["1 (hot)", (side: Side) => [side.hot]], [`${walletCount}`, (side: Side) => side.many]] as const
-  const results = cells.map(() => specs.map(() => ({ times: [] as Array<number>, blockP50s: [] as Array<number>, cpu: 0, dbCpu: 0 })))
+  const results = cells.map(() =>
+    specs.map(() => ({ times: [] as Array<number>, blockP50s: [] as Array<number>, blockRates: [] as Array<number>, cpu: 0, dbCpu: 0 }))
+  )
   for (const [round, order] of [[0, 1], [1, 0]].entries()) {
     const sides: Array<Side> = []
     const servers: Array<ChildProcess> = []
@@ -812,15 +837,18 @@ const runInterleaved = async (backend: "pg" | "pglite", upstreamPort: number, ro
       )
       const [hot] = await fundedAccounts(base, 1, "hot")
       const many = await fundedAccounts(base, walletCount, "wallet")
-      const dispatcher = new Agent({ connections: 1, pipelining: 1 })
+      const dispatcher = new Agent({ connections: abConnections, pipelining: 1 })
       sides[i] = { label: spec.label, base, pid: server.child.pid!, dispatcher, hot: hot!, many, database: database?.name }
       servers.push(server.child)
     }
     for (const [c, [cell, keysOf]] of cells.entries()) {
       const count = round === 0 ? Math.ceil(blocks / 2) : Math.floor(blocks / 2)
-      console.error(`bench:http: ${backend}: round ${round + 1}: POST /v1/proxy/openai, 1 connection, ${cell} wallet(s): ${count} blocks of ${blockSize} each`)
+      console.error(
+        `bench:http: ${backend}: round ${round + 1}: POST /v1/proxy/openai, ${connectionsText(abConnections)}, ${cell} wallet(s): ` +
+          `${count} blocks of ${blockSize} each`
+      )
       const turns = sides.map(() => ({ next: 0 }))
-      for (const [i, side] of sides.entries()) await sequential(side, keysOf(side), abWarmup, turns[i]!)
+      for (const [i, side] of sides.entries()) await blockOf(side, keysOf(side), abWarmup, turns[i]!)
       for (let b = 0; b < count; b++) {
         for (const i of b % 2 === 0 ? [0, 1] : [1, 0]) {
           const side = sides[i]!
@@ -828,7 +856,7 @@ const runInterleaved = async (backend: "pg" | "pglite", upstreamPort: number, ro
           // The database's backends are read (one query on the admin database) outside the block's timing.
           const dbBefore = side.database === undefined ? undefined : await databaseSample(side.database)
           const before = cpuMs(side.pid)
-          const block = await sequential(side, keysOf(side), blockSize, turns[i]!)
+          const { times: block, rate } = await blockOf(side, keysOf(side), blockSize, turns[i]!)
           const after = cpuMs(side.pid)
           const dbAfter = side.database === undefined ? undefined : await databaseSample(side.database)
           result.cpu += before === undefined || after === undefined ? Number.NaN : after - before
@@ -838,6 +866,7 @@ const runInterleaved = async (backend: "pg" | "pglite", upstreamPort: number, ro
           result.dbCpu += dbCpu ?? Number.NaN
           result.times.push(...block)
           result.blockP50s.push(percentile(sorted(block), 50))
+          result.blockRates.push(rate)
         }
       }
     }
@@ -846,7 +875,7 @@ const runInterleaved = async (backend: "pg" | "pglite", upstreamPort: number, ro
   }
   for (const [c, [cell]] of cells.entries()) {
     for (const [i, spec] of specs.entries()) {
-      const { times, blockP50s, cpu, dbCpu } = results[c]![i]!
+      const { times, blockP50s, blockRates, cpu, dbCpu } = results[c]![i]!
       const all = sorted(times)
       rows.push({
         backend,
@@ -857,7 +886,8 @@ const runInterleaved = async (backend: "pg" | "pglite", upstreamPort: number, ro
         p99: percentile(all, 99),
         cpuMsPerRequest: Number.isNaN(cpu) ? undefined : cpu / all.length,
         dbCpuMsPerRequest: Number.isNaN(dbCpu) ? undefined : dbCpu / all.length,
-        blockP50s
+        blockP50s,
+        blockRates
       })
     }
   }
@@ -869,12 +899,13 @@ const printInterleaved = (rows: ReadonlyArray<AbRow>) => {
     (Object.keys(againstEnv).length === 0 ? "" : ` with ${Object.entries(againstEnv).map(([k, v]) => `${k}=${v}`).join(", ")}`))
   console.log("")
   console.log(table(
-    ["backend", "wallets", "build", "p50 ms", "p90 ms", "p99 ms", "server CPU ms/req", "DB CPU ms/req", "block p50s, 10th - 90th ms"],
+    ["backend", "wallets", "build", "p50 ms", "p90 ms", "p99 ms", "server CPU ms/req", "DB CPU ms/req", "block p50s, 10th - 90th ms", "block req/s, median"],
     rows.map((row) => {
       const blockP50s = sorted(row.blockP50s)
       return [row.backend, row.cell, row.side, fixed(row.p50, 3), fixed(row.p90, 3), fixed(row.p99, 3), fixed(row.cpuMsPerRequest, 3),
         fixed(row.dbCpuMsPerRequest, 3),
-        `${fixed(percentile(blockP50s, 10), 3)} - ${fixed(percentile(blockP50s, 90), 3)}`]
+        `${fixed(percentile(blockP50s, 10), 3)} - ${fixed(percentile(blockP50s, 90), 3)}`,
+        fixed(percentile(sorted(row.blockRates), 50), 0)]
     })
   ))
   console.log("")
@@ -883,21 +914,36 @@ const printInterleaved = (rows: ReadonlyArray<AbRow>) => {
     const [server, against] = [rows[i]!, rows[i + 1]!]
     const differences = server.blockP50s.map((p50, b) => against.blockP50s[b]! - p50)
     const ordered = sorted(differences)
+    // Rates: against over server, block by block (above 1: against did more requests a second).
+    const ratios = server.blockRates.map((rate, b) => against.blockRates[b]! / rate)
+    const orderedRatios = sorted(ratios)
     pairs.push([
       server.backend,
       server.cell,
       fixed(percentile(ordered, 50), 3),
       `${fixed(percentile(ordered, 10), 3)} - ${fixed(percentile(ordered, 90), 3)}`,
-      `${differences.filter((d) => d < 0).length} / ${differences.filter((d) => d > 0).length} of ${differences.length}`
+      `${differences.filter((d) => d < 0).length} / ${differences.filter((d) => d > 0).length} of ${differences.length}`,
+      fixed(percentile(orderedRatios, 50), 3),
+      `${fixed(percentile(orderedRatios, 10), 3)} - ${fixed(percentile(orderedRatios, 90), 3)}`
     ])
   }
   console.log(table(
-    ["backend", "wallets", "against - server, block p50, median ms", "10th - 90th ms", "blocks faster: against / server"],
+    [
+      "backend",
+      "wallets",
+      "against - server, block p50, median ms",
+      "10th - 90th ms",
+      "blocks faster: against / server",
+      "against / server, block req/s, median",
+      "10th - 90th"
+    ],
     pairs
   ))
 }
 
 /** A figure to `digits` places; "-" when there is none. A value that rounds to zero prints without a sign. */
+const connectionsText = (n: number) => (n === 1 ? "1 connection" : `${n} connections`)
+
 const fixed = (value: number | undefined, digits: number) => {
   if (value === undefined || Number.isNaN(value)) return "-"
   const text = value.toFixed(digits)
@@ -918,7 +964,7 @@ const main = async () => {
         `${walletCount} wallets, backends ${backends.join(", ")}, connections ${connectionCounts.join(", ")}` +
         (serverRoot === root ? "" : `, server from ${serverRoot}`)
       : `Spendgate HTTP benchmark, interleaved A/B: node ${process.version}, ${blocks} blocks of ${blockSize} requests a build ` +
-        `and cell, 1 connection, one hot wallet and ${walletCount} wallets, backends ${backends.join(", ")}`
+        `and cell, ${connectionsText(abConnections)}, one hot wallet and ${walletCount} wallets, backends ${backends.join(", ")}`
   )
   const upstream = start([join(root, "bench/upstream.ts")], { PORT: "0" }, root)
   let upstreamPort = 0

@@ -153,8 +153,18 @@ describe("npm run bench:http", () => {
   }, 180_000)
 
   it("--against: both servers, interleaved blocks, both start orders; the table of builds and of their differences", async () => {
-    const { code, stdout, stderr } = await run(["--against=.", "--against-env=SETTLE_WHEN_IDLE=wait", "--blocks=2", "--block=5", "--ab-warmup=10", "--wallets=2"])
+    const { code, stdout, stderr } = await run([
+      "--against=.",
+      "--against-env=SETTLE_WHEN_IDLE=wait",
+      "--blocks=2",
+      "--block=5",
+      "--ab-warmup=10",
+      "--wallets=2",
+      "--ab-connections=2"
+    ])
     expect(code, stderr).toBe(0)
+    expect(stdout).toMatch(/^Spendgate HTTP benchmark, interleaved A\/B: .*, 2 connections, one hot wallet and 2 wallets/m)
+    expect(stderr).toMatch(/POST \/v1\/proxy\/openai, 2 connections, 1 \(hot\) wallet\(s\): 1 blocks of 5 each/)
     expect(stdout).toMatch(/^A\/B, interleaved: server = .+; against = .+ with SETTLE_WHEN_IDLE=wait$/m)
     const builds = stdout.split("\n").filter((line) => /^\| pg +\| (1 \(hot\)|2) +\| (server|against) +\|/.test(line))
     expect(builds.map((line) => line.split("|").slice(2, 4).map((cell) => cell.trim()))).toEqual([
@@ -163,11 +173,16 @@ describe("npm run bench:http", () => {
       ["2", "server"],
       ["2", "against"]
     ])
-    for (const line of builds) expect(line).toMatch(/\| \d+\.\d{3} +\| \d+\.\d{3} +\| \d+\.\d{3} +\| (\d+\.\d{3}|-) +\| -?\d+\.\d{3} - -?\d+\.\d{3} +\|$/)
+    // p90, p99, server CPU, DB CPU, the block p50s' spread, the blocks' median rate.
+    for (const line of builds) {
+      expect(line).toMatch(/\| \d+\.\d{3} +\| \d+\.\d{3} +\| \d+\.\d{3} +\| (\d+\.\d{3}|-) +\| -?\d+\.\d{3} - -?\d+\.\d{3} +\| \d+ +\|$/)
+      expect(Number(line.split("|").at(-2)), line).toBeGreaterThan(0)
+    }
     // One difference a block pair: two blocks a build and cell, one in each start order.
     const differences = stdout.split("\n").filter((line) => /^\| pg +\| (1 \(hot\)|2) +\| -?\d+\.\d{3} +\|/.test(line))
     expect(differences).toHaveLength(2)
-    for (const line of differences) expect(line).toMatch(/\| \d \/ \d of 2 +\|$/)
+    // Blocks faster each way, then the blocks' rates, against over server: median and spread.
+    for (const line of differences) expect(line).toMatch(/\| \d \/ \d of 2 +\| \d+\.\d{3} +\| \d+\.\d{3} - \d+\.\d{3} +\|$/)
     // No cell of the ordinary run.
     expect(stdout).not.toMatch(/upstream direct|floor: forward/)
     const children = childrenOf(stdout)
@@ -180,6 +195,15 @@ describe("npm run bench:http", () => {
     const { code, stderr } = await run(["--against=.", "--against-env=SETTLE_WHEN_IDLE"])
     expect(code).toBe(2)
     expect(stderr).toMatch(/--against-env takes NAME=value pairs/)
+  }, 60_000)
+
+  it("--ab-connections refuses what is not a whole number of at least 1, before it starts anything", async () => {
+    for (const arg of ["--ab-connections=0", "--ab-connections=1.5", "--ab-connections=many"]) {
+      const { code, stdout, stderr } = await run(["--against=.", arg])
+      expect(code, arg).toBe(2)
+      expect(stderr, arg).toMatch(/--ab-connections must be a whole number of at least 1/)
+      expect(stdout, arg).toBe("")
+    }
   }, 60_000)
 
   it("--warmup and --server-warmup refuse what is not a number of seconds, 0 or more, before they start anything", async () => {
