@@ -504,7 +504,7 @@ export const makeSqlLedger = (
       (rows) => ({ calls: Number(rows[0]?.calls ?? 0), oldest: rows[0]?.oldest == null ? null : date(rows[0].oldest) })
     )
   /**
-   * A bound of the agent's spend in the last hour before `now` (and after it), from its day
+   * A bound (µUSD) of the agent's spend in the last hour before `now` (and after it), from its day
    * counters, as `spendgate_reserve` takes it (migration 0023): the hours from the UTC hour an
    * hour ago on of that hour's day, and every later day whole; a day whose hours are not all
    * counted (NULL) counts whole. Every reservation of the window is in those hours, and an
@@ -536,12 +536,14 @@ export const makeSqlLedger = (
   const recentFor = Effect.fnUntraced(function*(input: ReserveInput, policy: Policy) {
     if (!usesRecentActivity(policy)) return NO_RECENT_ACTIVITY
     if (input.standardRules !== true) return yield* recentOf(input.agentId, input.now)
-    const hourly = policy.maxPerHourMicroUsd
-    const bound = hourly === null ? 0n : yield* hourBoundOf(input.agentId, input.now)
-    if (hourly !== null && bound + input.quotedMicroUsd > hourly) return yield* recentOf(input.agentId, input.now)
+    const hourlyLimitMicroUsd = policy.maxPerHourMicroUsd
+    const boundMicroUsd = hourlyLimitMicroUsd === null ? 0n : yield* hourBoundOf(input.agentId, input.now)
+    if (hourlyLimitMicroUsd !== null && boundMicroUsd + input.quotedMicroUsd > hourlyLimitMicroUsd) {
+      return yield* recentOf(input.agentId, input.now)
+    }
     const minute = policy.maxCallsPerMinute === null ? undefined : yield* minuteOf(input.agentId, input.now)
     return {
-      spentLastHourMicroUsd: bound,
+      spentLastHourMicroUsd: boundMicroUsd,
       callsLastMinute: minute?.calls ?? 0,
       oldestCallLastMinuteAt: minute?.oldest ?? null
     } satisfies RecentActivity
