@@ -1423,7 +1423,7 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
     // array only when the agent has a list. An agent with none of them ran
     // three statements a hold for nothing. The decisions and the writes are
     // unchanged (test/adapters/sql/ledger-functions.property.test.ts;
-    // docs/performance.md, "Two rows fewer a call, bounded").
+    // docs/performance.md, "A hold's needless reads").
     yield* sql.unsafe(`
       CREATE OR REPLACE FUNCTION spendgate_reserve(
         p_account_id TEXT, p_agent_id TEXT, p_reservation_id TEXT, p_audit_id TEXT,
