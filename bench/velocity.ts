@@ -18,6 +18,15 @@
  * same minutes, and prints each block's p50 and p90. The hour's spend stays
  * below the limit, so every call is held.
  *
+ * Each block line also gives PostgreSQL's own time per hold: the time spent
+ * inside `spendgate_hold` (the functions it calls included), from
+ * `pg_stat_user_functions` with `track_functions = all` set on the bench's
+ * databases. It leaves out the round trip, the statement's parse and bind and
+ * the commit, so it separates a change to the ledger functions that the
+ * block's p50 cannot (docs/performance.md, "A hold's needless reads"). "-"
+ * with `--path=quote` (no ledger function) or where the server cannot flush
+ * its statistics on demand (`pg_stat_force_next_flush`, PostgreSQL 15).
+ *
  * With `--path=quote` each hold is instead a call paying with a binding
  * quote, as the store makes it: a stored quote, then the store's `reserve`
  * with it (the checkout's own SQL store, loaded from its sources), which
@@ -63,7 +72,7 @@ const percentile = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.min
 interface Side {
   readonly checkout: string
   readonly sql: SqlClient.SqlClient
-  readonly blocks: Array<{ readonly p50: number; readonly p90: number }>
+  readonly blocks: Array<{ readonly p50: number; readonly p90: number; readonly inDatabaseUs: number | null }>
   /** With --path=quote: one call paying with a binding quote, through the checkout's own store. */
   readonly quoted?: (now: Date, id: string) => Effect.Effect<string>
 }
@@ -147,6 +156,8 @@ const program = Effect.gen(function*() {
     const database = `spendgate_bench_velocity_${stamp}_${i}`
     yield* admin(`CREATE DATABASE ${database}`)
     yield* Effect.addFinalizer(() => admin(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`).pipe(Effect.ignore))
+    // Read when a connection opens: set before the migrations' and the holds' connections.
+    yield* admin(`ALTER DATABASE ${database} SET track_functions = 'all'`)
     const url = new URL(adminUrl)
     url.pathname = `/${database}`
     const migrated = spawnSync(process.execPath, ["bin/spendgate.js", "migrate"], {
@@ -191,23 +202,42 @@ const program = Effect.gen(function*() {
       if (row?.outcome !== "held") return yield* Effect.die(new Error(`a hold was not held: ${row?.outcome}`))
     })
 
+  /**
+   * `spendgate_hold`'s calls and total time (ms) so far, as the statistics hold them: this
+   * connection's own are flushed first (the holds ran on it). Undefined where that cannot be done.
+   */
+  const holdFunction = (side: Side) =>
+    Effect.gen(function*() {
+      yield* side.sql`SELECT pg_stat_force_next_flush()`
+      const [row] = yield* side.sql<{ calls: string | number; total: string | number }>`
+        SELECT COALESCE(SUM(calls), 0) AS calls, COALESCE(SUM(total_time), 0) AS total
+        FROM pg_stat_user_functions WHERE funcname = 'spendgate_hold'`
+      return { calls: Number(row!.calls), totalMs: Number(row!.total) }
+    }).pipe(Effect.orElseSucceed(() => undefined))
+
   const blocks = Math.ceil(calls / block)
   for (let b = 0; b < blocks; b++) {
     const size = Math.min(block, calls - b * block)
     // Alternate which checkout goes first.
     for (const side of b % 2 === 0 ? sides : [...sides].reverse()) {
       const times: Array<number> = []
+      const before = side.quoted === undefined ? yield* holdFunction(side) : undefined
       for (let n = 0; n < size; n++) {
         const started = performance.now()
         yield* hold(side)
         times.push(performance.now() - started)
       }
+      const after = before === undefined ? undefined : yield* holdFunction(side)
+      const inDatabaseUs = before === undefined || after === undefined || after.calls === before.calls
+        ? null
+        : (after.totalMs - before.totalMs) * 1000 / (after.calls - before.calls)
       times.sort((x, y) => x - y)
-      side.blocks.push({ p50: percentile(times, 0.5), p90: percentile(times, 0.9) })
+      side.blocks.push({ p50: percentile(times, 0.5), p90: percentile(times, 0.9), inDatabaseUs })
     }
     console.log(`after ${Math.min(calls, (b + 1) * block)} holds: ` + sides.map((s) => {
       const last = s.blocks[s.blocks.length - 1]!
-      return `${s.checkout}: p50 ${last.p50.toFixed(2)} ms, p90 ${last.p90.toFixed(2)} ms`
+      const inDatabase = last.inDatabaseUs === null ? "-" : `${Math.round(last.inDatabaseUs)} µs`
+      return `${s.checkout}: p50 ${last.p50.toFixed(2)} ms, p90 ${last.p90.toFixed(2)} ms, in PostgreSQL ${inDatabase}`
     }).join(" | "))
   }
   // The clean-up (the stores closed, the databases dropped) is bounded all the same: if it ever
