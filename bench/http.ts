@@ -941,9 +941,10 @@ const printInterleaved = (rows: ReadonlyArray<AbRow>) => {
   ))
 }
 
-/** A figure to `digits` places; "-" when there is none. A value that rounds to zero prints without a sign. */
+/** "1 connection" or "N connections", as the headings and progress lines name them. */
 const connectionsText = (n: number) => (n === 1 ? "1 connection" : `${n} connections`)
 
+/** A figure to `digits` places; "-" when there is none. A value that rounds to zero prints without a sign. */
 const fixed = (value: number | undefined, digits: number) => {
   if (value === undefined || Number.isNaN(value)) return "-"
   const text = value.toFixed(digits)
