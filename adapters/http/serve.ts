@@ -89,10 +89,11 @@ export const serveGateway = <E>(
  * the lock, in that order. Every refusal is one line on stderr and exit code 1.
  *
  * It stops gracefully when interrupted (SIGTERM or SIGINT under `spendgate
- * serve`): the port closes at once, so new connections are refused; requests
- * in flight get SHUTDOWN_GRACE_SECONDS (default 10) to finish, their holds
- * settled as usual; any still running then is interrupted, which releases its
- * hold (the spend pipeline's rule). Then the background workers stop, storage
+ * serve`): the port closes at once, so new connections are refused, and
+ * connections are closed as they become idle; requests in flight (those whose
+ * callers went away too, carry.ts) get SHUTDOWN_GRACE_SECONDS (default 10) to
+ * finish, their holds settled as usual; any still running then is interrupted,
+ * which releases its hold (the spend pipeline's rule). Then the background workers stop, storage
  * closes (PGlite cleanly, then its lock) and the process exits 0.
  */
 

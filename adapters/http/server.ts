@@ -36,6 +36,7 @@ import { WebhooksHandlers } from "./webhooksHandlers.ts"
 import { L402Handlers } from "./l402Handlers.ts"
 import { IdempotencyKeysLive } from "./idempotency.ts"
 import { AccessControlLive } from "./access.ts"
+import { CarriedRequests, carryMiddleware } from "./carry.ts"
 import { MCP_PATH, mountMcp } from "./mcpRoute.ts"
 import { METRICS_PATH, mountMetrics, observe, routeResolver } from "./observability.ts"
 import { dashboardRoutes, mountDashboard } from "./dashboard/static.ts"
@@ -73,7 +74,8 @@ export interface HttpOptions {
   /**
    * When the server stops (its scope closes: SIGTERM or SIGINT under
    * `spendgate serve`): the port closes at once, and requests in flight get
-   * this long to finish before they are interrupted (default 10 s).
+   * this long to finish before they are interrupted (default 10 s); requests
+   * whose callers went away (carry.ts) get the same, from the same moment.
    */
   readonly shutdownGraceMs?: number
   /**
@@ -145,7 +147,9 @@ export const routes = (options: Omit<HttpOptions, "port" | "host"> = {}) => {
     Layer.provideMerge(AccessControlLive),
     Layer.provideMerge(AdminAuthenticationLive(options.adminToken ?? Option.none())),
     // One session store for the /session routes and the cookie authentication of /v1 and /v1/admin.
-    Layer.provideMerge(SessionsLive(options.sessions))
+    Layer.provideMerge(SessionsLive(options.sessions)),
+    // Built first, so added first: the outermost of the router's middleware (carry.ts).
+    Layer.provideMerge(carryMiddleware)
   )
 }
 
@@ -198,26 +202,52 @@ const capConnections = (max: number) => (server: Server): Server => {
 const nodeServer = (options: HttpOptions): Server =>
   capConnections(options.maxConnections ?? DEFAULT_MAX_CONNECTIONS)(keepAliveLonger(withClientErrors(createServer())))
 
+/** While the server stops: every idle connection is closed, checked every 50 ms until it has closed. */
+const closeIdleUntilClosed = (server: Server | undefined): void => {
+  if (server === undefined || !server.listening) return
+  const timer = setInterval(() => server.closeIdleConnections(), 50)
+  timer.unref()
+  server.once("close", () => clearInterval(timer))
+}
+
 /**
  * The HTTP server over the core services. The core (and its storage) must be
  * provided from outside, so that the port opens only once storage is ready.
  */
 export const serverLayer = (
   options: HttpOptions
-): Layer.Layer<HttpServer.HttpServer, unknown, Services | Store | AdminStore | Providers | RateStatus> =>
-  HttpRouter.serve(routes(options), {
+): Layer.Layer<HttpServer.HttpServer, unknown, Services | Store | AdminStore | Providers | RateStatus> => {
+  const graceMs = options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS
+  let node: Server | undefined
+  // Built after the server, so released before it: the first step of a shutdown. It starts the
+  // grace of the requests whose callers went away (carry.ts) at the same moment as the others',
+  // and closes keep-alive connections as soon as they are idle: Node's `close` closes those idle
+  // when it is called, but one whose request finishes during the grace would otherwise hold the
+  // server open (and the process with it) until the grace ends.
+  const markShutdownStart = Layer.effectDiscard(
+    Effect.flatMap(CarriedRequests, (carried) =>
+      Effect.addFinalizer(() =>
+        Effect.andThen(carried.shutdownStarted, Effect.sync(() => closeIdleUntilClosed(node)))
+      ))
+  )
+  const serve = HttpRouter.serve(routes(options), {
     // The access log of observability.ts replaces the framework's request log.
     disableLogger: true,
     disableListenLog: options.announce === false,
     middleware: observe({ routes: routeResolverFor(options.railRoutes ?? []), accessLog: options.logRequests === true })
-  }).pipe(
+  })
+  return markShutdownStart.pipe(
+    Layer.provideMerge(serve),
     // The request's span is observe's (named by route, with no URL, query or headers): the framework's is off.
     Layer.provide(Layer.succeed(HttpMiddleware.TracerDisabledWhen)(constTrue)),
     Layer.provideMerge(
-      NodeHttpServer.layer(() => nodeServer(options), {
+      NodeHttpServer.layer(() => (node = nodeServer(options)), {
         port: options.port,
         host: options.host,
-        gracefulShutdownTimeout: Duration.millis(options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS)
+        gracefulShutdownTimeout: Duration.millis(graceMs)
       })
-    )
+    ),
+    // Built before the server, released after it: what is still carried then gets the rest of the grace.
+    Layer.provide(CarriedRequests.layer(graceMs))
   )
+}

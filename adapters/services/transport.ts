@@ -80,7 +80,10 @@ export const layer = (
     ServiceTransport,
     Effect.gen(function*() {
       // Streamed answers (server-sent events) go through Effect's client; the others through the upstream client.
-      const client = yield* HttpClient.HttpClient
+      // Each request is tied to the scope of the call that opened it: closing the scope aborts it,
+      // even when its body was never read (a caller gone before the first byte). Left to itself,
+      // an unread response is aborted only when it is garbage-collected, and the upstream goes on.
+      const client = HttpClient.withScope(yield* HttpClient.HttpClient)
       const upstream = yield* UpstreamClient
       const pinned = SafeHttp.makePinnedRequest(options.registry ?? {})
       const timeoutMs = options.timeoutMs ?? 60_000

@@ -135,7 +135,9 @@ export const makeProxyStream = (deps: {
       Effect.ensuring(Queue.end(queue)),
       Effect.forkDetach
     )
-    const started = yield* Deferred.await(head)
+    // Stopped before the answer began (its caller gone, the server stopping): nobody will read
+    // the stream, so the call stops as if its reader had gone (else it would wait on a full buffer).
+    const started = yield* Deferred.await(head).pipe(Effect.onInterrupt(() => Deferred.succeed(gone, undefined)))
     return {
       ...started,
       quotedMicroUsd: quote.microUsd,

@@ -19,7 +19,9 @@ import { openBooks } from "../support/books.ts"
  * `spendgate serve` runs) while a paid call waits on its upstream: the port
  * closes at once (a new connection is refused) while the call goes on; the
  * call then finishes and is charged, or, past SHUTDOWN_GRACE_SECONDS, is
- * interrupted and its hold released; the process exits 0; and the books,
+ * interrupted and its hold released; a call whose caller went away is carried
+ * to its end within the same grace (adapters/http/carry.ts), and charged; the
+ * process exits 0; and the books,
  * read straight from storage afterwards, hold no open hold and add up.
  */
 
@@ -153,9 +155,11 @@ describe("graceful shutdown of the server process (PostgreSQL)", () => {
       body: JSON.stringify({ prompt: "a slow question", maxTokens: 100 })
     }).then(async (response) => ({ status: response.status, body: await response.json() as any }))
 
-  it("stops accepting, lets the call in flight finish and settle, and exits 0", async () => {
+  it("stops accepting, lets the call in flight finish and settle, and exits 0 without waiting out the grace", async () => {
     upstream = await startGatedUpstream()
-    const { server, key, accountId } = await fundedServer()
+    // A long grace: the process must not wait it out once the call is answered, although its
+    // caller (fetch) keeps the connection open for the next request.
+    const { server, key, accountId } = await fundedServer({ SHUTDOWN_GRACE_SECONDS: "30" })
     const exit = exitOf(server)
 
     const inFlight = reason(server.baseUrl, key)
@@ -170,14 +174,50 @@ describe("graceful shutdown of the server process (PostgreSQL)", () => {
     const answered = await inFlight
     expect(answered.status).toBe(200)
     expect(typeof answered.body.metadata.auditId).toBe("string")
+    const answeredAt = Date.now()
 
     expect(await exit).toEqual({ code: 0, signal: null })
+    // Well under the 30 s grace (about 0.1 s here); before idle connections were closed during
+    // the shutdown, the kept-alive connection held the process for the whole grace.
+    expect(Date.now() - answeredAt).toBeLessThan(15_000)
     expect(server.output()).toContain("Spendgate stopped")
 
     const after = await books(accountId)
     expect(after.problems).toEqual([])
     expect(after.reservations.filter((r) => r.status === "held")).toEqual([])
     expect(after.reservations.filter((r) => r.status === "settled")).toHaveLength(1)
+    expect(after.wallet.usdMicroUsd).toBeLessThan(50_000_000n)
+    await upstream.close()
+  }, 120_000)
+
+  it("carries a call whose caller went away to its end within the grace, charges it, and then exits 0", async () => {
+    upstream = await startGatedUpstream()
+    const { server, key, accountId } = await fundedServer()
+    const exit = exitOf(server)
+
+    const controller = new AbortController()
+    const inFlight = fetch(`${server.baseUrl}/v1/capabilities/reason`, {
+      method: "POST",
+      signal: controller.signal,
+      headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
+      body: JSON.stringify({ prompt: "a slow question", maxTokens: 100 })
+    }).then(() => "answered", () => "hung up")
+    await upstream.arrived()
+    controller.abort()
+    expect(await inFlight).toBe("hung up")
+    server.child.kill("SIGTERM")
+
+    // The port closes; the process waits for the carried call, which has no caller any more.
+    while (!(await refused(server.baseUrl))) await new Promise((r) => setTimeout(r, 50))
+    await new Promise((r) => setTimeout(r, 300))
+    expect(server.child.exitCode).toBeNull()
+
+    upstream.release()
+    expect(await exit).toEqual({ code: 0, signal: null })
+
+    const after = await books(accountId)
+    expect(after.problems).toEqual([])
+    expect(after.reservations.map((r) => r.status)).toEqual(["settled"])
     expect(after.wallet.usdMicroUsd).toBeLessThan(50_000_000n)
     await upstream.close()
   }, 120_000)
