@@ -39,8 +39,6 @@ export class CarriedRequests extends Context.Service<CarriedRequests, {
   ) => Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | HttpServerRequest.HttpServerRequest>
   /** The server has begun to stop: the grace of carried requests is counted from now. */
   readonly shutdownStarted: Effect.Effect<void>
-  /** Requests running now in fibers of their own (whether or not their callers still wait). */
-  readonly size: Effect.Effect<number>
 }>()("spendgate/http/CarriedRequests") {
   /**
    * The carried requests of one server. When this layer's scope closes, the
@@ -80,6 +78,9 @@ export class CarriedRequests extends Context.Service<CarriedRequests, {
               return callerGone ? unread(request, exit) : Effect.void
             })
             return Effect.flatMap(FiberSet.run(fibers, own), (fiber) =>
+              // The router runs its global middleware uninterruptibly (only a route's own handler
+              // is interruptible): the wait is made interruptible, so that a caller's going away
+              // (or the end of a shutdown's grace) ends the wait at once, and only the wait.
               Effect.onInterrupt(Effect.interruptible(Fiber.join(fiber)), () => {
                 callerGone = true
                 return outcome === undefined ? Effect.void : unread(request, outcome)
@@ -91,8 +92,7 @@ export class CarriedRequests extends Context.Service<CarriedRequests, {
           shutdownStarted: Effect.flatMap(Clock.currentTimeMillis, (now) =>
             Effect.sync(() => {
               shutdownAt ??= now
-            })),
-          size: FiberSet.size(fibers)
+            }))
         })
       })
     )
