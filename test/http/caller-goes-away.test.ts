@@ -1,5 +1,6 @@
 import { upstreamLayers } from "../support/upstreamLayers.ts"
 import { Effect, Layer, Redacted } from "effect"
+import OpenAI, { APIConnectionTimeoutError } from "openai"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -238,5 +239,17 @@ describe.each(storeBackends)("a caller that goes away before its answer, over %s
     expect(holds.map((r) => r.status)).toEqual(["settled"])
     for (let i = 0; i < 100 && upstream.cut === cutBefore; i++) await sleep(50)
     expect(upstream.cut).toBeGreaterThan(cutBefore)
+  })
+
+  it("the official OpenAI client giving up on its timeout: the call is made once and charged once", async () => {
+    const agent = await funded()
+    const seen = upstream.requests.length
+    const openai = new OpenAI({ baseURL: `${server.baseUrl}/v1`, apiKey: agent.apiKey, timeout: HANG_UP_MS, maxRetries: 0 })
+    await expect(openai.chat.completions.create({ model: "m-1", messages: [{ role: "user", content: "hi" }] }))
+      .rejects.toBeInstanceOf(APIConnectionTimeoutError)
+    const holds = await holdsWhenDone(agent.accountId)
+    expect(holds.map((r) => r.status)).toEqual(["settled"])
+    expect(upstream.requests.length).toBe(seen + 1)
+    expect((await charges(agent.apiKey)).map((c) => Math.round(c.amountUsdCents * 10_000))).toEqual([50])
   })
 })
