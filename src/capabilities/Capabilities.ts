@@ -304,6 +304,18 @@ export class Capabilities extends Context.Service<Capabilities, {
           issues: [{ path: "url", message: `not allowed: ${error.message}` }]
         })
 
+      /**
+       * Whether a failed call of `email` or `sms` may still have sent its
+       * message: its request went out and no answer said it was refused (no
+       * answer in time, a connection broken during the answer, a success
+       * answer that could not be read). Another provider is then not tried,
+       * which could send the message twice. A refused connection, a 4xx, a 429
+       * or a 5xx says the message was not taken, and the next one is tried.
+       */
+      const mayHaveSent = (capability: Capability, error: ProviderFailure): boolean =>
+        (capability === "email" || capability === "sms") &&
+        (error.reason === "timeout" || error.reason === "network" || error.reason === "malformed" || error.reason === "too_large")
+
       /** One attempt on one provider; a URL refused mid-flight is the caller's 400. */
       const attempt = <C extends BuiltCapability>(
         principal: Principal,
@@ -337,6 +349,8 @@ export class Capabilities extends Context.Service<Capabilities, {
           const error = Option.getOrUndefined(Exit.findErrorOption(attempt))
           if (!(error instanceof ProviderFailure)) return yield* Effect.failCause(attempt.cause)
           if (error.reason === "blocked") return yield* Effect.fail(blockedAsValidation(error))
+          // A message that may have gone out is not sent again through another provider.
+          if (mayHaveSent(capability, error)) return yield* Effect.fail(error)
           lastFailure = error
         }
         return yield* Effect.fail(

@@ -29,14 +29,17 @@ const llm = FakeProvider.make("reason", {
   otherwise: FakeProvider.succeed({ usage: { promptTokens: 1234, completionTokens: 567 } })
 })
 
+/** Two email providers: a message refused by one goes to the other, one that may have gone out does not. */
+const mailCheap = FakeProvider.make("email", { name: "mail-cheap", priceMicroUsd: 1_000n })
+const mailDear = FakeProvider.make("email", { name: "mail-dear", priceMicroUsd: 2_000n })
 const errCode = (e: unknown) => (e as { code?: string }).code ?? String(e)
 
 /** A fresh gateway, fresh provider health and fresh scripts for every test. */
 const it = {
   effect: <A, E>(name: string, body: () => Effect.Effect<A, E, any>) =>
     vitestIt.effect(name, () => {
-      for (const provider of [dear, cheap, llm]) provider.reset()
-      return Effect.provide(body(), TestGateway.layer({ providers: [dear, cheap, llm] })) as Effect.Effect<A, E>
+      for (const provider of [dear, cheap, llm, mailCheap, mailDear]) provider.reset()
+      return Effect.provide(body(), TestGateway.layer({ providers: [dear, cheap, llm, mailCheap, mailDear] })) as Effect.Effect<A, E>
     })
 }
 
@@ -76,6 +79,29 @@ describe("metered capability execution", () => {
         assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicroUsd, 1_000_000n)
       }))
 
+    for (const reason of ["timeout", "network", "malformed", "too_large"] as const) {
+      it.effect(`an email whose provider failed with ${reason} (it may have gone out) is not sent again through another; nothing charged`, () =>
+        Effect.gen(function*() {
+          mailCheap.always(FakeProvider.fail(reason))
+          const owner = yield* fundedAccount(100n)
+          const error = yield* Effect.flip((yield* Capabilities).execute(owner, "email", { to: ["a@example.com"], subject: "s", text: "t" }))
+          assert.strictEqual(errCode(error), "PROVIDER_ERROR")
+          assert.strictEqual(mailCheap.calls.length, 1)
+          assert.strictEqual(mailDear.calls.length, 0)
+          assert.strictEqual((yield* (yield* Wallets).get(owner)).usdMicroUsd, 1_000_000n)
+        }))
+    }
+    for (const reason of ["unavailable", "rate_limited", "rejected"] as const) {
+      it.effect(`an email refused with ${reason} (it was not taken) goes to the next provider`, () =>
+        Effect.gen(function*() {
+          mailCheap.always(FakeProvider.fail(reason))
+          const owner = yield* fundedAccount(100n)
+          const result = yield* (yield* Capabilities).execute(owner, "email", { to: ["a@example.com"], subject: "s", text: "t" })
+          assert.strictEqual(result.provider, "mail-dear")
+          assert.strictEqual(mailCheap.calls.length, 1)
+          assert.strictEqual(result.receipt.chargedMicroUsd, 2_000n)
+        }))
+    }
     it.effect("a pinned provider is used alone, and an unknown one is 404", () =>
       Effect.gen(function*() {
         dear.always(FakeProvider.fail("unavailable"))
