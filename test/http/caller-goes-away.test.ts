@@ -30,6 +30,21 @@ const KEY = "sk-operator-carry"
 const HANG_UP_MS = 100
 const ANSWER_AFTER_MS = 400
 
+/** How long the upstream takes: ANSWER_AFTER_MS, or what a first message `wait <ms>` asks for. */
+const answerAfterMs = (body: Record<string, unknown>): number => {
+  const first = (body.messages as ReadonlyArray<{ readonly content?: unknown }> | undefined)?.[0]?.content
+  const asked = typeof first === "string" ? /^wait (\d+)$/.exec(first) : null
+  return asked === null ? ANSWER_AFTER_MS : Number(asked[1])
+}
+
+/** A small seeded generator (mulberry32), so that a failing run can be replayed from its seed. */
+const seeded = (seed: number) => () => {
+  seed = (seed + 0x6D2B79F5) | 0
+  let t = Math.imul(seed ^ (seed >>> 15), 1 | seed)
+  t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
+  return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+}
+
 interface Upstream {
   readonly url: string
   readonly requests: Array<{ readonly path: string; readonly body: Record<string, unknown> }>
@@ -75,7 +90,7 @@ const startUpstream = (): Promise<Upstream> =>
           }
           res.writeHead(200, { "content-type": "application/json" })
           res.end(JSON.stringify(chatCompletion(body, { promptTokens: 10, completionTokens: 20 })))
-        }, ANSWER_AFTER_MS)
+        }, answerAfterMs(body))
       })
     })
     server.listen(0, "127.0.0.1", () => {
@@ -157,11 +172,11 @@ describe.each(storeBackends)("a caller that goes away before its answer, over %s
   }
 
   /** The account's reservations once none is held any more (or after 5 s, as they are then). */
-  const holdsWhenDone = async (accountId: AccountId): Promise<ReadonlyArray<Reservation>> => {
+  const holdsWhenDone = async (accountId: AccountId, limit = 10): Promise<ReadonlyArray<Reservation>> => {
     let items: ReadonlyArray<Reservation> = []
     for (let i = 0; i < 100; i++) {
       items = (await server.run(Effect.gen(function*() {
-        return yield* (yield* Store).listReservations(accountId, { limit: 10, offset: 0 })
+        return yield* (yield* Store).listReservations(accountId, { limit, offset: 0 })
       }))).items
       if (items.length > 0 && items.every((r) => r.status !== "held")) break
       await sleep(50)
@@ -170,7 +185,7 @@ describe.each(storeBackends)("a caller that goes away before its answer, over %s
   }
 
   const charges = async (key: string) =>
-    (await api.get("/v1/wallet/transactions?type=charge", key)).body.transactions as Array<{ amountUsdCents: number }>
+    (await api.get("/v1/wallet/transactions?type=charge&limit=100", key)).body.transactions as Array<{ amountUsdCents: number }>
 
   it("the call is made, settled at what it cost and counted against the caps", async () => {
     const agent = await funded()
@@ -252,4 +267,54 @@ describe.each(storeBackends)("a caller that goes away before its answer, over %s
     expect(upstream.requests.length).toBe(seen + 1)
     expect((await charges(agent.apiKey)).map((c) => Math.round(c.amountUsdCents * 10_000))).toEqual([50])
   })
+
+  it("many callers hanging up at random: every call the upstream received is settled and charged once, nothing else", async () => {
+    const agent = await funded()
+    const seed = Number(process.env["HANG_UP_SEED"] ?? Math.floor(Math.random() * 2 ** 31))
+    console.log(`caller-goes-away: HANG_UP_SEED=${seed}`)
+    const random = seeded(seed)
+    const seen = upstream.requests.length
+    // 48 calls, 12 at a time: each upstream answer takes 0 – 60 ms, each caller hangs up after
+    // 0 – 80 ms (before, during or after its call), or never.
+    const calls = Array.from({ length: 48 }, () => ({
+      waitMs: Math.floor(random() * 60),
+      hangUpMs: random() < 0.2 ? undefined : Math.floor(random() * 80)
+    }))
+    let answered = 0
+    for (let i = 0; i < calls.length; i += 12) {
+      await Promise.all(calls.slice(i, i + 12).map(async ({ waitMs, hangUpMs }) => {
+        const controller = new AbortController()
+        const timer = hangUpMs === undefined ? undefined : setTimeout(() => controller.abort(), hangUpMs)
+        try {
+          const response = await fetch(`${server.baseUrl}/v1/proxy/slow`, {
+            method: "POST",
+            signal: controller.signal,
+            headers: { authorization: `Bearer ${agent.apiKey}`, "content-type": "application/json" },
+            body: JSON.stringify({
+              method: "POST",
+              path: "/v1/chat/completions",
+              body: { model: "m-1", messages: [{ role: "user", content: `wait ${waitMs}` }] }
+            })
+          })
+          await response.arrayBuffer()
+          if (response.status === 200) answered++
+        } catch {
+          // Hung up.
+        } finally {
+          clearTimeout(timer)
+        }
+      }))
+    }
+    const holds = await holdsWhenDone(agent.accountId, calls.length)
+    const received = upstream.requests.length - seen
+    expect(received).toBeGreaterThanOrEqual(answered)
+    // Each call the upstream received has one hold, settled; no hold was released or left held.
+    expect(holds.length, `seed ${seed}`).toBe(received)
+    expect(holds.filter((r) => r.status !== "settled"), `seed ${seed}`).toEqual([])
+    const charged = (await charges(agent.apiKey)).map((c) => Math.round(c.amountUsdCents * 10_000))
+    expect(charged, `seed ${seed}`).toEqual(Array.from({ length: received }, () => 50))
+    const wallet = await api.get("/v1/wallet", agent.apiKey)
+    expect(Math.round((100 - wallet.body.balanceUsdCents) * 10_000), `seed ${seed}`).toBe(50 * received)
+    expect((await server.run(checkAccount(agent.accountId))).problems).toEqual([])
+  }, 60_000)
 })
