@@ -1,5 +1,5 @@
 import { upstreamLayers } from "../support/upstreamLayers.ts"
-import { Effect, Layer, Redacted } from "effect"
+import { Effect, Layer } from "effect"
 import OpenAI, { APIConnectionTimeoutError } from "openai"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
@@ -13,6 +13,7 @@ import { Services } from "../../src/services/Services.ts"
 import { Wallets } from "../../src/wallet/Wallets.ts"
 import { chatCompletion } from "../providers/fakeLlm.ts"
 import { checkAccount } from "../support/ledger-check.ts"
+import { operatorChatService } from "../support/chatService.ts"
 import { client, type RunningServer, startServer, storeBackends } from "../support/server.ts"
 
 /**
@@ -108,27 +109,7 @@ describe.each(storeBackends)("a caller that goes away before its answer, over %s
   beforeAll(async () => {
     upstream = await startUpstream()
     const transport = Transport.layer({
-      operatorServices: [{
-        service: {
-          slug: "slow",
-          name: "Slow",
-          description: "answers after a delay",
-          baseUrl: upstream.url,
-          capabilities: ["reason"],
-          origin: "operator",
-          endpoints: [{
-            path: "/v1/chat/completions",
-            method: "POST",
-            description: "chat",
-            price: {
-              kind: "tokens",
-              format: "openai-chat",
-              models: [{ id: "m-1", inputPer1kMicroUsd: 1_000n, outputPer1kMicroUsd: 2_000n, maxTokens: 1000, defaultMaxTokens: 100 }]
-            }
-          }]
-        },
-        credentials: { authorization: Redacted.make(`Bearer ${KEY}`) }
-      }]
+      operatorServices: [operatorChatService("slow", "Slow", upstream.url, KEY)]
     }).pipe(Layer.provide(upstreamLayers))
     server = await startServer(store(), { transport })
     api = client(server.baseUrl)

@@ -1,5 +1,5 @@
 import { upstreamLayers } from "../support/upstreamLayers.ts"
-import { Effect, Layer, Redacted } from "effect"
+import { Effect, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
@@ -14,6 +14,7 @@ import { countedStreamCost } from "../../src/services/quote.ts"
 import { usageTracker } from "../../src/services/sse.ts"
 import { Spend } from "../../src/wallet/Spend.ts"
 import { Wallets } from "../../src/wallet/Wallets.ts"
+import { operatorChatService } from "../support/chatService.ts"
 import { client, errorCode, type RunningServer, startServer } from "../support/server.ts"
 
 /**
@@ -89,27 +90,7 @@ describe("streamed completions through the proxy", () => {
   beforeAll(async () => {
     upstream = await startUpstream()
     const transport = Transport.layer({
-      operatorServices: [{
-        service: {
-          slug: "streamer",
-          name: "Streamer",
-          description: "test",
-          baseUrl: upstream.url,
-          capabilities: ["reason"],
-          origin: "operator",
-          endpoints: [{
-            path: "/v1/chat/completions",
-            method: "POST",
-            description: "chat",
-            price: {
-              kind: "tokens",
-              format: "openai-chat",
-              models: [{ id: "m-1", inputPer1kMicroUsd: 1_000n, outputPer1kMicroUsd: 2_000n, maxTokens: 1000, defaultMaxTokens: 100 }]
-            }
-          }]
-        },
-        credentials: { authorization: Redacted.make(`Bearer ${KEY}`) }
-      }],
+      operatorServices: [operatorChatService("streamer", "Streamer", upstream.url, KEY)],
       // A registry service at the same local upstream (allowed here; registry URLs are https in production).
       registry: { allowHosts: [new URL(upstream.url).host] }
     }).pipe(Layer.provide(upstreamLayers))
