@@ -26,7 +26,7 @@ import { HttpRouter, HttpServerRequest, type HttpServerResponse } from "effect/h
  *
  * When the server stops, a carried request gets the same grace as requests
  * whose callers still wait (counted from the start of the shutdown, see
- * `markShutdownStart`); one still running at its end is interrupted, which
+ * `markShutdownStart` in server.ts); one still running at its end is interrupted, which
  * releases its hold, as for the others.
  */
 

@@ -286,8 +286,18 @@ describe.each(storeBackends)("a caller that goes away before its answer, over %s
         }
       }))
     }
-    const holds = await holdsWhenDone(agent.accountId, calls.length)
-    const received = upstream.requests.length - seen
+    // A caller that hung up early leaves its request still running here (authenticated, held,
+    // then sent): wait until nothing is held and neither the holds nor the upstream's count have
+    // moved for 200 ms, so that no such straggler lands between the two reads.
+    let holds: ReadonlyArray<Reservation> = []
+    let received = -1
+    for (let i = 0; i < 50; i++) {
+      const before = { holds: holds.length, received }
+      holds = await holdsWhenDone(agent.accountId, calls.length)
+      received = upstream.requests.length - seen
+      if (holds.length === before.holds && received === before.received) break
+      await sleep(200)
+    }
     expect(received).toBeGreaterThanOrEqual(answered)
     // Each call the upstream received has one hold, settled; no hold was released or left held.
     expect(holds.length, `seed ${seed}`).toBe(received)
