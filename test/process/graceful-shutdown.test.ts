@@ -222,6 +222,36 @@ describe("graceful shutdown of the server process (PostgreSQL)", () => {
     await upstream.close()
   }, 120_000)
 
+  it("past SHUTDOWN_GRACE_SECONDS interrupts a carried call too (its caller gone), releases its hold, and exits 0", async () => {
+    upstream = await startGatedUpstream()
+    const { server, key, accountId } = await fundedServer({ SHUTDOWN_GRACE_SECONDS: "1" })
+    const exit = exitOf(server)
+
+    const controller = new AbortController()
+    const inFlight = fetch(`${server.baseUrl}/v1/capabilities/reason`, {
+      method: "POST",
+      signal: controller.signal,
+      headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
+      body: JSON.stringify({ prompt: "a slow question", maxTokens: 100 })
+    }).then(() => "answered", () => "hung up")
+    await upstream.arrived()
+    controller.abort()
+    expect(await inFlight).toBe("hung up")
+    server.child.kill("SIGTERM")
+    const stoppedAt = Date.now()
+
+    // The upstream never answers: the grace ends the carried call as it ends any other,
+    // well before the test's own bound (about 1 s here).
+    expect(await exit).toEqual({ code: 0, signal: null })
+    expect(Date.now() - stoppedAt).toBeLessThan(15_000)
+    const after = await books(accountId)
+    expect(after.problems).toEqual([])
+    expect(after.reservations.map((r) => r.status)).toEqual(["released"])
+    expect(after.wallet.usdMicroUsd).toBe(50_000_000n)
+    upstream.release()
+    await upstream.close()
+  }, 120_000)
+
   it("past SHUTDOWN_GRACE_SECONDS interrupts the call still in flight, releases its hold, and exits 0", async () => {
     upstream = await startGatedUpstream()
     const { server, key, accountId } = await fundedServer({ SHUTDOWN_GRACE_SECONDS: "1" })
